@@ -1,0 +1,226 @@
+"""The LLM activity: one chat completion through the `openai` client.
+
+The client runs with `max_retries=0`: Temporal owns retries, so every attempt is
+visible in the workflow's history and honours the workflow's retry policy. This
+module only classifies failures: transient ones are retryable (with the server's
+`retry-after` as the next delay), request errors fail at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import importlib
+import time
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+import openai
+from pydantic import BaseModel, ValidationError
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from durafact.llm import ChatMessage, LLMRequest, LLMResponse, Usage, strict_json_schema
+
+# Status codes that no retry can fix, and the error type each one is reported as.
+NON_RETRYABLE_STATUS = {
+    400: "BadRequest",
+    401: "AuthenticationFailed",
+    403: "PermissionDenied",
+    404: "ModelNotFound",
+    422: "UnprocessableRequest",
+}
+RETRYABLE_STATUS = {408: "RequestTimeout", 409: "Conflict", 429: "RateLimited"}
+MAX_RETRY_AFTER = timedelta(minutes=5)
+
+
+def retry_after(headers: Any) -> timedelta | None:
+    """The server's requested delay from `retry-after-ms` or `retry-after` (seconds or a date)."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return min(timedelta(milliseconds=float(millis)), MAX_RETRY_AFTER)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+        if parsed is None:
+            return None
+        seconds = parsed.timestamp() - time.time()
+    return min(timedelta(seconds=max(seconds, 0.0)), MAX_RETRY_AFTER)
+
+
+def classify_error(exc: Exception) -> ApplicationError:
+    """Turn an `openai` exception into the ApplicationError Temporal should act on."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        detail = f"model endpoint answered {status}: {exc.message}"
+        if status in NON_RETRYABLE_STATUS:
+            return ApplicationError(detail, type=NON_RETRYABLE_STATUS[status], non_retryable=True)
+        if status in RETRYABLE_STATUS or status >= 500:
+            return ApplicationError(
+                detail,
+                type=RETRYABLE_STATUS.get(status, "ServerError"),
+                next_retry_delay=retry_after(exc.response.headers),
+            )
+        return ApplicationError(detail, type="RequestRejected", non_retryable=True)
+    if isinstance(exc, openai.APITimeoutError):
+        return ApplicationError(f"model endpoint timed out: {exc}", type="ModelTimeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return ApplicationError(f"model endpoint unreachable: {exc}", type="ModelUnreachable")
+    raise exc
+
+
+async def heartbeating(awaitable: Any, every: float = 2.0) -> Any:
+    """Await `awaitable` while heartbeating, so a dead worker is noticed within the
+    heartbeat timeout rather than the (much longer) start-to-close timeout."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        task.cancel()
+
+
+def _load_type(path: str) -> type[BaseModel]:
+    module_name, _, qualname = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ApplicationError(
+            f"output type {path!r} cannot be imported on this worker: {exc}",
+            type="UnknownOutputType",
+            non_retryable=True,
+        ) from exc
+    if not (isinstance(target, type) and issubclass(target, BaseModel)):
+        raise ApplicationError(
+            f"output type {path!r} is not a pydantic model",
+            type="UnknownOutputType",
+            non_retryable=True,
+        )
+    return target
+
+
+class ModelActivities:
+    """Activities that talk to the model; one instance per worker."""
+
+    def __init__(self, llm: openai.AsyncOpenAI, temporal: Client, default_model: str) -> None:
+        self._llm = llm
+        self._temporal = temporal
+        self._default_model = default_model
+
+    async def _artifact_texts(self, ids: list[str]) -> dict[str, str]:
+        # Earlier artifacts come from the workflow's own ledger by query, so they are
+        # not copied into this activity's input (and into history) on every call.
+        info = activity.info()
+        handle = self._temporal.get_workflow_handle(
+            info.workflow_id, run_id=info.workflow_run_id
+        )
+        return await handle.query("artifact_texts", ids, result_type=dict[str, str])
+
+    async def _render(self, messages: list[ChatMessage]) -> list[dict[str, str]]:
+        wanted = [i for m in messages for i in m.artifact_ids]
+        texts = await self._artifact_texts(wanted) if wanted else {}
+        rendered = []
+        for message in messages:
+            parts = [message.content] if message.content else []
+            parts += [f"[{i}] {texts[i]}" for i in message.artifact_ids]
+            rendered.append({"role": message.role, "content": "\n\n".join(parts)})
+        return rendered
+
+    @activity.defn(name="request_model")
+    async def request_model(self, request: LLMRequest) -> LLMResponse:
+        messages = await self._render(request.messages)
+        output_type = _load_type(request.output_type) if request.output_type else None
+        info = activity.info()
+        kwargs: dict[str, Any] = {
+            "model": request.model or self._default_model,
+            # Lets the endpoint's logs (and the tests' scripted server) tie a request to
+            # the activity attempt that made it; ids may hold any text, headers only ASCII.
+            "extra_headers": {
+                "X-Durafact-Workflow-Id": quote(info.workflow_id, safe=""),
+                "X-Durafact-Activity-Id": quote(info.activity_id, safe=""),
+                "X-Durafact-Attempt": str(info.attempt),
+            },
+        }
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        if output_type is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": output_type.__name__,
+                    "schema": strict_json_schema(output_type),
+                    "strict": True,
+                },
+            }
+
+        usage = Usage()
+        error = ""
+        attempts = request.validation_attempts if output_type else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                completion = await heartbeating(
+                    self._llm.chat.completions.create(messages=messages, **kwargs)
+                )
+            except openai.OpenAIError as exc:
+                raise classify_error(exc) from exc
+            if completion.usage is not None:
+                usage += Usage(
+                    prompt_tokens=completion.usage.prompt_tokens,
+                    completion_tokens=completion.usage.completion_tokens,
+                    total_tokens=completion.usage.total_tokens,
+                )
+            text = (completion.choices[0].message.content or "") if completion.choices else ""
+            response = LLMResponse(
+                text=text, usage=usage, model=completion.model, attempts=attempt
+            )
+            if output_type is None:
+                if not text.strip():
+                    raise ApplicationError(
+                        "model returned an empty answer", type="EmptyModelOutput"
+                    )
+                return response
+            try:
+                value = output_type.model_validate_json(text)
+            except ValidationError as exc:
+                error = _short_errors(exc)
+                activity.logger.warning("model output did not validate (ask %d): %s", attempt, error)
+                # Ask again with the model's own answer and what was wrong with it.
+                messages = messages + [
+                    {"role": "assistant", "content": text},
+                    {
+                        "role": "user",
+                        "content": "That answer does not match the required JSON schema: "
+                        f"{error}. Reply again with only JSON that matches the schema.",
+                    },
+                ]
+                continue
+            response.data = value.model_dump(mode="json")
+            return response
+        raise ApplicationError(
+            f"model output did not match {output_type.__name__} after {attempts} asks: {error}",
+            type="InvalidModelOutput",
+            non_retryable=True,
+        )
+
+
+def _short_errors(exc: ValidationError, limit: int = 3) -> str:
+    errors = exc.errors()[:limit]
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in errors)

@@ -1,0 +1,42 @@
+"""Stable, readable ids derived from what a thing is, never random.
+
+The same ids name ledger artifacts, Temporal activity ids and Web UI labels, so a
+retried or replayed workflow can never mint a second copy of anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_KEY_LIMIT = 48
+
+
+def text_key(text: str, limit: int = _KEY_LIMIT) -> str:
+    """A short, stable key for free text (a goal, a topic, a request).
+
+    Short texts stay readable as they are (whitespace folded); long ones are cut
+    and suffixed with a hash of the whole text, so two goals that share a prefix
+    still get different keys and ids stay well under Temporal's length limits.
+    """
+    folded = re.sub(r"\s+", " ", text.strip())
+    if len(folded) <= limit:
+        return folded
+    digest = hashlib.sha256(folded.encode()).hexdigest()[:10]
+    return f"{folded[: limit - 11].rstrip()}~{digest}"
+
+
+def step_id(goal: str, index: int) -> str:
+    return f"step:{text_key(goal)}:{index}"
+
+
+def result_id(step: str) -> str:
+    return f"result:{step}"
+
+
+def final_id(goal: str) -> str:
+    return f"final:{text_key(goal)}"
+
+
+def goal_id(goal: str) -> str:
+    return f"goal:{text_key(goal)}"

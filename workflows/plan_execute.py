@@ -1,0 +1,229 @@
+"""PlanExecute: plan once, execute the steps strictly in order, then finish.
+
+The recipe owns the order, the artifact ids, the links and the status; a user
+writes only the three judgement hooks:
+
+    @workflow.defn
+    class TripPlanner(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
+        @workflow.run
+        async def run(self, goal: Goal) -> FinalAnswer:
+            return await self.execute(goal)
+
+        async def plan(self, ctx, goal): ...                  # -> list[PlanStep]
+        async def execute_step(self, ctx, step, history): ... # -> StepResult
+        async def finish(self, ctx, goal, results): ...       # -> FinalAnswer
+
+Artifacts: `goal:{goal}`, `step:{goal}:{i}` (linked `from_goal`),
+`result:step:{goal}:{i}` (linked `executes` its step) and `final:{goal}` (linked
+`supported_by` every result). The model activities carry the same ids with an
+`llm:` prefix, so the Web UI timeline reads like the ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, Field, field_validator
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from durafact.ids import final_id, goal_id, result_id, step_id, text_key
+from durafact.ledger import Ledger
+from durafact.llm import Usage
+from workflows.recipe import Recipe, RecipeContext
+
+G = TypeVar("G", bound=BaseModel)
+S = TypeVar("S", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
+F = TypeVar("F", bound=BaseModel)
+
+
+def goal_text(goal: BaseModel) -> str:
+    """What names a goal in ids: its `text` field, else its JSON."""
+    text = getattr(goal, "text", None)
+    return text if isinstance(text, str) else goal.model_dump_json()
+
+
+def _stamp(item: BaseModel, goal: str, index: int) -> BaseModel:
+    # Steps and results carry `goal`/`index` when their type declares them; the
+    # recipe fills them in so hooks never have to.
+    fields = type(item).model_fields
+    update = {k: v for k, v in (("goal", goal), ("index", index)) if k in fields}
+    return item.model_copy(update=update) if update else item
+
+
+class PlanExecute(Recipe, Generic[G, S, R, F]):
+    """Plan -> execute each step with the results before it -> finish."""
+
+    recipe_name = "plan_execute"
+
+    async def plan(self, ctx: RecipeContext, goal: G) -> list[S]:
+        raise NotImplementedError
+
+    async def execute_step(self, ctx: RecipeContext, step: S, history: list[R]) -> R:
+        raise NotImplementedError
+
+    async def finish(self, ctx: RecipeContext, goal: G, results: list[R]) -> F:
+        raise NotImplementedError
+
+    def result_ids(self, results: list[R]) -> list[str]:
+        """Ledger ids of `results` (a prefix of the plan's results), for `ctx.llm` context."""
+        return [result_id(step_id(self._goal_text, i)) for i in range(len(results))]
+
+    async def execute(self, goal: G) -> F:
+        ctx, ledger = self.ctx, self.ctx.ledger
+        self.begin()
+        text = self._goal_text = goal_text(goal)
+        key = text_key(text)
+        ledger.create(goal_id(text), goal)
+        try:
+            ctx.set_status("planning", f"planning: {key}")
+            with ctx.scoped(f"plan:{key}"):
+                planned = await self.plan(ctx, goal)
+            if not planned:
+                raise ApplicationError("the plan has no steps", type="EmptyPlan", non_retryable=True)
+            steps = [_stamp(step, key, i) for i, step in enumerate(planned)]
+            for i, step in enumerate(steps):
+                ledger.create(step_id(text, i), step)
+                ledger.link(step_id(text, i), "from_goal", goal_id(text))
+            ctx.announce(f"planned {len(steps)} steps")
+
+            results: list[R] = []
+            for i, step in enumerate(steps):
+                sid = step_id(text, i)
+                ctx.set_status(f"executing:{i + 1}/{len(steps)}", f"step {i + 1}/{len(steps)}")
+                with ctx.scoped(sid):
+                    result = _stamp(await self.execute_step(ctx, step, list(results)), key, i)
+                ledger.create(result_id(sid), result)
+                ledger.link(result_id(sid), "executes", sid)
+                results.append(result)
+                ctx.announce(f"step {i + 1}/{len(steps)} done")
+
+            ctx.set_status("finishing")
+            fid = final_id(text)
+            with ctx.scoped(fid):
+                final = await self.finish(ctx, goal, list(results))
+            ledger.create(fid, final)
+            for i in range(len(steps)):
+                ledger.link(fid, "supported_by", result_id(step_id(text, i)))
+        except Exception:
+            ctx.set_status("failed")
+            raise
+        ctx.set_status("completed")
+        return final
+
+
+# --- The ready, LLM-driven PlanExecute --------------------------------------------
+
+
+class Goal(BaseModel):
+    text: str = Field(description="What the plan should achieve.")
+    max_steps: int = Field(default=3, ge=1, le=12, description="Upper bound on plan length.")
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the goal is empty")
+        return value.strip()
+
+
+class Plan(BaseModel):
+    """The model's structured output for the planning call."""
+
+    steps: list[str] = Field(min_length=1, max_length=12)
+
+
+class PlanStep(BaseModel):
+    goal: str = ""
+    index: int = 0
+    description: str
+
+
+class StepResult(BaseModel):
+    goal: str = ""
+    index: int = 0
+    text: str
+
+
+class FinalAnswer(BaseModel):
+    goal: str
+    text: str
+
+
+class PlanExecuteResult(BaseModel):
+    goal: str
+    steps: list[PlanStep]
+    results: list[StepResult]
+    answer: FinalAnswer
+    usage: Usage
+    ledger: Ledger
+
+
+PLANNER = (
+    "You are a planner. Break the user's goal into at most {n} short, concrete steps "
+    "that can be carried out one after another. Each step is one sentence."
+)
+EXECUTOR = (
+    "You carry out one step of a plan towards a goal. Use the results of the earlier "
+    "steps given as context. Answer with the result of this step only, briefly."
+)
+FINISHER = (
+    "You write the final answer to a goal from the results of its plan's steps, given "
+    "as context. Be concise and concrete."
+)
+
+
+@workflow.defn
+class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
+    """Goal in; a plan of steps, each executed with the earlier results; a final answer."""
+
+    @workflow.run
+    async def run(self, goal: Goal) -> PlanExecuteResult:
+        answer = await self.execute(goal)
+        ledger = self.ctx.ledger
+        return PlanExecuteResult(
+            goal=goal.text,
+            steps=[a.data for a in ledger.find_all(PlanStep)],
+            results=[a.data for a in ledger.find_all(StepResult)],
+            answer=answer,
+            usage=self.ctx.usage,
+            ledger=ledger,
+        )
+
+    async def plan(self, ctx: RecipeContext, goal: Goal) -> list[PlanStep]:
+        plan = await ctx.llm.structured(
+            Plan,
+            f"Goal: {goal.text}",
+            system=PLANNER.format(n=goal.max_steps),
+            summary=f"request model: plan steps for {_quote(goal.text)}",
+        )
+        if len(plan.steps) > goal.max_steps:
+            ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {goal.max_steps}")
+        return [PlanStep(description=s) for s in plan.steps[: goal.max_steps]]
+
+    async def execute_step(
+        self, ctx: RecipeContext, step: PlanStep, history: list[StepResult]
+    ) -> StepResult:
+        text = await ctx.llm.text(
+            f"Goal: {self._goal_text}\nStep {step.index + 1}: {step.description}",
+            system=EXECUTOR,
+            context=self.result_ids(history),
+            summary=f"request model: step {step.index + 1} {_quote(step.description)}",
+        )
+        return StepResult(text=text)
+
+    async def finish(
+        self, ctx: RecipeContext, goal: Goal, results: list[StepResult]
+    ) -> FinalAnswer:
+        text = await ctx.llm.text(
+            f"Goal: {goal.text}\nWrite the final answer.",
+            system=FINISHER,
+            context=self.result_ids(results),
+            summary=f"request model: final answer for {_quote(goal.text)}",
+        )
+        return FinalAnswer(goal=goal.text, text=text)
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
