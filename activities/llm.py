@@ -52,10 +52,10 @@ def retry_after(headers: Any) -> timedelta | None:
     try:
         seconds = float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
-        if parsed is None:
-            return None
-        seconds = parsed.timestamp() - time.time()
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None  # unreadable: the retry policy's own backoff applies
     return min(timedelta(seconds=max(seconds, 0.0)), MAX_RETRY_AFTER)
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 class Call:
     body: dict[str, Any]
     headers: dict[str, str]
+    received: float = field(default_factory=time.monotonic)
 
     @property
     def schema_name(self) -> str | None:
