@@ -1,0 +1,93 @@
+"""Record the workflow histories that the replay tests check.
+
+    python -m tests.record_histories
+
+Runs each scenario on a fresh dev server with the scripted model and writes
+`tests/histories/<name>.json`. Re-record only on purpose: a committed history is
+the promise that running workflows of that shape still replay after a change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
+from durafact.settings import Settings
+from tests.scripted_model import ScriptedModel
+from worker import build_worker
+from workflows import SEARCH_ATTRIBUTES, Goal, PlanExecuteWorkflow
+
+HISTORIES = Path(__file__).parent / "histories"
+QUEUE = "record"
+
+
+async def plan_execute(client: Client, model: ScriptedModel) -> str:
+    await client.execute_workflow(
+        PlanExecuteWorkflow.run, Goal(text="Plan a weekend in Kraków"), id="plan_execute",
+        task_queue=QUEUE,
+    )
+    return "plan_execute"
+
+
+async def plan_execute_retried(client: Client, model: ScriptedModel) -> str:
+    model.fail(429, when=lambda call: call.schema_name == "Plan", headers={"retry-after": "1"})
+    model.fail(200, when=lambda call: "Step 2" in call.last_user, content="")
+    await client.execute_workflow(
+        PlanExecuteWorkflow.run, Goal(text="Compare two laptops", max_steps=2),
+        id="plan_execute_retried", task_queue=QUEUE,
+    )
+    return "plan_execute_retried"
+
+
+async def plan_execute_failed(client: Client, model: ScriptedModel) -> str:
+    model.fail(401, when=lambda call: "Step 1" in call.last_user)
+    try:
+        await client.execute_workflow(
+            PlanExecuteWorkflow.run, Goal(text="Fail on the first step"),
+            id="plan_execute_failed", task_queue=QUEUE,
+        )
+    except WorkflowFailureError:
+        return "plan_execute_failed"
+    raise AssertionError("the scenario was meant to fail")
+
+
+SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
+    plan_execute,
+    plan_execute_retried,
+    plan_execute_failed,
+]
+
+
+async def main() -> None:
+    model = ScriptedModel().start()
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=SEARCH_ATTRIBUTES,
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=list(DEV_SERVER_TUNING),
+    )
+    settings = Settings(
+        openai_base_url=model.url, openai_api_key="record", model="scripted", task_queue=QUEUE
+    )
+    try:
+        async with build_worker(env.client, settings):
+            for scenario in SCENARIOS:
+                model.reset()
+                workflow_id = await scenario(env.client, model)
+                history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+                path = HISTORIES / f"{workflow_id}.json"
+                path.write_text(history.to_json())
+                print(f"recorded {path} ({len(history.events)} events)")
+    finally:
+        await env.shutdown()
+        model.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
