@@ -127,9 +127,7 @@ class ModelActivities:
         # Earlier artifacts come from the workflow's own ledger by query, so they are
         # not copied into this activity's input (and into history) on every call.
         info = activity.info()
-        handle = self._temporal.get_workflow_handle(
-            info.workflow_id, run_id=info.workflow_run_id
-        )
+        handle = self._temporal.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
         return await handle.query("artifact_texts", ids, result_type=dict[str, str])
 
     async def _render(self, messages: list[ChatMessage]) -> list[dict[str, str]]:
@@ -188,9 +186,7 @@ class ModelActivities:
                     total_tokens=completion.usage.total_tokens,
                 )
             text = (completion.choices[0].message.content or "") if completion.choices else ""
-            response = LLMResponse(
-                text=text, usage=usage, model=completion.model, attempts=attempt
-            )
+            response = LLMResponse(text=text, usage=usage, model=completion.model, attempts=attempt)
             if output_type is None:
                 if not text.strip():
                     raise ApplicationError(
@@ -201,7 +197,9 @@ class ModelActivities:
                 value = output_type.model_validate_json(text)
             except ValidationError as exc:
                 error = _short_errors(exc)
-                activity.logger.warning("model output did not validate (ask %d): %s", attempt, error)
+                activity.logger.warning(
+                    "model output did not validate (ask %d): %s", attempt, error
+                )
                 # Ask again with the model's own answer and what was wrong with it.
                 messages = messages + [
                     {"role": "assistant", "content": text},

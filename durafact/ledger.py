@@ -115,7 +115,9 @@ class Ledger(BaseModel):
         self.artifacts[artifact_id] = artifact
         return artifact
 
-    def update(self, artifact_id: str, data: BaseModel | None = None, **changes: Any) -> Artifact[Any]:
+    def update(
+        self, artifact_id: str, data: BaseModel | None = None, **changes: Any
+    ) -> Artifact[Any]:
         """Replace the data (or change some fields of it) and bump the version."""
         current = self.get(artifact_id)
         if data is None:
@@ -132,9 +134,7 @@ class Ledger(BaseModel):
         """Remove an artifact and every link that touches it."""
         self.get(artifact_id)
         del self.artifacts[artifact_id]
-        self.links = [
-            link for link in self.links if artifact_id not in (link.source, link.target)
-        ]
+        self.links = [link for link in self.links if artifact_id not in (link.source, link.target)]
 
     def link(self, source: str, relation: str, target: str) -> Link:
         """Record `source --relation--> target` once; both ends must exist."""

@@ -29,7 +29,9 @@ QUEUE = "record"
 
 async def plan_execute(client: Client, model: ScriptedModel) -> str:
     await client.execute_workflow(
-        PlanExecuteWorkflow.run, Goal(text="Plan a weekend in Kraków"), id="plan_execute",
+        PlanExecuteWorkflow.run,
+        Goal(text="Plan a weekend in Kraków"),
+        id="plan_execute",
         task_queue=QUEUE,
     )
     return "plan_execute"
@@ -39,8 +41,10 @@ async def plan_execute_retried(client: Client, model: ScriptedModel) -> str:
     model.fail(429, when=lambda call: call.schema_name == "Plan", headers={"retry-after": "1"})
     model.fail(200, when=lambda call: "Step 2" in call.last_user, content="")
     await client.execute_workflow(
-        PlanExecuteWorkflow.run, Goal(text="Compare two laptops", max_steps=2),
-        id="plan_execute_retried", task_queue=QUEUE,
+        PlanExecuteWorkflow.run,
+        Goal(text="Compare two laptops", max_steps=2),
+        id="plan_execute_retried",
+        task_queue=QUEUE,
     )
     return "plan_execute_retried"
 
@@ -49,8 +53,10 @@ async def plan_execute_failed(client: Client, model: ScriptedModel) -> str:
     model.fail(401, when=lambda call: "Step 1" in call.last_user)
     try:
         await client.execute_workflow(
-            PlanExecuteWorkflow.run, Goal(text="Fail on the first step"),
-            id="plan_execute_failed", task_queue=QUEUE,
+            PlanExecuteWorkflow.run,
+            Goal(text="Fail on the first step"),
+            id="plan_execute_failed",
+            task_queue=QUEUE,
         )
     except WorkflowFailureError:
         return "plan_execute_failed"

@@ -158,24 +158,28 @@ class ScriptedModel:
             content = answer if isinstance(answer, str) else json.dumps(answer)
         prompt_tokens = len(call.text.split())
         completion_tokens = len(content.split())
-        return 200, {}, {
-            "id": f"chatcmpl-{len(self.calls)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": call.body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
+        return (
+            200,
+            {},
+            {
+                "id": f"chatcmpl-{len(self.calls)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": call.body.get("model", "scripted"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
             },
-        }
+        )
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self

@@ -81,7 +81,9 @@ class PlanExecute(Recipe, Generic[G, S, R, F]):
             with ctx.scoped(f"plan:{key}"):
                 planned = await self.plan(ctx, goal)
             if not planned:
-                raise ApplicationError("the plan has no steps", type="EmptyPlan", non_retryable=True)
+                raise ApplicationError(
+                    "the plan has no steps", type="EmptyPlan", non_retryable=True
+                )
             steps = [_stamp(step, key, i) for i, step in enumerate(planned)]
             for i, step in enumerate(steps):
                 ledger.create(step_id(text, i), step)

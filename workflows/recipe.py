@@ -207,9 +207,7 @@ class Recipe:
     @workflow.query
     def progress(self, offset: int = 0) -> Progress:
         events = self.ctx.events[max(offset, 0) :]
-        return Progress(
-            status=self.ctx.status, events=events, next_offset=offset + len(events)
-        )
+        return Progress(status=self.ctx.status, events=events, next_offset=offset + len(events))
 
     @workflow.query
     def artifacts(self) -> Ledger:

@@ -1,0 +1,49 @@
+# durafact: `make demo` and `make test` work from a fresh clone with only Python 3.11.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+GOAL ?= Plan a weekend trip to Kraków
+
+.PHONY: demo test up down bench lint format clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# The `local` extra builds llama-cpp-python from source: about 10 minutes the first
+# time on 2 cores; pip caches the wheel, so later installs take seconds.
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev,local]'
+	touch $@ $(VENV)/.installed-demo
+
+demo: $(VENV)/.installed-demo
+	$(BIN)/python starter.py plan "$(GOAL)"
+
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+up: $(VENV)/.installed-demo
+	$(BIN)/python starter.py up
+
+down:
+	$(BIN)/python starter.py down
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python -m bench.plan_execute_bench
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .durafact .pytest_cache .ruff_cache *.egg-info
