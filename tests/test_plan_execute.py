@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from durafact.settings import Settings
 from tests.scripted_model import Call, ScriptedModel
 from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow
+from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 
 GOAL = "Plan a weekend in Kraków"
 
@@ -103,3 +106,53 @@ async def test_history_shows_readable_activity_summaries(
     ]
     assert activity_ids[0] == f"llm:plan:{GOAL}"
     assert activity_ids[-1] == f"llm:final:{GOAL}"
+
+
+async def test_queries_and_search_attributes_follow_the_run(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    release = model.hold(lambda call: call.activity_id == f"llm:step:{GOAL}:1")
+    handle = await client.start_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text=GOAL),
+        id=f"plan-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+    )
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id.endswith(":1"))
+    # Mid-run: the queries show where the workflow is, and what it has made so far.
+    assert await handle.query(PlanExecuteWorkflow.status) == "executing:2/3"
+    ledger = await handle.query(PlanExecuteWorkflow.artifacts)
+    assert f"result:step:{GOAL}:0" in ledger and f"result:step:{GOAL}:1" not in ledger
+    page = await handle.query(PlanExecuteWorkflow.progress, 0)
+    messages = [e.message for e in page.events]
+    assert messages[:3] == [f"planning: {GOAL}", "planned 3 steps", "step 1/3"]
+    assert page.next_offset == len(page.events)
+    later = await handle.query(PlanExecuteWorkflow.progress, page.next_offset)
+    assert later.events == []
+    running = (await handle.describe()).typed_search_attributes
+    assert running.get(STATUS_ATTRIBUTE) == "executing:2/3"
+
+    release.set()
+    await handle.result()
+    tail = await handle.query(PlanExecuteWorkflow.progress, page.next_offset)
+    assert [e.message for e in tail.events][-1] == "completed"
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(RECIPE_ATTRIBUTE) == "plan_execute"
+    assert attributes.get(STATUS_ATTRIBUTE) == "completed"
+
+
+async def test_a_failed_run_is_visible_as_failed(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.fail(403, when=lambda call: call.activity_id.startswith("llm:step:"))
+    handle = await client.start_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text=GOAL),
+        id=f"plan-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.FAILED
+    assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "failed"
