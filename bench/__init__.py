@@ -1,0 +1,1 @@
+"""Benchmarks: durafact against hand-written Temporal workflows (see README.md)."""
