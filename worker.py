@@ -20,12 +20,20 @@ import openai
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import ModelActivities
 from durafact.settings import Settings
 from workflows import WORKFLOWS
 
 log = logging.getLogger("durafact.worker")
+
+# `durafact` is pure and deterministic (no I/O, no clock, no global state that a
+# workflow writes), so the sandbox may share it instead of re-importing it, and
+# rebuilding its pydantic models, on every workflow run.
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules("durafact")
+)
 
 
 def openai_client(settings: Settings) -> openai.AsyncOpenAI:
@@ -52,6 +60,7 @@ def build_worker(
         task_queue=settings.task_queue,
         workflows=[*WORKFLOWS, *extra_workflows],
         activities=[models.request_model],
+        workflow_runner=WORKFLOW_RUNNER,
         graceful_shutdown_timeout=timedelta(seconds=10),
     )
 

@@ -22,7 +22,15 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from durafact.llm import ChatMessage, LLMRequest, LLMResponse, Usage, strict_json_schema
+from durafact.llm import (
+    ChatMessage,
+    ContextRef,
+    ContextText,
+    LLMRequest,
+    LLMResponse,
+    Usage,
+    strict_json_schema,
+)
 
 # Status codes that no retry can fix, and the error type each one is reported as.
 NON_RETRYABLE_STATUS = {
@@ -123,20 +131,20 @@ class ModelActivities:
         self._temporal = temporal
         self._default_model = default_model
 
-    async def _artifact_texts(self, ids: list[str]) -> dict[str, str]:
+    async def _context_texts(self, refs: list[ContextRef]) -> list[ContextText]:
         # Earlier artifacts come from the workflow's own ledger by query, so they are
         # not copied into this activity's input (and into history) on every call.
         info = activity.info()
         handle = self._temporal.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
-        return await handle.query("artifact_texts", ids, result_type=dict[str, str])
+        return await handle.query("context_texts", refs, result_type=list[ContextText])
 
     async def _render(self, messages: list[ChatMessage]) -> list[dict[str, str]]:
-        wanted = [i for m in messages for i in m.artifact_ids]
-        texts = await self._artifact_texts(wanted) if wanted else {}
         rendered = []
         for message in messages:
             parts = [message.content] if message.content else []
-            parts += [f"[{i}] {texts[i]}" for i in message.artifact_ids]
+            if message.context:
+                texts = await self._context_texts(message.context)
+                parts += [f"[{t.id}] {t.text}" for t in texts]
             rendered.append({"role": message.role, "content": "\n\n".join(parts)})
         return rendered
 

@@ -31,7 +31,8 @@ import workflows
 from bench import handwritten
 from bench.handwritten import HandWritten
 from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
-from durafact.ids import result_id, step_id
+from durafact.ids import result_id, step_id, steps_prefix
+from durafact.llm import ArtifactSpan, ContextText
 from durafact.settings import Settings
 from tests.scripted_model import Call, ScriptedModel
 from worker import build_worker
@@ -187,11 +188,11 @@ async def time_context_query(client: Client, queue: str, model: ScriptedModel) -
     )
     try:
         await asyncio.to_thread(model.wait_for, is_second_step)
-        ids = [result_id(step_id(GOAL, 0))]
+        refs = [ArtifactSpan(prefix=result_id(steps_prefix(GOAL)), count=1)]
         times = []
         for _ in range(20):
             start = time.perf_counter()
-            await handle.query("artifact_texts", ids, result_type=dict[str, str])
+            await handle.query("context_texts", refs, result_type=list[ContextText])
             times.append((time.perf_counter() - start) * 1000)
     finally:
         held.set()
@@ -256,7 +257,7 @@ def report(samples: dict[tuple[str, int], list[Sample]], reps: int, query_ms: li
     print("  first task = workflow started -> plan activity scheduled, last task = final")
     print("  activity completed -> workflow completed.")
     print(
-        f"  durafact's context query (artifact_texts) against a live run: median "
+        f"  durafact's context query (context_texts) against a live run: median "
         f"{statistics.median(query_ms):.1f} ms over {len(query_ms)} queries."
     )
     print()

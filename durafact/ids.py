@@ -26,8 +26,12 @@ def text_key(text: str, limit: int = _KEY_LIMIT) -> str:
     return f"{folded[: limit - 11].rstrip()}~{digest}"
 
 
+def steps_prefix(goal: str) -> str:
+    return f"step:{text_key(goal)}:"
+
+
 def step_id(goal: str, index: int) -> str:
-    return f"step:{text_key(goal)}:{index}"
+    return f"{steps_prefix(goal)}{index}"
 
 
 def result_id(step: str) -> str:
@@ -40,3 +44,15 @@ def final_id(goal: str) -> str:
 
 def goal_id(goal: str) -> str:
     return f"goal:{text_key(goal)}"
+
+
+def topic_id(topic: str) -> str:
+    return f"topic:{text_key(topic)}"
+
+
+def draft_id(topic: str) -> str:
+    return f"draft:{text_key(topic)}"
+
+
+def review_id(draft: str, round_: int) -> str:
+    return f"review:{draft}:{round_}"

@@ -13,6 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
+from durafact.llm import ArtifactSpan
+
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -151,6 +153,17 @@ class Ledger(BaseModel):
             for link in self.links
             if link.source == artifact_id and (relation is None or link.relation == relation)
         ]
+
+    def select(self, ref: str | ArtifactSpan) -> list[Artifact[Any]]:
+        """The artifact an id names, or the artifacts a span names, in creation order."""
+        if isinstance(ref, str):
+            return [self.get(ref)]
+        matching = [a for a in self.artifacts.values() if a.id.startswith(ref.prefix)]
+        if len(matching) < ref.count:
+            raise LedgerError(
+                f"span {ref.prefix!r} names {ref.count} artifacts; the ledger has {len(matching)}"
+            )
+        return matching[: ref.count]
 
     def find(self, model: type[M]) -> Artifact[M] | None:
         return find(self.artifacts.values(), model)

@@ -1,9 +1,9 @@
 """The model-call contract shared by workflow code and the LLM activity.
 
 Only these small pydantic models cross the workflow/activity boundary. Earlier
-artifacts a prompt needs travel as ids (`ChatMessage.artifact_ids`): the activity
-reads their text from its own workflow by query, so each text is stored in
-history once, not once per call that uses it.
+artifacts a prompt needs travel as references (`ChatMessage.context`): the
+activity reads their text from its own workflow by query, so each text is stored
+in history once, not once per call that uses it.
 """
 
 from __future__ import annotations
@@ -14,10 +14,30 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 
+class ArtifactSpan(BaseModel):
+    """The first `count` artifacts whose ids start with `prefix`, in creation order.
+
+    A constant-size name for "every result so far": naming them one id each would
+    make step n's input grow with n, and the whole history with n squared.
+    """
+
+    prefix: str
+    count: int = Field(ge=0)
+
+
+# One artifact by id, or a span of them.
+ContextRef = str | ArtifactSpan
+
+
+class ContextText(BaseModel):
+    id: str
+    text: str
+
+
 class ChatMessage(BaseModel):
     role: Literal["system", "user", "assistant"]
     content: str = ""
-    artifact_ids: list[str] = Field(
+    context: list[ContextRef] = Field(
         default_factory=list,
         description="Ledger artifacts whose text the activity appends to this message.",
     )

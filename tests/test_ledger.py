@@ -6,6 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from durafact import Ledger, LedgerError, find, find_all, text_key
+from durafact.llm import ArtifactSpan
 
 
 class Doc(BaseModel):
@@ -120,3 +121,15 @@ def test_text_keys_are_stable_and_bounded() -> None:
     assert text_key(long_a) == text_key(long_a)
     assert text_key(long_a) != text_key(long_b)
     assert len(text_key(long_a)) <= 48
+
+
+def test_a_span_names_the_first_artifacts_with_a_prefix_in_creation_order() -> None:
+    ledger = Ledger()
+    for i in (0, 1, 2, 10):
+        ledger.create(f"result:step:g:{i}", Doc(text=str(i)))
+    ledger.create("result:step:other:0", Doc(text="x"))
+    span = ArtifactSpan(prefix="result:step:g:", count=3)
+    assert [a.id for a in ledger.select(span)] == [f"result:step:g:{i}" for i in (0, 1, 2)]
+    assert [a.id for a in ledger.select("result:step:other:0")] == ["result:step:other:0"]
+    with pytest.raises(LedgerError, match="names 5 artifacts; the ledger has 4"):
+        ledger.select(ArtifactSpan(prefix="result:step:g:", count=5))

@@ -27,9 +27,9 @@ from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from durafact.ids import final_id, goal_id, result_id, step_id, text_key
+from durafact.ids import final_id, goal_id, result_id, step_id, steps_prefix, text_key
 from durafact.ledger import Ledger
-from durafact.llm import Usage
+from durafact.llm import ArtifactSpan, ContextRef, Usage
 from workflows.recipe import Recipe, RecipeContext
 
 G = TypeVar("G", bound=BaseModel)
@@ -66,9 +66,10 @@ class PlanExecute(Recipe, Generic[G, S, R, F]):
     async def finish(self, ctx: RecipeContext, goal: G, results: list[R]) -> F:
         raise NotImplementedError
 
-    def result_ids(self, results: list[R]) -> list[str]:
-        """Ledger ids of `results` (a prefix of the plan's results), for `ctx.llm` context."""
-        return [result_id(step_id(self._goal_text, i)) for i in range(len(results))]
+    def results_context(self, results: list[R]) -> list[ContextRef]:
+        """`ctx.llm` context naming `results` (the plan's first results) in constant size."""
+        prefix = result_id(steps_prefix(self._goal_text))
+        return [ArtifactSpan(prefix=prefix, count=len(results))] if results else []
 
     async def execute(self, goal: G) -> F:
         ctx, ledger = self.ctx, self.ctx.ledger
@@ -154,12 +155,21 @@ class FinalAnswer(BaseModel):
 
 
 class PlanExecuteResult(BaseModel):
+    """The answer and the ledger; steps and results are read from the ledger, so the
+    result (stored in history) holds each text once."""
+
     goal: str
-    steps: list[PlanStep]
-    results: list[StepResult]
     answer: FinalAnswer
     usage: Usage
     ledger: Ledger
+
+    @property
+    def steps(self) -> list[PlanStep]:
+        return [a.data for a in self.ledger.find_all(PlanStep)]
+
+    @property
+    def results(self) -> list[StepResult]:
+        return [a.data for a in self.ledger.find_all(StepResult)]
 
 
 PLANNER = (
@@ -183,14 +193,8 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
     @workflow.run
     async def run(self, goal: Goal) -> PlanExecuteResult:
         answer = await self.execute(goal)
-        ledger = self.ctx.ledger
         return PlanExecuteResult(
-            goal=goal.text,
-            steps=[a.data for a in ledger.find_all(PlanStep)],
-            results=[a.data for a in ledger.find_all(StepResult)],
-            answer=answer,
-            usage=self.ctx.usage,
-            ledger=ledger,
+            goal=goal.text, answer=answer, usage=self.ctx.usage, ledger=self.ctx.ledger
         )
 
     async def plan(self, ctx: RecipeContext, goal: Goal) -> list[PlanStep]:
@@ -210,7 +214,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         text = await ctx.llm.text(
             f"Goal: {self._goal_text}\nStep {step.index + 1}: {step.description}",
             system=EXECUTOR,
-            context=self.result_ids(history),
+            context=self.results_context(history),
             summary=f"request model: step {step.index + 1} {_quote(step.description)}",
         )
         return StepResult(text=text)
@@ -221,7 +225,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         text = await ctx.llm.text(
             f"Goal: {goal.text}\nWrite the final answer.",
             system=FINISHER,
-            context=self.result_ids(results),
+            context=self.results_context(results),
             summary=f"request model: final answer for {_quote(goal.text)}",
         )
         return FinalAnswer(goal=goal.text, text=text)

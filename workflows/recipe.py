@@ -19,7 +19,15 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
 
 from durafact.ledger import Ledger
-from durafact.llm import ChatMessage, LLMRequest, LLMResponse, Usage, type_path
+from durafact.llm import (
+    ChatMessage,
+    ContextRef,
+    ContextText,
+    LLMRequest,
+    LLMResponse,
+    Usage,
+    type_path,
+)
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
@@ -53,12 +61,12 @@ class ModelCalls:
         prompt: str,
         *,
         system: str | None = None,
-        context: list[str] | None = None,
+        context: list[ContextRef] | None = None,
         summary: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> str:
-        """Free text. `context` names ledger artifacts whose text the model sees."""
+        """Free text. `context` names ledger artifacts (ids or spans) whose text the model sees."""
         response = await self.request(
             self._messages(prompt, system, context),
             summary=summary,
@@ -73,7 +81,7 @@ class ModelCalls:
         prompt: str,
         *,
         system: str | None = None,
-        context: list[str] | None = None,
+        context: list[ContextRef] | None = None,
         summary: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -119,10 +127,12 @@ class ModelCalls:
         return response
 
     @staticmethod
-    def _messages(prompt: str, system: str | None, context: list[str] | None) -> list[ChatMessage]:
+    def _messages(
+        prompt: str, system: str | None, context: list[ContextRef] | None
+    ) -> list[ChatMessage]:
         messages = [ChatMessage(role="system", content=system)] if system else []
         if context:
-            messages.append(ChatMessage(role="user", content="Context:", artifact_ids=context))
+            messages.append(ChatMessage(role="user", content="Context:", context=context))
         messages.append(ChatMessage(role="user", content=prompt))
         return messages
 
@@ -214,7 +224,7 @@ class Recipe:
         return self.ctx.ledger
 
     @workflow.query
-    def artifact_texts(self, ids: list[str]) -> dict[str, str]:
-        """The prompt text of the named artifacts, for the model activity."""
+    def context_texts(self, refs: list[ContextRef]) -> list[ContextText]:
+        """The prompt text of the referenced artifacts, for the model activity."""
         ledger = self.ctx.ledger
-        return {i: ledger.get(i).text() for i in ids}
+        return [ContextText(id=a.id, text=a.text()) for ref in refs for a in ledger.select(ref)]
