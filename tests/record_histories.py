@@ -1,6 +1,7 @@
 """Record the workflow histories that the replay tests check.
 
-    python -m tests.record_histories
+    python -m tests.record_histories            # every scenario
+    python -m tests.record_histories reflection # only the named ones
 
 Runs each scenario on a fresh dev server with the scripted model and writes
 `tests/histories/<name>.json`. Re-record only on purpose: a committed history is
@@ -10,6 +11,7 @@ the promise that running workflows of that shape still replay after a change.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,9 +21,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.settings import Settings
-from tests.scripted_model import ScriptedModel
+from tests.scripted_model import Call, ScriptedModel
 from worker import build_worker
-from workflows import SEARCH_ATTRIBUTES, Goal, PlanExecuteWorkflow
+from workflows import (
+    SEARCH_ATTRIBUTES,
+    Goal,
+    PlanExecuteWorkflow,
+    ReflectionInput,
+    ReflectionWorkflow,
+)
 
 HISTORIES = Path(__file__).parent / "histories"
 QUEUE = "record"
@@ -63,14 +71,54 @@ async def plan_execute_failed(client: Client, model: ScriptedModel) -> str:
     raise AssertionError("the scenario was meant to fail")
 
 
+def critic(*scores: float) -> Callable[[Call], str | dict]:
+    """Critique round r scores `scores[r - 1]`; drafts and rewrites are plain text."""
+
+    def reply(call: Call) -> str | dict:
+        round_ = call.activity_id.rsplit(":", 1)[-1]
+        if call.schema_name == "Critique":
+            return {"score": scores[int(round_) - 1], "feedback": f"be concrete (round {round_})"}
+        return f"a text on {call.last_user.splitlines()[0]}"
+
+    return reply
+
+
+async def reflection(client: Client, model: ScriptedModel) -> str:
+    model.reply(critic(0.4, 0.9))
+    await client.execute_workflow(
+        ReflectionWorkflow.run,
+        ReflectionInput(topic="Why tea cools faster in a wide cup"),
+        id="reflection",
+        task_queue=QUEUE,
+    )
+    return "reflection"
+
+
+async def reflection_round_limit(client: Client, model: ScriptedModel) -> str:
+    model.reply(critic(-0.2, 0.5))  # -0.2 is clamped to 0.0; neither round is accepted
+    await client.execute_workflow(
+        ReflectionWorkflow.run,
+        ReflectionInput(topic="A haiku about replay", max_rounds=1),
+        id="reflection_round_limit",
+        task_queue=QUEUE,
+    )
+    return "reflection_round_limit"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
     plan_execute_failed,
+    reflection,
+    reflection_round_limit,
 ]
 
 
-async def main() -> None:
+async def main(names: list[str]) -> None:
+    unknown = set(names) - {s.__name__ for s in SCENARIOS}
+    if unknown:
+        raise SystemExit(f"no such scenario: {', '.join(sorted(unknown))}")
+    scenarios = [s for s in SCENARIOS if not names or s.__name__ in names]
     model = ScriptedModel().start()
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),
@@ -83,7 +131,7 @@ async def main() -> None:
     )
     try:
         async with build_worker(env.client, settings):
-            for scenario in SCENARIOS:
+            for scenario in scenarios:
                 model.reset()
                 workflow_id = await scenario(env.client, model)
                 history = await env.client.get_workflow_handle(workflow_id).fetch_history()
@@ -96,4 +144,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

@@ -17,15 +17,29 @@ from workflows.recipe import (
     Recipe,
     RecipeContext,
 )
+from workflows.reflection import (
+    Critique,
+    Draft,
+    FinalText,
+    ReflectionInput,
+    ReflectionLoop,
+    ReflectionOutcome,
+    ReflectionResult,
+    ReflectionWorkflow,
+    Review,
+)
 
 # Every ready workflow the worker runs.
-WORKFLOWS = [PlanExecuteWorkflow]
+WORKFLOWS = [PlanExecuteWorkflow, ReflectionWorkflow]
 
 __all__ = [
     "SEARCH_ATTRIBUTES",
     "WORKFLOWS",
     "Announcement",
+    "Critique",
+    "Draft",
     "FinalAnswer",
+    "FinalText",
     "Goal",
     "Plan",
     "PlanExecute",
@@ -35,5 +49,11 @@ __all__ = [
     "Progress",
     "Recipe",
     "RecipeContext",
+    "ReflectionInput",
+    "ReflectionLoop",
+    "ReflectionOutcome",
+    "ReflectionResult",
+    "ReflectionWorkflow",
+    "Review",
     "StepResult",
 ]

@@ -1,0 +1,371 @@
+"""ReflectionLoop: draft, critique, rewrite with the feedback until accepted, then finish.
+
+The recipe owns the rounds, the threshold, the artifact ids, the links and the
+status; a user writes only the four judgement hooks:
+
+    @workflow.defn
+    class Essayist(ReflectionLoop[Topic, Essay, Published]):
+        @workflow.run
+        async def run(self, topic: Topic) -> ReflectionOutcome[Published]:
+            return await self.execute(topic)
+
+        async def draft(self, ctx, topic): ...               # -> Essay
+        async def critique(self, ctx, draft): ...            # -> (score, feedback)
+        async def rewrite(self, ctx, draft, feedback): ...   # -> Essay
+        async def finish(self, ctx, draft): ...              # -> Published
+
+Rounds. Round `r` is the critique of version `r` of the draft: the first draft is
+critiqued in round 1, the draft rewritten with round 1's feedback in round 2, and
+so on. A round whose score is at least `accept_at` ends the loop (`accepted`).
+`max_rounds` bounds the rewrites, as in the seed ("how many rewrites are
+allowed"): after round `r` the draft is rewritten while `r <= max_rounds`, and
+every rewrite is critiqued, so the text that is finished always has a score.
+With the defaults (`accept_at=0.8`, `max_rounds=2`) a run makes at most 3
+critiques and 2 rewrites; when round `max_rounds + 1` also scores low the loop
+ends with `round_limit` and finishes the last draft.
+
+Counted in hook calls: accepted in round k = 1 draft + k critiques + (k - 1)
+rewrites + 1 finish; the round limit = 1 + (max_rounds + 1) + max_rounds + 1.
+`ReflectionWorkflow` makes one model call per draft, critique and rewrite and
+none to finish (the final text is the last critiqued draft), so it makes 2k model
+calls when accepted in round k and 2 * max_rounds + 2 at the round limit (6
+with the defaults).
+
+Scores. A critique's score is clamped into [0, 1]: a model's 1.2 counts as 1.0
+and -0.3 as 0.0, the review keeps the raw value in `raw_score`, and the clamp is
+announced. A score that is not a finite number (NaN, inf, a string) fails the
+run with the non-retryable error `InvalidScore`.
+
+Artifacts: `topic:{topic}`, one `draft:{topic}` updated in place (its version
+is the round it is critiqued in; linked `from_topic`), `review:draft:{topic}:{r}`
+per round (a `Review`, linked `reviews` to the draft) and `final:{topic}`
+(linked `based_on` the draft). The model activities carry the same ids with an
+`llm:` prefix: `llm:draft:{topic}`, `llm:review:draft:{topic}:{r}`,
+`llm:rewrite:draft:{topic}:{r}` (the rewrite that uses round r's feedback and
+makes version r + 1) and `llm:final:{topic}`.
+
+Status (`DurafactStatus`): `drafting`, `critiquing:1`, `rewriting:1`,
+`critiquing:2`, ..., `finishing`, then `accepted` or `round_limit`; `failed`
+when a hook raises.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field, field_validator
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from durafact.ids import draft_id, final_id, review_id, text_key, topic_id
+from durafact.ledger import Ledger
+from durafact.llm import Usage
+from workflows.recipe import Recipe, RecipeContext
+
+T = TypeVar("T", bound=BaseModel)
+D = TypeVar("D", bound=BaseModel)
+F = TypeVar("F", bound=BaseModel)
+
+Ending = Literal["accepted", "round_limit"]
+
+
+def topic_text(topic: BaseModel) -> str:
+    """What names a topic in ids: its `topic` or `text` field, else its JSON."""
+    for field in ("topic", "text"):
+        value = getattr(topic, field, None)
+        if isinstance(value, str):
+            return value
+    return topic.model_dump_json()
+
+
+def checked_score(score: Any) -> tuple[float, float | None]:
+    """The score clamped into [0, 1], and the raw score when it had to be clamped."""
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        raise ApplicationError(
+            f"the critique's score {score!r} is not a finite number",
+            type="InvalidScore",
+            non_retryable=True,
+        )
+    value = float(score)
+    clamped = min(max(value, 0.0), 1.0)
+    return clamped, (value if clamped != value else None)
+
+
+def _stamp(item: BaseModel, **values: Any) -> BaseModel:
+    # Drafts carry `topic`/`round` when their type declares them; the recipe fills
+    # them in so hooks never have to.
+    fields = type(item).model_fields
+    update = {k: v for k, v in values.items() if k in fields}
+    return item.model_copy(update=update) if update else item
+
+
+class Review(BaseModel):
+    """One critique of the draft: the round, its score in [0, 1] and the feedback."""
+
+    round: int
+    score: float
+    feedback: str
+    raw_score: float | None = Field(
+        default=None, description="What the critique returned, when it was outside [0, 1]."
+    )
+
+
+class ReflectionOutcome(BaseModel, Generic[F]):
+    """How the loop ended, every round's score in order, and the finished artifact."""
+
+    ending: Ending
+    scores: list[float]
+    rounds: int
+    final: F
+
+
+class ReflectionLoop(Recipe, Generic[T, D, F]):
+    """Draft -> critique -> rewrite with the feedback until accepted or out of rounds -> finish."""
+
+    recipe_name = "reflection"
+    accept_at: ClassVar[float] = 0.8
+    max_rounds: ClassVar[int] = 2
+
+    async def draft(self, ctx: RecipeContext, topic: T) -> D:
+        raise NotImplementedError
+
+    async def critique(self, ctx: RecipeContext, draft: D) -> tuple[float, str]:
+        raise NotImplementedError
+
+    async def rewrite(self, ctx: RecipeContext, draft: D, feedback: str) -> D:
+        raise NotImplementedError
+
+    async def finish(self, ctx: RecipeContext, draft: D) -> F:
+        raise NotImplementedError
+
+    def draft_artifact_id(self) -> str:
+        """Ledger id of the draft (its current version), for `ctx.llm` context."""
+        return draft_id(self._topic_text)
+
+    def review_artifact_ids(self) -> list[str]:
+        """Ledger ids of the reviews so far, oldest first, for `ctx.llm` context."""
+        did = self.draft_artifact_id()
+        return [review_id(did, r) for r in range(1, len(self.scores) + 1)]
+
+    async def execute(
+        self, topic: T, accept_at: float | None = None, max_rounds: int | None = None
+    ) -> ReflectionOutcome[F]:
+        """Run the loop; `accept_at`/`max_rounds` override the class settings for this run."""
+        ctx, ledger = self.ctx, self.ctx.ledger
+        self.begin()
+        text = self._topic_text = topic_text(topic)
+        key = text_key(text)
+        ledger.create(topic_id(text), topic)
+        did = draft_id(text)
+        self.scores: list[float] = []
+        self.round = 0
+        try:
+            threshold, rewrites = self._limits(accept_at, max_rounds)
+            ctx.set_status("drafting", f"drafting: {key}")
+            with ctx.scoped(did):
+                draft = _stamp(await self.draft(ctx, topic), topic=key, round=1)
+            ledger.create(did, draft)
+            ledger.link(did, "from_topic", topic_id(text))
+
+            while True:
+                self.round += 1
+                rid = review_id(did, self.round)
+                ctx.set_status(f"critiquing:{self.round}")
+                with ctx.scoped(rid):
+                    score, feedback = await self.critique(ctx, draft)
+                score, raw = checked_score(score)
+                if raw is not None:
+                    ctx.announce(f"round {self.round}: score {raw!r} clamped to {score}")
+                ledger.create(
+                    rid, Review(round=self.round, score=score, feedback=feedback, raw_score=raw)
+                )
+                ledger.link(rid, "reviews", did)
+                self.scores.append(score)
+                ctx.announce(f"round {self.round}: score {score:.2f} (accept at {threshold:.2f})")
+                if score >= threshold:
+                    ending: Ending = "accepted"
+                    break
+                if self.round > rewrites:
+                    ending = "round_limit"
+                    break
+                ctx.set_status(f"rewriting:{self.round}")
+                with ctx.scoped(f"rewrite:{did}:{self.round}"):
+                    draft = await self.rewrite(ctx, draft, feedback)
+                draft = _stamp(draft, topic=key, round=self.round + 1)
+                ledger.update(did, draft)
+
+            self.ending = ending
+            ctx.set_status("finishing", f"finishing: {ending} in round {self.round}")
+            fid = final_id(text)
+            with ctx.scoped(fid):
+                final = await self.finish(ctx, draft)
+            ledger.create(fid, final)
+            ledger.link(fid, "based_on", did)
+        except Exception:
+            ctx.set_status("failed")
+            raise
+        last = self.scores[-1]
+        ctx.set_status(ending, f"{ending}: round {self.round}, score {last:.2f}")
+        return ReflectionOutcome(
+            ending=ending, scores=list(self.scores), rounds=self.round, final=final
+        )
+
+    def _limits(self, accept_at: float | None, max_rounds: int | None) -> tuple[float, int]:
+        threshold = self.accept_at if accept_at is None else accept_at
+        rewrites = self.max_rounds if max_rounds is None else max_rounds
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not 0.0 <= threshold <= 1.0
+        ):
+            raise ApplicationError(
+                f"accept_at must be a number in [0, 1], not {threshold!r}",
+                type="InvalidSettings",
+                non_retryable=True,
+            )
+        if isinstance(rewrites, bool) or not isinstance(rewrites, int) or rewrites < 0:
+            raise ApplicationError(
+                f"max_rounds must be an integer >= 0, not {rewrites!r}",
+                type="InvalidSettings",
+                non_retryable=True,
+            )
+        return float(threshold), rewrites
+
+
+# --- The ready, LLM-driven ReflectionLoop -----------------------------------------
+
+
+class ReflectionInput(BaseModel):
+    topic: str = Field(description="What the text should be about.")
+    accept_at: float = Field(
+        default=0.8, ge=0.0, le=1.0, allow_inf_nan=False, description="Score that accepts."
+    )
+    max_rounds: int = Field(default=2, ge=1, le=10, description="How many rewrites at most.")
+
+    @field_validator("topic")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the topic is empty")
+        return value.strip()
+
+
+class Critique(BaseModel):
+    """The model's structured output for a critique call."""
+
+    score: float = Field(
+        allow_inf_nan=False,
+        description="How good the draft is, from 0.0 (unusable) to 1.0 (ready as it is).",
+    )
+    feedback: str = Field(description="Concrete changes that would improve the draft.")
+
+
+class Draft(BaseModel):
+    topic: str = ""
+    round: int = 0
+    text: str
+
+
+class FinalText(BaseModel):
+    topic: str
+    text: str
+    rounds: int
+    score: float
+
+
+class ReflectionResult(BaseModel):
+    """How the loop ended, the scores, the final text and the ledger; the draft is read
+    from the ledger, so the result (stored in history) holds its text once."""
+
+    topic: str
+    ending: Ending
+    scores: list[float]
+    rounds: int
+    final: FinalText
+    usage: Usage
+    ledger: Ledger
+
+    @property
+    def draft(self) -> Draft:
+        """The draft's last version: the text that was critiqued last."""
+        found = self.ledger.find(Draft)
+        if found is None:
+            raise LookupError("the ledger holds no draft")
+        return found.data
+
+
+WRITER = (
+    "You are a writer. Write a concise, concrete text on the user's topic. "
+    "Answer with the text only."
+)
+CRITIC = (
+    "You are a strict reviewer. Judge the draft given as context against its topic. "
+    "Give a score from 0.0 (unusable) to 1.0 (ready to publish as it is) and concrete "
+    "feedback: what to change, add or cut, and where."
+)
+REWRITER = (
+    "You revise a draft. The current draft and the reviewer's feedback on it are given "
+    "as context. Rewrite the draft so that it addresses every point of the feedback and "
+    "keeps what works. Answer with the new text only."
+)
+
+
+@workflow.defn
+class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
+    """Topic in; a draft critiqued and rewritten until accepted or out of rounds; the text."""
+
+    @workflow.run
+    async def run(self, request: ReflectionInput) -> ReflectionResult:
+        outcome = await self.execute(
+            request, accept_at=request.accept_at, max_rounds=request.max_rounds
+        )
+        return ReflectionResult(
+            topic=request.topic,
+            ending=outcome.ending,
+            scores=outcome.scores,
+            rounds=outcome.rounds,
+            final=outcome.final,
+            usage=self.ctx.usage,
+            ledger=self.ctx.ledger,
+        )
+
+    async def draft(self, ctx: RecipeContext, topic: ReflectionInput) -> Draft:
+        text = await ctx.llm.text(
+            f"Topic: {topic.topic}",
+            system=WRITER,
+            summary=f"request model: draft {_quote(topic.topic)}",
+        )
+        return Draft(text=text)
+
+    async def critique(self, ctx: RecipeContext, draft: Draft) -> tuple[float, str]:
+        # The draft travels as its ledger id: its text is in history once, as the
+        # result of the call that wrote it, not again in every call that reads it.
+        critique = await ctx.llm.structured(
+            Critique,
+            f"Topic: {self._topic_text}\nReview the draft (round {self.round}).",
+            system=CRITIC,
+            context=[self.draft_artifact_id()],
+            summary=f"request model: critique round {self.round}",
+        )
+        return critique.score, critique.feedback
+
+    async def rewrite(self, ctx: RecipeContext, draft: Draft, feedback: str) -> Draft:
+        # The feedback reaches the model as the review artifact it is stored in.
+        text = await ctx.llm.text(
+            f"Topic: {self._topic_text}\nRewrite the draft using the review's feedback.",
+            system=REWRITER,
+            context=[self.draft_artifact_id(), self.review_artifact_ids()[-1]],
+            summary=f"request model: rewrite round {self.round}",
+        )
+        return Draft(text=text)
+
+    async def finish(self, ctx: RecipeContext, draft: Draft) -> FinalText:
+        # No model call: the final text is the draft that was critiqued last.
+        return FinalText(
+            topic=self._topic_text, text=draft.text, rounds=self.round, score=self.scores[-1]
+        )
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
