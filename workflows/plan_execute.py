@@ -30,26 +30,12 @@ from temporalio.exceptions import ApplicationError
 from durafact.ids import final_id, goal_id, result_id, step_id, steps_prefix, text_key
 from durafact.ledger import Ledger
 from durafact.llm import ArtifactSpan, ContextRef, Usage
-from workflows.recipe import Recipe, RecipeContext
+from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
 
 G = TypeVar("G", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
 F = TypeVar("F", bound=BaseModel)
-
-
-def goal_text(goal: BaseModel) -> str:
-    """What names a goal in ids: its `text` field, else its JSON."""
-    text = getattr(goal, "text", None)
-    return text if isinstance(text, str) else goal.model_dump_json()
-
-
-def _stamp(item: BaseModel, goal: str, index: int) -> BaseModel:
-    # Steps and results carry `goal`/`index` when their type declares them; the
-    # recipe fills them in so hooks never have to.
-    fields = type(item).model_fields
-    update = {k: v for k, v in (("goal", goal), ("index", index)) if k in fields}
-    return item.model_copy(update=update) if update else item
 
 
 class PlanExecute(Recipe, Generic[G, S, R, F]):
@@ -74,7 +60,7 @@ class PlanExecute(Recipe, Generic[G, S, R, F]):
     async def execute(self, goal: G) -> F:
         ctx, ledger = self.ctx, self.ctx.ledger
         self.begin()
-        text = self._goal_text = goal_text(goal)
+        text = self._goal_text = subject_text(goal, "text")
         key = text_key(text)
         ledger.create(goal_id(text), goal)
         try:
@@ -85,7 +71,7 @@ class PlanExecute(Recipe, Generic[G, S, R, F]):
                 raise ApplicationError(
                     "the plan has no steps", type="EmptyPlan", non_retryable=True
                 )
-            steps = [_stamp(step, key, i) for i, step in enumerate(planned)]
+            steps = [stamp(step, goal=key, index=i) for i, step in enumerate(planned)]
             for i, step in enumerate(steps):
                 ledger.create(step_id(text, i), step)
                 ledger.link(step_id(text, i), "from_goal", goal_id(text))
@@ -96,7 +82,8 @@ class PlanExecute(Recipe, Generic[G, S, R, F]):
                 sid = step_id(text, i)
                 ctx.set_status(f"executing:{i + 1}/{len(steps)}", f"step {i + 1}/{len(steps)}")
                 with ctx.scoped(sid):
-                    result = _stamp(await self.execute_step(ctx, step, list(results)), key, i)
+                    result = await self.execute_step(ctx, step, list(results))
+                result = stamp(result, goal=key, index=i)
                 ledger.create(result_id(sid), result)
                 ledger.link(result_id(sid), "executes", sid)
                 results.append(result)
@@ -202,7 +189,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
             Plan,
             f"Goal: {goal.text}",
             system=PLANNER.format(n=goal.max_steps),
-            summary=f"request model: plan steps for {_quote(goal.text)}",
+            summary=f"request model: plan steps for {quote(goal.text)}",
         )
         if len(plan.steps) > goal.max_steps:
             ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {goal.max_steps}")
@@ -215,7 +202,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
             f"Goal: {self._goal_text}\nStep {step.index + 1}: {step.description}",
             system=EXECUTOR,
             context=self.results_context(history),
-            summary=f"request model: step {step.index + 1} {_quote(step.description)}",
+            summary=f"request model: step {step.index + 1} {quote(step.description)}",
         )
         return StepResult(text=text)
 
@@ -226,10 +213,6 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
             f"Goal: {goal.text}\nWrite the final answer.",
             system=FINISHER,
             context=self.results_context(results),
-            summary=f"request model: final answer for {_quote(goal.text)}",
+            summary=f"request model: final answer for {quote(goal.text)}",
         )
         return FinalAnswer(goal=goal.text, text=text)
-
-
-def _quote(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")

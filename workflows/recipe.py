@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -34,6 +34,32 @@ STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
 SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def stamp(item: M, **values: Any) -> M:
+    """`item` with those of `values` its type declares as fields.
+
+    Recipes fill in bookkeeping fields (`goal`/`index`, `topic`/`round`) on what
+    hooks return, so hooks never have to.
+    """
+    fields = type(item).model_fields
+    update = {k: v for k, v in values.items() if k in fields}
+    return item.model_copy(update=update) if update else item
+
+
+def subject_text(subject: BaseModel, *fields: str) -> str:
+    """What names a recipe's subject (a goal, a topic) in ids: the first of `fields`
+    that holds a string, else the subject's JSON."""
+    for field in fields:
+        value = getattr(subject, field, None)
+        if isinstance(value, str):
+            return value
+    return subject.model_dump_json()
+
+
+def quote(text: str, limit: int = 60) -> str:
+    """A short quoted label for activity summaries."""
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 class Announcement(BaseModel):

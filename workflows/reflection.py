@@ -61,22 +61,13 @@ from temporalio.exceptions import ApplicationError
 from durafact.ids import draft_id, final_id, review_id, text_key, topic_id
 from durafact.ledger import Ledger
 from durafact.llm import Usage
-from workflows.recipe import Recipe, RecipeContext
+from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
 
 T = TypeVar("T", bound=BaseModel)
 D = TypeVar("D", bound=BaseModel)
 F = TypeVar("F", bound=BaseModel)
 
 Ending = Literal["accepted", "round_limit"]
-
-
-def topic_text(topic: BaseModel) -> str:
-    """What names a topic in ids: its `topic` or `text` field, else its JSON."""
-    for field in ("topic", "text"):
-        value = getattr(topic, field, None)
-        if isinstance(value, str):
-            return value
-    return topic.model_dump_json()
 
 
 def checked_score(score: Any) -> tuple[float, float | None]:
@@ -90,14 +81,6 @@ def checked_score(score: Any) -> tuple[float, float | None]:
     value = float(score)
     clamped = min(max(value, 0.0), 1.0)
     return clamped, (value if clamped != value else None)
-
-
-def _stamp(item: BaseModel, **values: Any) -> BaseModel:
-    # Drafts carry `topic`/`round` when their type declares them; the recipe fills
-    # them in so hooks never have to.
-    fields = type(item).model_fields
-    update = {k: v for k, v in values.items() if k in fields}
-    return item.model_copy(update=update) if update else item
 
 
 class Review(BaseModel):
@@ -154,7 +137,7 @@ class ReflectionLoop(Recipe, Generic[T, D, F]):
         """Run the loop; `accept_at`/`max_rounds` override the class settings for this run."""
         ctx, ledger = self.ctx, self.ctx.ledger
         self.begin()
-        text = self._topic_text = topic_text(topic)
+        text = self._topic_text = subject_text(topic, "topic", "text")
         key = text_key(text)
         ledger.create(topic_id(text), topic)
         did = draft_id(text)
@@ -164,7 +147,7 @@ class ReflectionLoop(Recipe, Generic[T, D, F]):
             threshold, rewrites = self._limits(accept_at, max_rounds)
             ctx.set_status("drafting", f"drafting: {key}")
             with ctx.scoped(did):
-                draft = _stamp(await self.draft(ctx, topic), topic=key, round=1)
+                draft = stamp(await self.draft(ctx, topic), topic=key, round=1)
             ledger.create(did, draft)
             ledger.link(did, "from_topic", topic_id(text))
 
@@ -192,7 +175,7 @@ class ReflectionLoop(Recipe, Generic[T, D, F]):
                 ctx.set_status(f"rewriting:{self.round}")
                 with ctx.scoped(f"rewrite:{did}:{self.round}"):
                     draft = await self.rewrite(ctx, draft, feedback)
-                draft = _stamp(draft, topic=key, round=self.round + 1)
+                draft = stamp(draft, topic=key, round=self.round + 1)
                 ledger.update(did, draft)
 
             self.ending = ending
@@ -334,7 +317,7 @@ class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
         text = await ctx.llm.text(
             f"Topic: {topic.topic}",
             system=WRITER,
-            summary=f"request model: draft {_quote(topic.topic)}",
+            summary=f"request model: draft {quote(topic.topic)}",
         )
         return Draft(text=text)
 
@@ -365,7 +348,3 @@ class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
         return FinalText(
             topic=self._topic_text, text=draft.text, rounds=self.round, score=self.scores[-1]
         )
-
-
-def _quote(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
