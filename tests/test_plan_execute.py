@@ -6,10 +6,10 @@ import asyncio
 import uuid
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from durafact.settings import Settings
+from tests.helpers import scheduled_activities
 from tests.scripted_model import Call, ScriptedModel
 from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow
 from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
@@ -85,13 +85,8 @@ async def test_history_shows_readable_activity_summaries(
         task_queue=worker.task_queue,
     )
     await handle.result()
-    history = await handle.fetch_history()
-    converter = client.data_converter.payload_converter
-    summaries = [
-        converter.from_payload(e.user_metadata.summary, str)
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    scheduled = await scheduled_activities(client, handle)
+    summaries = [s.summary for s in scheduled]
     assert summaries == [
         f"request model: plan steps for {GOAL!r}",
         "request model: step 1 'Gather facts'",
@@ -99,11 +94,7 @@ async def test_history_shows_readable_activity_summaries(
         "request model: step 3 'Decide'",
         f"request model: final answer for {GOAL!r}",
     ]
-    activity_ids = [
-        e.activity_task_scheduled_event_attributes.activity_id
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    activity_ids = [s.activity_id for s in scheduled]
     assert activity_ids[0] == f"llm:plan:{GOAL}"
     assert activity_ids[-1] == f"llm:final:{GOAL}"
 

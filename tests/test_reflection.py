@@ -11,7 +11,6 @@ from collections import Counter
 import pytest
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
@@ -30,8 +29,8 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
     from durafact.settings import Settings
+    from tests.helpers import result_despite_worker_crash, scheduled_activities
     from tests.scripted_model import Call, ScriptedModel
-    from tests.test_worker_restart import start_worker
     from worker import build_worker
 
 TOPIC = "Why tea cools faster in a wide cup"
@@ -127,15 +126,7 @@ async def test_the_rewrite_sees_the_feedback_and_the_draft_by_reference(
     assert "text v2" in second.text and "text v1" not in second.text
     # Both reached the model as artifact ids: the rewrite activity's input in history
     # holds neither text, so history grows with the rounds, not with their square.
-    history = await handle.fetch_history()
-    converter = client.data_converter.payload_converter
-    inputs = {
-        e.activity_task_scheduled_event_attributes.activity_id: converter.from_payload(
-            e.activity_task_scheduled_event_attributes.input.payloads[0], dict
-        )
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    }
+    inputs = {s.activity_id: s.input for s in await scheduled_activities(client, handle)}
     request = str(inputs[f"llm:rewrite:{DRAFT}:1"])
     assert "text v1" not in request and "add numbers" not in request
     assert DRAFT in request and f"review:{DRAFT}:1" in request
@@ -228,13 +219,7 @@ async def test_history_shows_readable_activity_summaries(
     model.reply(critic(0.4, 0.85))
     handle = await start(client, worker)
     await handle.result()
-    history = await handle.fetch_history()
-    converter = client.data_converter.payload_converter
-    summaries = [
-        converter.from_payload(e.user_metadata.summary, str)
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    summaries = [s.summary for s in await scheduled_activities(client, handle)]
     assert summaries == [
         f"request model: draft {TOPIC!r}",
         "request model: critique round 1",
@@ -274,22 +259,13 @@ async def test_a_killed_worker_mid_rewrite_does_not_repeat_finished_calls(
 ) -> None:
     rewrite = f"llm:rewrite:{DRAFT}:1"
     model.reply(critic(0.4, 0.85))
-    release = model.hold(lambda call: call.activity_id == rewrite and call.attempt == 1)
-    first = start_worker(client, settings)
-    second = None
-    try:
-        handle = await start(client, settings)
-        await asyncio.to_thread(model.wait_for, lambda call: call.activity_id == rewrite)
-        first.kill()  # SIGKILL: the rewrite is in flight
-        first.wait()
-        release.set()
-        second = start_worker(client, settings)
-        result = await asyncio.wait_for(handle.result(), timeout=120)
-    finally:
-        for process in (first, second):
-            if process and process.poll() is None:
-                process.terminate()
-                process.wait(timeout=15)
+    result = await result_despite_worker_crash(
+        client,
+        settings,
+        model,
+        start=lambda: start(client, settings),
+        during=lambda call: call.activity_id == rewrite,
+    )
 
     assert (result.ending, result.scores) == ("accepted", [0.4, 0.85])
     assert result.ledger.get(DRAFT).version == 2

@@ -1,0 +1,100 @@
+"""Helpers that several test modules share: worker processes and history reading."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from durafact.settings import Settings
+from tests.scripted_model import Call, ScriptedModel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_worker(client: Client, settings: Settings) -> subprocess.Popen[bytes]:
+    """`python worker.py` in its own process, on the test's server, queue and model."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "DURAFACT_TASK_QUEUE": settings.task_queue,
+        "OPENAI_BASE_URL": settings.openai_base_url or "",
+        "OPENAI_API_KEY": "test",
+        "DURAFACT_MODEL": "scripted",
+    }
+    return subprocess.Popen(
+        [sys.executable, "worker.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def result_despite_worker_crash(
+    client: Client,
+    settings: Settings,
+    model: ScriptedModel,
+    *,
+    start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]],
+    during: Callable[[Call], bool],
+) -> Any:
+    """Run a workflow on a worker process, SIGKILL that worker while a model call
+    matching `during` is in flight, start a new worker, and return the result.
+
+    The first matching call is held until the worker is dead, so it can never
+    complete on the killed worker; its retry on the new worker goes through.
+    """
+    release = model.hold(lambda call: during(call) and call.attempt == 1)
+    first = start_worker(client, settings)
+    second = None
+    try:
+        handle = await start()
+        await asyncio.to_thread(model.wait_for, during)
+        first.kill()  # no graceful shutdown: the call is in flight
+        first.wait()
+        release.set()
+        second = start_worker(client, settings)
+        result = await asyncio.wait_for(handle.result(), timeout=120)
+    finally:
+        for process in (first, second):
+            if process and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=15)
+    assert first.returncode != 0
+    assert second is not None and second.returncode == 0, second and second.stderr.read().decode()
+    return result
+
+
+@dataclass
+class Scheduled:
+    """One scheduled activity as history holds it: what the Web UI shows."""
+
+    activity_id: str
+    summary: str
+    input: dict[str, Any]
+
+
+async def scheduled_activities(client: Client, handle: WorkflowHandle[Any, Any]) -> list[Scheduled]:
+    """Every scheduled activity of the workflow, in history order."""
+    history = await handle.fetch_history()
+    converter = client.data_converter.payload_converter
+    return [
+        Scheduled(
+            activity_id=e.activity_task_scheduled_event_attributes.activity_id,
+            summary=converter.from_payload(e.user_metadata.summary, str),
+            input=converter.from_payload(
+                e.activity_task_scheduled_event_attributes.input.payloads[0], dict
+            ),
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
