@@ -1,0 +1,511 @@
+"""Start durafact workflows and watch them, from the command line.
+
+    python starter.py plan "Plan a weekend in Kraków" [--id ID] [--max-steps N]
+                                                     [--no-wait] [--json]
+    python starter.py status ID
+    python starter.py result ID [--json]
+    python starter.py up        # the embedded stack, in the background
+    python starter.py down      # stop what `up` started
+
+With TEMPORAL_ADDRESS unset and nothing answering on localhost:7233, `plan`,
+`status` and `result` first start the embedded stack (`up`): the Temporal dev
+server with its Web UI, the local model unless OPENAI_BASE_URL/OPENAI_API_KEY name
+another one, and a worker. With TEMPORAL_ADDRESS set, no server is ever started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, NoReturn, TextIO
+
+from pydantic import BaseModel, ValidationError
+
+from durafact import embedded
+from durafact.embedded import Embedded, EmbeddedError
+from durafact.settings import Settings
+from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
+from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, Progress
+
+POLL_INTERVAL = 0.3
+QUERY_TIMEOUT = timedelta(seconds=2)
+RESULT_TYPES: dict[str, type[BaseModel]] = {"PlanExecuteWorkflow": PlanExecuteResult}
+
+
+class Failed(Exception):
+    """A one-line reason to stop, printed as `starter: <reason>`."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- command line ---------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line instead of usage text and an error."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument COMMAND: invalid choice:"):
+            choice = message.split("invalid choice:", 1)[1].split("(")[0].strip()
+            message = f"unknown command {choice} (commands: {', '.join(COMMANDS)})"
+        else:
+            message = f"{message} (see: python {self.prog} --help)"
+        raise Failed(message, code=2)
+
+
+COMMANDS = ("plan", "status", "result", "up", "down")
+
+
+def parser() -> Parser:
+    top = Parser(prog="starter.py", description=__doc__.splitlines()[0])
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    plan = commands.add_parser("plan", help="start a PlanExecute workflow and wait for it")
+    plan.add_argument("goal", help="what the plan should achieve")
+    plan.add_argument("--id", help="workflow id (default plan-<short uuid>); reusing one attaches")
+    plan.add_argument("--max-steps", type=int, default=3, help="upper bound on plan length")
+    plan.add_argument("--no-wait", action="store_true", help="print the id and return")
+    plan.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    status = commands.add_parser("status", help="a workflow's Temporal and recipe status")
+    status.add_argument("id")
+
+    result = commands.add_parser("result", help="wait for a workflow's result and print it")
+    result.add_argument("id")
+    result.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    commands.add_parser("up", help="start the embedded stack in the background")
+    commands.add_parser("down", help="stop what `up` started")
+    return top
+
+
+async def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        if args.command == "up":
+            return await up()
+        if args.command == "down":
+            embedded.down(Embedded.from_env(), say)
+            return 0
+        if args.command == "plan":
+            goal = validate_goal(args.goal, args.max_steps)
+            workflow_id = args.id if args.id is not None else f"plan-{uuid.uuid4().hex[:8]}"
+            if not workflow_id.strip():
+                raise Failed("the workflow id is empty", code=2)
+            client, settings = await connect()
+            return await plan(client, settings, goal, workflow_id, args.no_wait, args.json)
+        client, settings = await connect()
+        if args.command == "status":
+            return await status(client, settings, args.id)
+        return await result(client, settings, args.id, args.json)
+    except Failed as exc:
+        fail(str(exc))
+        return exc.code
+    except EmbeddedError as exc:
+        fail(str(exc))
+        return 1
+    except BrokenPipeError:  # e.g. `| head`: the reader has gone, nothing to tell
+        return 1
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except Exception as exc:
+        if os.environ.get("DURAFACT_DEBUG"):
+            raise
+        fail(f"{type(exc).__name__}: {one_line(str(exc))} (DURAFACT_DEBUG=1 shows the traceback)")
+        return 1
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    print(line, file=stream or sys.stdout, flush=True)
+
+
+def note(line: str) -> None:
+    say(line, sys.stderr)
+
+
+def fail(message: str) -> None:
+    say(f"starter: {one_line(message)}", sys.stderr)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def validate_goal(text: str, max_steps: int) -> Goal:
+    try:
+        return Goal(text=text, max_steps=max_steps)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = error["loc"][0] if error["loc"] else ""
+        reason = str(error.get("ctx", {}).get("error") or error["msg"])
+        raise Failed(reason if field == "text" else f"--max-steps: {reason}", code=2) from None
+
+
+# --- connecting, with the embedded default ---------------------------------------------
+
+
+async def connect() -> tuple[Any, Settings]:
+    """A client for the configured server; the embedded stack is started when
+    TEMPORAL_ADDRESS is unset and nothing answers on the embedded port."""
+    stack = Embedded.from_env()
+    settings = stack.settings(Settings.from_env())
+    address = settings.temporal_address
+    if settings.temporal_address_explicit:
+        if not embedded.port_open(address, timeout=3):
+            raise Failed(f"cannot reach Temporal at {address} (TEMPORAL_ADDRESS)")
+    elif not embedded.port_open(address):
+        note(
+            f"nothing answers on {address}: starting the embedded stack (stop it: starter.py down)"
+        )
+        await embedded.up(stack, settings, note)
+    try:
+        client = await embedded.connect(settings)
+    except (RuntimeError, TimeoutError) as exc:
+        where = "TEMPORAL_ADDRESS" if settings.temporal_address_explicit else "embedded"
+        raise Failed(
+            f"cannot reach Temporal at {address} ({where}): {one_line(str(exc))}"
+        ) from None
+    return client, settings
+
+
+async def up() -> int:
+    stack = Embedded.from_env()
+    await embedded.up(stack, Settings.from_env(), say)
+    return 0
+
+
+# --- the commands ---------------------------------------------------------------------
+
+
+async def plan(
+    client: Any, settings: Settings, goal: Goal, workflow_id: str, no_wait: bool, as_json: bool
+) -> int:
+    from temporalio.common import (
+        SearchAttributePair,
+        TypedSearchAttributes,
+        WorkflowIDConflictPolicy,
+        WorkflowIDReusePolicy,
+    )
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+    from temporalio.service import RPCError
+
+    summary = f"plan: {summarize(goal.text)}"
+    try:
+        handle = await client.start_workflow(
+            PlanExecuteWorkflow.run,
+            goal,
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            # The same --id while it runs attaches to that run; after it completed the
+            # id is taken and its result is shown; after a failure, it runs again.
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(RECIPE_ATTRIBUTE, PlanExecuteWorkflow.recipe_name)]
+            ),
+            static_summary=summary,
+            static_details=(
+                f"**Goal:** {goal.text}\n\n**Max steps:** {goal.max_steps}\n\n"
+                "Started by `python starter.py plan`."
+            ),
+        )
+        run_id = handle.result_run_id
+        response = getattr(handle, "_start_workflow_response", None)
+        started = bool(getattr(response, "started", True))
+    except WorkflowAlreadyStartedError as exc:
+        handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
+        run_id, started = exc.run_id, False
+    except RPCError as exc:
+        if "search attribute" in str(exc).lower():
+            raise Failed(
+                f"the server at {settings.temporal_address} lacks the search attributes: "
+                + "; ".join(
+                    f"temporal operator search-attribute create --name {a.name} --type Keyword"
+                    for a in (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
+                )
+            ) from None
+        raise
+
+    description = await handle.describe()
+    state = description.status.name if description.status else "UNKNOWN"
+    url = settings.workflow_url(workflow_id, run_id)
+    if not started:
+        existing = await description.static_summary()
+        if existing and existing != summary:
+            note(f"starter: note: workflow {workflow_id} was started for {existing!r}; using it")
+    if no_wait:
+        if state == "RUNNING":
+            await warn_if_no_worker(client, settings, description.task_queue)
+        if as_json:
+            emit_json(workflow_id, run_id, state, None, url)
+        else:
+            if started:
+                say(f"started workflow {workflow_id} (run {run_id})")
+            else:
+                say(f"workflow {workflow_id} already exists ({state}, run {run_id})")
+            say(f"Web UI: {url}")
+            say(f"result: python starter.py result {workflow_id}")
+        return 0
+    if not as_json:
+        if started:
+            say(f"started workflow {workflow_id} (run {run_id})")
+        elif state == "RUNNING":
+            say(f"attached to the running workflow {workflow_id} (run {run_id})")
+        else:
+            say(f"workflow {workflow_id} already finished ({state}, run {run_id}); its result:")
+        say(f"Web UI: {url}")
+    return await wait_and_print(client, settings, handle, description, run_id, url, as_json)
+
+
+async def status(client: Any, settings: Settings, workflow_id: str) -> int:
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    say(f"workflow {workflow_id}: {state} ({description.workflow_type}, run {description.run_id})")
+    summary = await description.static_summary()
+    if summary:
+        say(f"summary: {summary}")
+    try:
+        recipe = await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
+        say(f"recipe status: {recipe}")
+    except Exception:
+        attribute = description.typed_search_attributes.get(STATUS_ATTRIBUTE)
+        say(f"recipe status: {attribute or 'unknown'} (no worker answered the status query)")
+    say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
+    return 0
+
+
+async def result(client: Any, settings: Settings, workflow_id: str, as_json: bool) -> int:
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    url = settings.workflow_url(workflow_id, description.run_id)
+    return await wait_and_print(
+        client, settings, handle, description, description.run_id, url, as_json
+    )
+
+
+async def describe(handle: Any) -> Any:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise Failed(f"no workflow with id {handle.id!r}") from None
+        raise
+
+
+# --- waiting, progress and printing ----------------------------------------------------
+
+
+async def wait_and_print(
+    client: Any,
+    settings: Settings,
+    handle: Any,
+    description: Any,
+    run_id: str,
+    url: str,
+    as_json: bool,
+) -> int:
+    from temporalio.client import WorkflowFailureError
+
+    running = description.status is not None and description.status.name == "RUNNING"
+    if running:
+        await warn_if_no_worker(client, settings, description.task_queue)
+    handle = client.get_workflow_handle(
+        handle.id, run_id=run_id, result_type=RESULT_TYPES.get(description.workflow_type)
+    )
+    outcome = asyncio.ensure_future(handle.result())
+    feed = None if as_json or not running else ProgressFeed(client, handle)
+    try:
+        while not outcome.done():
+            await asyncio.wait({outcome}, timeout=POLL_INTERVAL)
+            if feed and not outcome.done():
+                await feed.poll()
+        if feed:
+            await feed.poll()  # the announcements made since the last poll
+        value = outcome.result()
+    except WorkflowFailureError as exc:
+        state = (await handle.describe()).status
+        if as_json:
+            emit_json(handle.id, run_id, state.name if state else "FAILED", None, url)
+        raise Failed(f"workflow {handle.id} failed: {failure_text(exc)}") from None
+    except asyncio.CancelledError:
+        outcome.cancel()
+        note(
+            f"starter: stopped waiting; the workflow goes on: python starter.py result {handle.id}"
+        )
+        raise
+    if as_json:
+        emit_json(handle.id, run_id, "COMPLETED", value, url)
+    else:
+        print_result(value)
+        say(f"Web UI: {url}")
+    return 0
+
+
+async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:
+    """One line on stderr when nobody will run the workflow, so it never looks stuck."""
+    worker = Embedded.from_env().piece("worker")
+    recorded = worker.recorded()
+    if (
+        not settings.temporal_address_explicit
+        and recorded
+        and not embedded.is_our_process(*recorded)
+    ):
+        # The server still lists a worker that died in the last minute or so as a
+        # poller; the embedded worker's pid file knows better.
+        note(
+            f"starter: warning: the embedded worker (pid {recorded[0]}) is not running "
+            f"(see {worker.log_name}); unless another worker polls {task_queue!r}, nobody will "
+            "run this workflow: run python starter.py up (or python worker.py)"
+        )
+        return
+    try:
+        polled = await embedded.has_live_poller(client, settings.temporal_namespace, task_queue)
+    except Exception:
+        return  # the check is a courtesy: never fail a run over it
+    if not polled:
+        note(
+            f"starter: warning: no worker polls task queue {task_queue!r}, so nobody will run "
+            "this workflow: run python worker.py (or python starter.py up)"
+        )
+
+
+class ProgressFeed:
+    """Polls the `progress` query and prints each new announcement as one line.
+
+    A line is labelled with the recipe status it was made under. Status changes are
+    announcements of kind "status", one per change; when one poll brings several,
+    their statuses come from the run's DurafactStatus upserts, in the same order.
+    """
+
+    def __init__(self, client: Any, handle: Any) -> None:
+        self.client = client
+        self.handle = handle
+        self.offset = 0
+        self.status_changes = 0
+        self.label = "starting"
+
+    async def poll(self) -> None:
+        try:
+            page: Progress = await self.handle.query(
+                "progress", self.offset, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+            )
+        except Exception:
+            return  # not answerable yet (no workflow task done) or no worker: try again
+        changes = sum(1 for e in page.events if e.kind == "status")
+        labels = [page.status] * changes
+        if changes > 1:
+            trail = await self.status_trail()
+            known = trail[self.status_changes : self.status_changes + changes]
+            if len(known) == changes:
+                labels = known
+        for event in page.events:
+            if event.kind == "status":
+                self.label = labels.pop(0)
+                self.status_changes += 1
+            say(f"  [{self.label}] {event.message}")
+        self.offset = page.next_offset
+
+    async def status_trail(self) -> list[str]:
+        from temporalio.api.enums.v1 import EventType
+
+        try:
+            history = await self.handle.fetch_history()
+        except Exception:
+            return []
+        converter = self.client.data_converter.payload_converter
+        trail = []
+        for event in history.events:
+            if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+                continue
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+            payload = fields.indexed_fields.get(STATUS_ATTRIBUTE.name)
+            if payload is not None:
+                value = converter.from_payload(payload)
+                trail.append(value[0] if isinstance(value, list) else str(value))
+        return trail
+
+
+def failure_text(exc: BaseException) -> str:
+    """`Type: message` of what failed: the first ApplicationError under the wrappers
+    (workflow, activity or child failure); its own causes are detail."""
+    from temporalio.exceptions import ApplicationError, FailureError
+
+    chain = []
+    node: BaseException | None = exc
+    while node is not None and len(chain) < 20:
+        chain.append(node)
+        node = node.__cause__
+    app = next((e for e in chain if isinstance(e, ApplicationError)), None)
+    if app is not None:
+        return f"{app.type or 'ApplicationError'}: {one_line(app.message)}"
+    root = chain[-1]
+    message = root.message if isinstance(root, FailureError) else str(root)
+    return f"{type(root).__name__}: {one_line(message)}"
+
+
+def print_result(value: Any) -> None:
+    if isinstance(value, PlanExecuteResult):
+        texts = {r.index: r.text for r in value.results}
+        say("steps:")
+        for step in value.steps:
+            say(indent(step.description, f"  {step.index + 1}. "))
+            if step.index in texts:
+                say(indent(texts[step.index], "     -> "))
+        say("answer:")
+        say(indent(value.answer.text, "  "))
+        say(f"usage: {value.usage.total_tokens} tokens")
+    elif isinstance(value, BaseModel):
+        say(value.model_dump_json(indent=2))
+    else:
+        say(json.dumps(value, indent=2, default=str))
+
+
+def indent(text: str, first: str) -> str:
+    lines = text.strip().splitlines() or [""]
+    rest = " " * len(first)
+    return "\n".join([first + lines[0], *((rest + line).rstrip() for line in lines[1:])])
+
+
+def emit_json(workflow_id: str, run_id: str, state: str, value: Any, url: str) -> None:
+    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    document = {
+        "workflow_id": workflow_id,
+        "run_id": run_id,
+        "status": state,
+        "result": data,
+        "ui_url": url,
+    }
+    say(json.dumps(document, ensure_ascii=False, default=str))
+
+
+def summarize(text: str, limit: int = 100) -> str:
+    line = one_line(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _exit(code: int) -> NoReturn:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    # Skip interpreter finalization: in a short-lived client process, temporalio's
+    # Rust threads can abort it ("PyGILState_Release", temporalio/sdk-python#300).
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        _exit(asyncio.run(main()))
+    except KeyboardInterrupt:
+        _exit(130)

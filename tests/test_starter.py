@@ -1,0 +1,452 @@
+"""starter.py as a user runs it: a subprocess, judged by its exit code and output.
+
+Most tests point it at the session dev server (TEMPORAL_ADDRESS) and a task queue
+served by the in-process `worker` fixture; the up/down tests run an embedded stack
+of their own on free ports in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from durafact.settings import Settings
+from tests.scripted_model import Call, ScriptedModel
+from workflows import PlanExecuteResult
+from workflows.recipe import RECIPE_ATTRIBUTE
+
+REPO = Path(__file__).resolve().parent.parent
+STARTER = REPO / "starter.py"
+GOAL = "Plan a weekend in Kraków"
+ANSWER = "done: Write the final answer."
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def err_lines(self) -> list[str]:
+        return self.err.splitlines()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test process's environment without any durafact/Temporal/OpenAI settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURAFACT_"))
+    }
+    return env | extra
+
+
+async def spawn(*args: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(STARTER),
+        *args,
+        env=env,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
+    # asyncio, not subprocess.run: the in-process worker shares this event loop.
+    process = await spawn(*args, env=env, cwd=cwd)
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:
+    lines: list[str] = []
+    while not lines or text not in lines[-1]:
+        line = await asyncio.wait_for(stream.readline(), timeout)
+        assert line, f"output ended before {text!r}: {lines}"
+        lines.append(line.decode().rstrip("\n"))
+    return lines
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().rpartition(")")[2].split()[0] == "Z")
+
+
+def recorded_pid(state: Path, name: str) -> int:
+    return json.loads((state / f"{name}.pid").read_text())["pid"]
+
+
+async def executions(client: Client, query: str) -> list[str]:
+    return [w.run_id async for w in client.list_workflows(query)]
+
+
+@pytest.fixture
+def starter_env(env: WorkflowEnvironment, worker: Settings, model: ScriptedModel) -> dict[str, str]:
+    """The starter on the session server, on the task queue the in-process worker serves."""
+    return clean_env(
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=worker.task_queue,
+        OPENAI_BASE_URL=model.url,
+    )
+
+
+def is_plan_call(call: Call) -> bool:
+    return call.schema_name == "Plan"
+
+
+# --- plan, status, result -------------------------------------------------------------
+
+
+async def test_plan_json_prints_one_object_with_the_completed_result(
+    starter_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    run = await starter("plan", GOAL, "--json", env=starter_env, cwd=tmp_path)
+
+    assert run.code == 0, run.err
+    assert run.err == ""
+    doc = json.loads(run.out)  # the whole of stdout is one JSON object
+    assert set(doc) == {"workflow_id", "run_id", "status", "result", "ui_url"}
+    assert doc["status"] == "COMPLETED"
+    assert doc["workflow_id"].startswith("plan-")
+    assert doc["result"]["answer"]["text"] == ANSWER
+    result = PlanExecuteResult.model_validate(doc["result"])
+    assert [s.description for s in result.steps] == [
+        "Gather facts",
+        "Compare options",
+        "Decide",
+    ]
+    assert f"/workflows/{doc['workflow_id']}/{doc['run_id']}/" in doc["ui_url"]
+    # Legible in the Web UI from the start: summary and recipe search attribute.
+    description = await client.get_workflow_handle(doc["workflow_id"]).describe()
+    assert await description.static_summary() == f"plan: {GOAL}"
+    assert description.typed_search_attributes.get(RECIPE_ATTRIBUTE) == "plan_execute"
+
+
+async def test_the_same_id_attaches_to_one_workflow_running_or_completed(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id = f"plan-same-{uuid.uuid4().hex[:6]}"
+    planning = model.hold(is_plan_call)  # keep the first run busy while the second attaches
+    first = await spawn("plan", GOAL, "--id", workflow_id, "--json", env=starter_env, cwd=tmp_path)
+    await asyncio.to_thread(model.wait_for, is_plan_call)
+    second = await spawn("plan", GOAL, "--id", workflow_id, env=starter_env, cwd=tmp_path)
+    assert second.stdout is not None
+    attached = await read_until(second.stdout, "attached to the running workflow")
+    planning.set()
+    first_out, _ = await asyncio.wait_for(first.communicate(), 60)
+    second_out, _ = await asyncio.wait_for(second.communicate(), 60)
+    assert first.returncode == 0 and second.returncode == 0
+
+    run_id = json.loads(first_out)["run_id"]
+    assert f"(run {run_id})" in attached[-1]
+    assert ANSWER in second_out.decode()
+    # Once completed, the same id shows that run's result instead of starting another.
+    third = await starter(
+        "plan", GOAL, "--id", workflow_id, "--json", env=starter_env, cwd=tmp_path
+    )
+    assert third.code == 0, third.err
+    assert json.loads(third.out)["run_id"] == run_id
+    assert json.loads(third.out)["status"] == "COMPLETED"
+    assert await executions(client, f'WorkflowId="{workflow_id}"') == [run_id]
+    assert len(model.calls_for("llm:plan:")) == 1
+
+
+async def test_progress_lines_appear_live_while_the_workflow_runs(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    step_two = model.hold(lambda call: "Step 2:" in call.last_user)
+    process = await spawn("plan", GOAL, env=starter_env, cwd=tmp_path)
+    assert process.stdout is not None
+    seen = await read_until(process.stdout, "[executing:2/3] step 2/3")
+    assert process.returncode is None  # printed while the workflow was still running
+    step_two.set()
+    rest, err = await asyncio.wait_for(process.communicate(), 60)
+    lines = seen + rest.decode().splitlines()
+
+    assert process.returncode == 0, err
+    assert lines[0].startswith("started workflow plan-")
+    progress = [line for line in lines if line.startswith("  [")]
+    # Each line carries the status it was announced under, even when one poll
+    # brought several status changes at once.
+    assert progress == [
+        f"  [planning] planning: {GOAL}",
+        "  [planning] planned 3 steps",
+        "  [executing:1/3] step 1/3",
+        "  [executing:1/3] step 1/3 done",
+        "  [executing:2/3] step 2/3",
+        "  [executing:2/3] step 2/3 done",
+        "  [executing:3/3] step 3/3",
+        "  [executing:3/3] step 3/3 done",
+        "  [finishing] finishing",
+        "  [completed] completed",
+    ]
+    assert lines[lines.index("answer:") + 1] == f"  {ANSWER}"
+    assert "  1. Gather facts" in lines
+    assert lines[-1].startswith("Web UI: http://localhost:8233/namespaces/default/workflows/plan-")
+
+
+async def test_no_wait_returns_at_once_then_status_and_result_follow_the_workflow(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id = f"plan-later-{uuid.uuid4().hex[:6]}"
+    planning = model.hold(is_plan_call)  # the workflow cannot finish until released
+    started = await starter(
+        "plan", GOAL, "--id", workflow_id, "--no-wait", env=starter_env, cwd=tmp_path, timeout=15
+    )
+    assert started.code == 0, started.err
+    assert f"started workflow {workflow_id}" in started.out
+    assert f"python starter.py result {workflow_id}" in started.out
+    await asyncio.to_thread(model.wait_for, is_plan_call)
+
+    status = await starter("status", workflow_id, env=starter_env, cwd=tmp_path)
+    assert status.code == 0, status.err
+    assert f"workflow {workflow_id}: RUNNING (PlanExecuteWorkflow" in status.out
+    assert "recipe status: planning" in status.out
+    assert f"/workflows/{workflow_id}/" in status.out
+
+    planning.set()
+    result = await starter("result", workflow_id, env=starter_env, cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert ANSWER in result.out
+    status = await starter("status", workflow_id, env=starter_env, cwd=tmp_path)
+    assert f"workflow {workflow_id}: COMPLETED" in status.out
+    assert "recipe status: completed" in status.out
+
+
+async def test_workflow_failure_is_one_line_with_its_type_and_message(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.fail(401, times=10)
+    failed = f"plan-denied-{uuid.uuid4().hex[:6]}"
+    run, as_json = await asyncio.gather(
+        starter("plan", GOAL, "--id", failed, env=starter_env, cwd=tmp_path),
+        starter("plan", GOAL, "--id", failed + "-json", "--json", env=starter_env, cwd=tmp_path),
+    )
+
+    assert run.code == 1
+    assert len(run.err_lines) == 1, run.err
+    assert run.err.startswith(
+        f"starter: workflow {failed} failed: AuthenticationFailed: model endpoint answered 401"
+    )
+    assert "  [failed] failed" in run.out.splitlines()
+    assert "Traceback" not in run.out + run.err
+    assert as_json.code == 1
+    assert len(as_json.err_lines) == 1
+    doc = json.loads(as_json.out)
+    assert (doc["status"], doc["result"]) == ("FAILED", None)
+
+
+async def test_warns_when_no_worker_polls_the_task_queue(
+    starter_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    queue = f"nobody-{uuid.uuid4().hex[:6]}"
+    workflow_id = f"plan-orphan-{uuid.uuid4().hex[:6]}"
+    env = starter_env | {"DURAFACT_TASK_QUEUE": queue}
+    process = await spawn("plan", GOAL, "--id", workflow_id, env=env, cwd=tmp_path)
+    assert process.stderr is not None
+    try:
+        warning = await read_until(process.stderr, "warning")
+    finally:
+        process.kill()
+        await process.wait()
+        await client.get_workflow_handle(workflow_id).terminate("test cleanup")
+    assert f"no worker polls task queue {queue!r}" in warning[-1]
+    assert "python worker.py" in warning[-1]
+
+
+# --- mistakes -------------------------------------------------------------------------
+
+
+async def test_empty_goal_is_rejected_in_one_line_and_nothing_is_started(
+    starter_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    queue = starter_env["DURAFACT_TASK_QUEUE"]
+    embedded_env = clean_env(DURAFACT_TEMPORAL_PORT=str(free_port()))
+    runs = await asyncio.gather(
+        starter("plan", "   ", env=starter_env, cwd=tmp_path),
+        starter("plan", "", "--json", env=embedded_env, cwd=tmp_path),
+    )
+    for run in runs:
+        assert run.code == 2
+        assert run.err == "starter: the goal is empty\n"
+        assert run.out == ""
+    assert await executions(client, f'TaskQueue="{queue}"') == []
+    assert not (tmp_path / ".durafact").exists()  # no embedded stack either
+
+
+async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
+    run = await starter("frobnicate", env=clean_env(), cwd=tmp_path)
+    assert run.code == 2
+    assert run.err_lines == [
+        "starter: unknown command 'frobnicate' (commands: plan, status, result, up, down)"
+    ]
+
+
+async def test_unreachable_explicit_address_fails_fast_naming_it(tmp_path: Path) -> None:
+    env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1")
+    began = time.monotonic()
+    runs = await asyncio.gather(
+        starter("plan", GOAL, env=env, cwd=tmp_path),
+        starter("status", "plan-x", env=env, cwd=tmp_path),
+    )
+    assert time.monotonic() - began < 15
+    for run in runs:
+        assert run.code == 1
+        assert run.err_lines == ["starter: cannot reach Temporal at 127.0.0.1:1 (TEMPORAL_ADDRESS)"]
+    assert not (tmp_path / ".durafact").exists()  # TEMPORAL_ADDRESS set: never a server
+
+
+async def test_unknown_workflow_id_is_one_line_for_status_and_result(
+    starter_env: dict[str, str], tmp_path: Path
+) -> None:
+    missing = f"plan-missing-{uuid.uuid4().hex[:6]}"
+    runs = await asyncio.gather(
+        starter("status", missing, env=starter_env, cwd=tmp_path),
+        starter("result", missing, "--json", env=starter_env, cwd=tmp_path),
+    )
+    for run in runs:
+        assert run.code == 1
+        assert run.err_lines == [f"starter: no workflow with id {missing!r}"]
+        assert run.out == ""
+
+
+# --- the embedded stack ---------------------------------------------------------------
+
+
+@pytest.fixture
+def stack_env(model: ScriptedModel) -> dict[str, str]:
+    """No TEMPORAL_ADDRESS: the starter runs its own stack, on free ports, against the
+    scripted model (so no local model is needed)."""
+    return clean_env(
+        DURAFACT_TEMPORAL_PORT=str(free_port()),
+        DURAFACT_UI_PORT=str(free_port()),
+        DURAFACT_TASK_QUEUE=f"embedded-{uuid.uuid4().hex[:6]}",
+        OPENAI_BASE_URL=model.url,
+    )
+
+
+async def test_up_starts_server_and_worker_in_background_and_down_stops_exactly_them(
+    stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    state = tmp_path / ".durafact"
+    port, ui_port = int(stack_env["DURAFACT_TEMPORAL_PORT"]), stack_env["DURAFACT_UI_PORT"]
+    try:
+        up = await starter("up", env=stack_env, cwd=tmp_path)
+        assert up.code == 0, up.err
+        assert f"started the Temporal dev server on 127.0.0.1:{port}" in up.out
+        assert "started a worker on task queue" in up.out
+        assert up.out.splitlines()[-1] == f"Web UI: http://localhost:{ui_port}"
+        server, worker = recorded_pid(state, "temporal"), recorded_pid(state, "worker")
+        assert alive(server) and alive(worker) and port_open(port)
+        assert not (state / "model.pid").exists()  # OPENAI_BASE_URL is set
+        assert (state / "temporal.db").exists()
+
+        again = await starter("up", env=stack_env, cwd=tmp_path)
+        assert again.code == 0, again.err
+        assert f"already running on 127.0.0.1:{port} (pid {server})" in again.out
+        assert f"(pid {worker})" in again.out
+
+        plan = await starter("plan", GOAL, "--json", env=stack_env, cwd=tmp_path)
+        assert plan.code == 0, plan.err
+        doc = json.loads(plan.out)
+        assert doc["status"] == "COMPLETED"
+        assert doc["result"]["answer"]["text"] == ANSWER
+        assert doc["ui_url"].startswith(f"http://localhost:{ui_port}/namespaces/default/")
+    finally:
+        down = await starter("down", env=stack_env, cwd=tmp_path)
+    assert down.code == 0, down.err
+    assert down.out.splitlines() == [
+        f"stopped a worker (pid {worker})",
+        f"stopped the Temporal dev server (pid {server})",
+    ]
+    assert not alive(server) and not alive(worker) and not port_open(port)
+    assert list(state.glob("*.pid")) == []
+
+    nothing = await starter("down", env=stack_env, cwd=tmp_path)
+    assert nothing.code == 0
+    assert nothing.out.startswith("nothing is running")
+
+
+async def test_plan_without_temporal_address_starts_the_embedded_stack_first(
+    stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    try:
+        plan = await starter("plan", GOAL, "--json", env=stack_env, cwd=tmp_path)
+    finally:
+        down = await starter("down", env=stack_env, cwd=tmp_path)
+    assert plan.code == 0, plan.err
+    assert json.loads(plan.out)["status"] == "COMPLETED"  # stdout stays one JSON object
+    assert "starting the embedded stack" in plan.err
+    assert "started a worker" in plan.err
+    assert "stopped the Temporal dev server" in down.out
+
+
+async def test_up_fails_with_the_local_models_reason_and_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    env = clean_env(
+        DURAFACT_TEMPORAL_PORT=str(port),
+        DURAFACT_UI_PORT=str(free_port()),
+        DURAFACT_MODEL_PORT=str(free_port()),
+        DURAFACT_LOCAL_MODEL_PATH=str(tmp_path / "missing.gguf"),
+    )
+    up = await starter("up", env=env, cwd=tmp_path)
+
+    assert up.code == 1
+    assert up.err_lines[-1].startswith("starter: the local model cannot start: ")
+    assert "OPENAI_BASE_URL" in up.err_lines[-1]
+    assert list((tmp_path / ".durafact").glob("*.pid")) == []
+    assert not port_open(port)  # the server it started was stopped again
+
+
+async def test_down_never_signals_a_process_it_did_not_start(tmp_path: Path) -> None:
+    state = tmp_path / ".durafact"
+    state.mkdir()
+    bystander = subprocess.Popen(["sleep", "30"])
+    try:
+        # A pid file whose pid now belongs to someone else (recycled, or edited).
+        argv = [sys.executable, str(REPO / "worker.py")]
+        (state / "worker.pid").write_text(json.dumps({"pid": bystander.pid, "argv": argv}))
+        down = await starter("down", env=clean_env(), cwd=tmp_path)
+        assert down.code == 0, down.err
+        assert f"stale pid file for pid {bystander.pid} removed" in down.out
+        assert "nothing is running" in down.out
+        assert bystander.poll() is None
+        assert not (state / "worker.pid").exists()
+    finally:
+        bystander.send_signal(signal.SIGKILL)
+        bystander.wait()
