@@ -325,7 +325,7 @@ async def wait_and_print(
         handle.id, run_id=run_id, result_type=RESULT_TYPES.get(description.workflow_type)
     )
     outcome = asyncio.ensure_future(handle.result())
-    feed = None if as_json or not running else ProgressFeed(client, handle)
+    feed = None if as_json or not running else ProgressFeed(handle)
     try:
         while not outcome.done():
             await asyncio.wait({outcome}, timeout=POLL_INTERVAL)
@@ -382,19 +382,12 @@ async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) ->
 
 
 class ProgressFeed:
-    """Polls the `progress` query and prints each new announcement as one line.
+    """Polls the `progress` query and prints each new announcement as one line,
+    labelled with the recipe status it was made under."""
 
-    A line is labelled with the recipe status it was made under. Status changes are
-    announcements of kind "status", one per change; when one poll brings several,
-    their statuses come from the run's DurafactStatus upserts, in the same order.
-    """
-
-    def __init__(self, client: Any, handle: Any) -> None:
-        self.client = client
+    def __init__(self, handle: Any) -> None:
         self.handle = handle
         self.offset = 0
-        self.status_changes = 0
-        self.label = "starting"
 
     async def poll(self) -> None:
         try:
@@ -403,38 +396,9 @@ class ProgressFeed:
             )
         except Exception:
             return  # not answerable yet (no workflow task done) or no worker: try again
-        changes = sum(1 for e in page.events if e.kind == "status")
-        labels = [page.status] * changes
-        if changes > 1:
-            trail = await self.status_trail()
-            known = trail[self.status_changes : self.status_changes + changes]
-            if len(known) == changes:
-                labels = known
         for event in page.events:
-            if event.kind == "status":
-                self.label = labels.pop(0)
-                self.status_changes += 1
-            say(f"  [{self.label}] {event.message}")
+            say(f"  [{event.status}] {event.message}")
         self.offset = page.next_offset
-
-    async def status_trail(self) -> list[str]:
-        from temporalio.api.enums.v1 import EventType
-
-        try:
-            history = await self.handle.fetch_history()
-        except Exception:
-            return []
-        converter = self.client.data_converter.payload_converter
-        trail = []
-        for event in history.events:
-            if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-                continue
-            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
-            payload = fields.indexed_fields.get(STATUS_ATTRIBUTE.name)
-            if payload is not None:
-                value = converter.from_payload(payload)
-                trail.append(value[0] if isinstance(value, list) else str(value))
-        return trail
 
 
 def failure_text(exc: BaseException) -> str:

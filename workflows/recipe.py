@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
 
@@ -66,6 +66,7 @@ class Announcement(BaseModel):
     seq: int
     kind: str
     message: str
+    status: str = Field(description="The recipe's status when this was announced.")
 
 
 class Progress(BaseModel):
@@ -203,7 +204,9 @@ class RecipeContext:
         return f"{verb}:{self.scope}{suffix}"
 
     def announce(self, message: str, kind: str = "info") -> None:
-        self.events.append(Announcement(seq=len(self.events), kind=kind, message=message))
+        self.events.append(
+            Announcement(seq=len(self.events), kind=kind, message=message, status=self.status)
+        )
         workflow.set_current_details(f"**{self.status}**: {message}")
 
     def set_status(self, status: str, message: str | None = None) -> None:
