@@ -22,9 +22,12 @@ from temporalio.testing import WorkflowEnvironment
 from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.settings import Settings
 from tests.scripted_model import Call, ScriptedModel
+from tests.test_answer_flow_workflow import answerer, questions
 from worker import build_worker
 from workflows import (
     SEARCH_ATTRIBUTES,
+    AnswerBatchInput,
+    AnswerFlowWorkflow,
     Goal,
     PlanExecuteWorkflow,
     ReflectionInput,
@@ -105,12 +108,36 @@ async def reflection_round_limit(client: Client, model: ScriptedModel) -> str:
     return "reflection_round_limit"
 
 
+async def answer_flow(client: Client, model: ScriptedModel) -> str:
+    model.reply(answerer(ungrounded={"q2": 1}))  # q2's first quote is not in its source
+    await client.execute_workflow(
+        AnswerFlowWorkflow.run,
+        AnswerBatchInput(questions=questions("q1", "q2", "q3")),
+        id="answer_flow",
+        task_queue=QUEUE,
+    )
+    return "answer_flow"
+
+
+async def answer_flow_budget(client: Client, model: ScriptedModel) -> str:
+    model.reply(answerer(ungrounded={"q2": 9}))
+    await client.execute_workflow(
+        AnswerFlowWorkflow.run,
+        AnswerBatchInput(questions=questions("q1", "q2", q3=None), budget_tokens=1),
+        id="answer_flow_budget",
+        task_queue=QUEUE,
+    )
+    return "answer_flow_budget"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
     plan_execute_failed,
     reflection,
     reflection_round_limit,
+    answer_flow,
+    answer_flow_budget,
 ]
 
 

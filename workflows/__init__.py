@@ -1,5 +1,17 @@
 """Recipe workflows: one module per recipe lifecycle, plus the shared recipe base."""
 
+from workflows.answer_flow import (
+    AnswerBatchInput,
+    AnswerFlowResult,
+    AnswerFlowWorkflow,
+    BatchAnswers,
+    ItemAnswer,
+    Question,
+    Verdict,
+    Verdicts,
+    check_answer_batch,
+    load_answer_batch,
+)
 from workflows.plan_execute import (
     FinalAnswer,
     Goal,
@@ -30,23 +42,29 @@ from workflows.reflection import (
 )
 
 # Every ready workflow the worker runs.
-WORKFLOWS = [PlanExecuteWorkflow, ReflectionWorkflow]
+WORKFLOWS = [PlanExecuteWorkflow, ReflectionWorkflow, AnswerFlowWorkflow]
 
 __all__ = [
     "SEARCH_ATTRIBUTES",
     "WORKFLOWS",
     "Announcement",
+    "AnswerBatchInput",
+    "AnswerFlowResult",
+    "AnswerFlowWorkflow",
+    "BatchAnswers",
     "Critique",
     "Draft",
     "FinalAnswer",
     "FinalText",
     "Goal",
+    "ItemAnswer",
     "Plan",
     "PlanExecute",
     "PlanExecuteResult",
     "PlanExecuteWorkflow",
     "PlanStep",
     "Progress",
+    "Question",
     "Recipe",
     "RecipeContext",
     "ReflectionInput",
@@ -56,4 +74,8 @@ __all__ = [
     "ReflectionWorkflow",
     "Review",
     "StepResult",
+    "Verdict",
+    "Verdicts",
+    "check_answer_batch",
+    "load_answer_batch",
 ]
