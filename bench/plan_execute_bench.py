@@ -24,18 +24,13 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
-import workflows
 from bench import handwritten
+from bench._common import dev_stack
 from bench.handwritten import HandWritten
-from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.ids import result_id, step_id, steps_prefix
 from durafact.llm import ArtifactSpan, ContextText
-from durafact.settings import Settings
 from tests.scripted_model import Call, ScriptedModel
-from worker import build_worker
 from workflows import Goal, PlanExecuteWorkflow
 from workflows.recipe import Recipe
 
@@ -316,38 +311,22 @@ async def main() -> None:
     args = parser.parse_args()
     check_same_settings()
 
-    model = ScriptedModel().start()
-    model.reply(scripted_reply)
     began = time.perf_counter()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        search_attributes=workflows.SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=list(DEV_SERVER_TUNING),
-    )
-    try:
-        settings = Settings(
-            openai_base_url=model.url,
-            openai_api_key="bench",
-            model="scripted",
-            task_queue=f"bench-{uuid.uuid4().hex[:8]}",
-        )
+    async with dev_stack(scripted_reply) as stack:
+        client, queue, model = stack.client, stack.settings.task_queue, stack.model
         cells = [(kind, n) for n in SIZES for kind in KINDS]
         samples: dict[tuple[str, int], list[Sample]] = {cell: [] for cell in cells}
-        async with build_worker(env.client, settings, extra_workflows=[HandWritten]):
+        async with stack.worker(extra_workflows=[HandWritten]):
             for cell in cells * 2:  # warm up: sandbox imports, sticky caches, connections
-                await run_once(env.client, settings.task_queue, *cell)
+                await run_once(client, queue, *cell)
             for rep in range(args.reps):
                 # Interleave, and alternate the order so neither side always goes first.
                 for cell in cells if rep % 2 == 0 else cells[::-1]:
-                    samples[cell].append(await run_once(env.client, settings.task_queue, *cell))
+                    samples[cell].append(await run_once(client, queue, *cell))
                 model.calls.clear()
-            query_ms = await time_context_query(env.client, settings.task_queue, model)
+            query_ms = await time_context_query(client, queue, model)
         report(samples, args.reps, query_ms)
         print(f"(whole run {time.perf_counter() - began:.0f} s)")
-    finally:
-        await env.shutdown()
-        model.stop()
 
 
 if __name__ == "__main__":
