@@ -218,6 +218,8 @@ class ModelActivities:
                     },
                 ]
                 continue
+            # The validated value only: the raw JSON text would store it twice in history.
+            response.text = ""
             response.data = value.model_dump(mode="json")
             return response
         raise ApplicationError(

@@ -71,7 +71,7 @@ class LLMRequest(BaseModel):
 
 
 class LLMResponse(BaseModel):
-    text: str
+    text: str = Field(description="The free-text answer; empty for structured output.")
     data: dict[str, Any] | None = Field(
         default=None, description="The validated structured output, when one was asked for."
     )
