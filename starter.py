@@ -1,14 +1,17 @@
 """Start durafact workflows and watch them, from the command line.
 
-    python starter.py plan "Plan a weekend in Kraków" [--id ID] [--max-steps N]
-                                                     [--no-wait] [--json]
+    python starter.py plan "Plan a weekend in Kraków" [--max-steps N]
+    python starter.py reflect "Why durable workflows" [--accept-at X] [--max-rounds N]
+    python starter.py answer questions.json [--max-repairs N] [--review off|optional|required]
+                                            [--budget-tokens N]
+        (each also takes [--id ID] [--no-wait] [--json])
     python starter.py status ID
     python starter.py result ID [--json]
     python starter.py up        # the embedded stack, in the background
     python starter.py down      # stop what `up` started
 
-With TEMPORAL_ADDRESS unset and nothing answering on localhost:7233, `plan`,
-`status` and `result` first start the embedded stack (`up`): the Temporal dev
+With TEMPORAL_ADDRESS unset and nothing answering on localhost:7233, the recipe
+commands, `status` and `result` first start the embedded stack (`up`): the Temporal dev
 server with its Web UI, the local model unless OPENAI_BASE_URL/OPENAI_API_KEY name
 another one, and a worker. With TEMPORAL_ADDRESS set, no server is ever started.
 """
@@ -22,21 +25,39 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from pydantic import BaseModel, ValidationError
+from temporalio.client import WorkflowFailureError
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durafact import embedded
+from durafact.answer_flow import AnswerBatchError
 from durafact.embedded import Embedded, EmbeddedError
 from durafact.settings import Settings
+from workflows.answer_flow import AnswerFlowResult, AnswerFlowWorkflow, load_answer_batch
 from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
 from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, Progress
+from workflows.reflection import ReflectionInput, ReflectionResult, ReflectionWorkflow
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
-RESULT_TYPES: dict[str, type[BaseModel]] = {"PlanExecuteWorkflow": PlanExecuteResult}
+RESULT_TYPES: dict[str, type[BaseModel]] = {
+    "PlanExecuteWorkflow": PlanExecuteResult,
+    "ReflectionWorkflow": ReflectionResult,
+    "AnswerFlowWorkflow": AnswerFlowResult,
+}
 
 
 class Failed(Exception):
@@ -62,19 +83,42 @@ class Parser(argparse.ArgumentParser):
         raise Failed(message, code=2)
 
 
-COMMANDS = ("plan", "status", "result", "up", "down")
+COMMANDS = ("plan", "reflect", "answer", "status", "result", "up", "down")
 
 
 def parser() -> Parser:
     top = Parser(prog="starter.py", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # What every recipe command shares: which workflow, and how to wait for it.
+    launch = Parser(add_help=False)
+    launch.add_argument("--id", help="workflow id (default: a new one); reusing one attaches")
+    launch.add_argument("--no-wait", action="store_true", help="print the id and return")
+    launch.add_argument("--json", action="store_true", help="print one JSON object, no progress")
 
-    plan = commands.add_parser("plan", help="start a PlanExecute workflow and wait for it")
+    plan = commands.add_parser(
+        "plan", parents=[launch], help="start a PlanExecute workflow and wait for it"
+    )
     plan.add_argument("goal", help="what the plan should achieve")
-    plan.add_argument("--id", help="workflow id (default plan-<short uuid>); reusing one attaches")
     plan.add_argument("--max-steps", type=int, default=3, help="upper bound on plan length")
-    plan.add_argument("--no-wait", action="store_true", help="print the id and return")
-    plan.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    reflect = commands.add_parser(
+        "reflect", parents=[launch], help="write, critique and rewrite a text on a topic"
+    )
+    reflect.add_argument("topic", help="what the text should be about")
+    reflect.add_argument("--accept-at", type=float, default=0.8, help="score that accepts")
+    reflect.add_argument("--max-rounds", type=int, default=2, help="rewrites at most")
+
+    answer = commands.add_parser(
+        "answer", parents=[launch], help="answer a batch of questions from their sources"
+    )
+    answer.add_argument("file", help="the batch: a JSON file (format in README)")
+    answer.add_argument("--max-repairs", type=int, help="repair rounds (default: the file's, 1)")
+    answer.add_argument(
+        "--review",
+        choices=("off", "optional", "required"),
+        help="review policy (default: the file's)",
+    )
+    answer.add_argument("--budget-tokens", type=int, help="stop model calls past this many tokens")
 
     status = commands.add_parser("status", help="a workflow's Temporal and recipe status")
     status.add_argument("id")
@@ -88,6 +132,82 @@ def parser() -> Parser:
     return top
 
 
+@dataclass
+class Launch:
+    """A recipe command's workflow, checked and ready to start."""
+
+    run: Callable[..., Any]
+    arg: BaseModel
+    recipe: str
+    id_prefix: str
+    summary: str
+    details: str
+
+
+def launch_of(args: argparse.Namespace) -> Launch:
+    """The workflow a recipe command starts; bad input fails here, before any connection."""
+    if args.command == "plan":
+        goal = checked(Goal, {"text": args.goal, "max_steps": args.max_steps})
+        return Launch(
+            PlanExecuteWorkflow.run,
+            goal,
+            PlanExecuteWorkflow.recipe_name,
+            "plan",
+            f"plan: {summarize(goal.text)}",
+            f"**Goal:** {goal.text}\n\n**Max steps:** {goal.max_steps}",
+        )
+    if args.command == "reflect":
+        request = checked(
+            ReflectionInput,
+            {"topic": args.topic, "accept_at": args.accept_at, "max_rounds": args.max_rounds},
+        )
+        return Launch(
+            ReflectionWorkflow.run,
+            request,
+            ReflectionWorkflow.recipe_name,
+            "reflect",
+            f"reflect: {summarize(request.topic)}",
+            f"**Topic:** {request.topic}\n\n**Accept at:** {request.accept_at}, "
+            f"**max rounds:** {request.max_rounds}",
+        )
+    try:
+        document = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise Failed(f"cannot read {args.file}: {exc.strerror}", code=2) from None
+    try:
+        batch = load_answer_batch(
+            document,
+            max_repairs=args.max_repairs,
+            review_policy=args.review,
+            budget_tokens=args.budget_tokens,
+        )
+    except AnswerBatchError as exc:
+        raise Failed(f"{args.file}: {exc}", code=2) from None
+    return Launch(
+        AnswerFlowWorkflow.run,
+        batch,
+        AnswerFlowWorkflow.recipe_name,
+        "answer",
+        f"answer: {len(batch.questions)} questions from {Path(args.file).name}",
+        f"**Questions:** {len(batch.questions)}\n\n**Max repairs:** {batch.max_repairs}, "
+        f"**review:** {batch.review_policy}, **budget:** {batch.budget_tokens or 'none'}",
+    )
+
+
+def checked(model: type[BaseModel], values: dict[str, Any]) -> Any:
+    """`model` from command-line values, or a one-line reason naming the option."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        reason = str(error.get("ctx", {}).get("error") or error["msg"])
+        positional = next(iter(model.model_fields))
+        if field and field != positional:
+            reason = f"--{field.replace('_', '-')}: {reason}"
+        raise Failed(reason, code=2) from None
+
+
 async def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
@@ -96,13 +216,15 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "down":
             embedded.down(Embedded.from_env(), say)
             return 0
-        if args.command == "plan":
-            goal = validate_goal(args.goal, args.max_steps)
-            workflow_id = args.id if args.id is not None else f"plan-{uuid.uuid4().hex[:8]}"
+        if args.command in ("plan", "reflect", "answer"):
+            launch = launch_of(args)
+            workflow_id = (
+                args.id if args.id is not None else f"{launch.id_prefix}-{uuid.uuid4().hex[:8]}"
+            )
             if not workflow_id.strip():
                 raise Failed("the workflow id is empty", code=2)
             client, settings = await connect()
-            return await plan(client, settings, goal, workflow_id, args.no_wait, args.json)
+            return await start(client, settings, launch, workflow_id, args.no_wait, args.json)
         client, settings = await connect()
         if args.command == "status":
             return await status(client, settings, args.id)
@@ -138,16 +260,6 @@ def fail(message: str) -> None:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def validate_goal(text: str, max_steps: int) -> Goal:
-    try:
-        return Goal(text=text, max_steps=max_steps)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = error["loc"][0] if error["loc"] else ""
-        reason = str(error.get("ctx", {}).get("error") or error["msg"])
-        raise Failed(reason if field == "text" else f"--max-steps: {reason}", code=2) from None
 
 
 # --- connecting, with the embedded default ---------------------------------------------
@@ -186,23 +298,14 @@ async def up() -> int:
 # --- the commands ---------------------------------------------------------------------
 
 
-async def plan(
-    client: Any, settings: Settings, goal: Goal, workflow_id: str, no_wait: bool, as_json: bool
+async def start(
+    client: Any, settings: Settings, launch: Launch, workflow_id: str, no_wait: bool, as_json: bool
 ) -> int:
-    from temporalio.common import (
-        SearchAttributePair,
-        TypedSearchAttributes,
-        WorkflowIDConflictPolicy,
-        WorkflowIDReusePolicy,
-    )
-    from temporalio.exceptions import WorkflowAlreadyStartedError
-    from temporalio.service import RPCError
-
-    summary = f"plan: {summarize(goal.text)}"
+    summary = launch.summary
     try:
         handle = await client.start_workflow(
-            PlanExecuteWorkflow.run,
-            goal,
+            launch.run,
+            launch.arg,
             id=workflow_id,
             task_queue=settings.task_queue,
             # The same --id while it runs attaches to that run; after it completed the
@@ -210,13 +313,10 @@ async def plan(
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
             search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(RECIPE_ATTRIBUTE, PlanExecuteWorkflow.recipe_name)]
+                [SearchAttributePair(RECIPE_ATTRIBUTE, launch.recipe)]
             ),
             static_summary=summary,
-            static_details=(
-                f"**Goal:** {goal.text}\n\n**Max steps:** {goal.max_steps}\n\n"
-                "Started by `python starter.py plan`."
-            ),
+            static_details=f"{launch.details}\n\nStarted by `starter.py {launch.id_prefix}`.",
         )
         run_id = handle.result_run_id
         response = getattr(handle, "_start_workflow_response", None)
@@ -294,8 +394,6 @@ async def result(client: Any, settings: Settings, workflow_id: str, as_json: boo
 
 
 async def describe(handle: Any) -> Any:
-    from temporalio.service import RPCError, RPCStatusCode
-
     try:
         return await handle.describe()
     except RPCError as exc:
@@ -316,8 +414,6 @@ async def wait_and_print(
     url: str,
     as_json: bool,
 ) -> int:
-    from temporalio.client import WorkflowFailureError
-
     running = description.status is not None and description.status.name == "RUNNING"
     if running:
         await warn_if_no_worker(client, settings, description.task_queue)
@@ -404,8 +500,6 @@ class ProgressFeed:
 def failure_text(exc: BaseException) -> str:
     """`Type: message` of what failed: the first ApplicationError under the wrappers
     (workflow, activity or child failure); its own causes are detail."""
-    from temporalio.exceptions import ApplicationError, FailureError
-
     chain = []
     node: BaseException | None = exc
     while node is not None and len(chain) < 20:
@@ -429,11 +523,29 @@ def print_result(value: Any) -> None:
                 say(indent(texts[step.index], "     -> "))
         say("answer:")
         say(indent(value.answer.text, "  "))
-        say(f"usage: {value.usage.total_tokens} tokens")
+    elif isinstance(value, ReflectionResult):
+        scores = ", ".join(f"{score:.2f}" for score in value.scores)
+        say(f"{value.ending} after {value.rounds} round(s); scores: {scores}")
+        say("text:")
+        say(indent(value.final.text, "  "))
+    elif isinstance(value, AnswerFlowResult):
+        answers = value.answers
+        for item in value.results:
+            say(f"{item.item_id}: {item.status} after {item.rounds} round(s)")
+            if item.item_id in answers:
+                say(indent(answers[item.item_id].answer, "  answer: "))
+                say(indent(answers[item.item_id].quote, "  quote:  "))
+            elif item.value is not None:
+                say(indent(str(item.value), "  answer: "))
+            for issue in item.issues:
+                say(indent(issue.message, f"  {issue.code}: "))
+        say(", ".join(f"{n} {status}" for status, n in value.counts.items()))
     elif isinstance(value, BaseModel):
         say(value.model_dump_json(indent=2))
     else:
         say(json.dumps(value, indent=2, default=str))
+    if isinstance(value, PlanExecuteResult | ReflectionResult | AnswerFlowResult):
+        say(f"usage: {value.usage.total_tokens} tokens")
 
 
 def indent(text: str, first: str) -> str:
