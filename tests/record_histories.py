@@ -21,8 +21,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.settings import Settings
+from tests.scripted_answers import answerer, questions
 from tests.scripted_model import Call, ScriptedModel
-from tests.test_answer_flow_workflow import answerer, questions
 from worker import build_worker
 from workflows import (
     SEARCH_ATTRIBUTES,

@@ -23,8 +23,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durafact.settings import Settings
+from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel
-from tests.test_answer_flow_workflow import answerer
 from workflows import AnswerFlowResult, PlanExecuteResult
 from workflows.recipe import RECIPE_ATTRIBUTE
 
