@@ -33,7 +33,7 @@ from temporalio.client import Client, WorkflowHistory
 from bench._common import dev_stack
 from bench.plan_execute_bench import SENTENCES
 from durafact.ledger import Ledger
-from tests.test_answer_flow_workflow import answerer
+from tests.scripted_answers import answerer
 from workflows import AnswerBatchInput, AnswerFlowResult, AnswerFlowWorkflow, Question
 
 SIZES = (3, 12)
