@@ -36,6 +36,8 @@ down:
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.plan_execute_bench
+	$(BIN)/python -m bench.answer_flow_bench
+	$(BIN)/python -m bench.reflection_bench
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
