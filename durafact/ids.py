@@ -56,3 +56,8 @@ def draft_id(topic: str) -> str:
 
 def review_id(draft: str, round_: int) -> str:
     return f"review:{draft}:{round_}"
+
+
+def approval_id(thread: str, n: int) -> str:
+    """The `n`th question (from 1) of an approval thread."""
+    return f"approval:{text_key(thread)}:{n}"

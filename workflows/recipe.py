@@ -5,6 +5,18 @@ model activity per call, `ctx.announce` records progress for the starter's live
 output, `ctx.set_status` keeps the Web UI's details and search attributes current,
 and `ctx.ledger` holds the artifacts. Everything here runs inside the workflow
 sandbox, so it is deterministic: no I/O, no clock, no randomness.
+
+Human approval. `await ctx.ask_approval(thread, text, policy)` asks a person and
+waits durably for the answer; every recipe workflow takes answers through the
+signal `answer` (fire and forget) and the update `decide` (returns the outcome,
+and its validator refuses a bad answer before anything is written to history),
+and lists what waits through the query `pending_questions`. The questions live
+in the ledger as `approval:{thread}:{n}` artifacts, and only there: a handler
+applies an answer to its question at once, and the waiting `ask_approval` sees
+the question closed. So an answer is never lost between its arrival and the
+wait, while an answer for a question not asked yet (an unknown id, or no id
+while nothing is pending) is refused like any other bad answer: the signal
+drops it with a warning announcement, the update fails at the caller.
 """
 
 from __future__ import annotations
@@ -17,7 +29,18 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ApplicationError
 
+from durafact.approval import (
+    TIMED_OUT,
+    ApprovalAnswer,
+    ApprovalKind,
+    ApprovalOutcome,
+    ApprovalPolicy,
+    ApprovalQuestion,
+    validate_answer,
+)
+from durafact.ids import approval_id, text_key
 from durafact.ledger import Ledger
 from durafact.llm import (
     ChatMessage,
@@ -32,6 +55,10 @@ from durafact.llm import (
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
 SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
+# DurafactStatus while any question waits: what `starter.py pending` lists.
+AWAITING_APPROVAL = "awaiting_approval"
+# The error type of an answer the `decide` update refuses.
+INVALID_ANSWER = "InvalidAnswer"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -214,6 +241,145 @@ class RecipeContext:
         workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(status)])
         self.announce(message or status, kind="status")
 
+    # --- human approval ---------------------------------------------------------------
+
+    async def ask_approval(
+        self,
+        thread: str,
+        text: str,
+        policy: ApprovalPolicy | None = None,
+        kind: ApprovalKind = "approve",
+    ) -> ApprovalOutcome:
+        """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
+
+        The question is `approval:{thread}:{n}`, n one past the thread's questions so
+        far: asking again after a rejection continues the thread's chain. While it
+        waits, DurafactStatus is `awaiting_approval`. On timeout the policy rejects
+        ("timed out"), or escalates to a question of kind `escalate` that has its own
+        timeout and then rejects.
+        """
+        policy = policy or ApprovalPolicy()
+        question = self._open_question(thread, text, kind)
+        outcome = await self._wait_for_answer(question, policy.timeout)
+        if outcome is None and policy.on_timeout == "escalate":
+            self.ledger.update(question.id, status="timed_out")
+            escalation = self._open_question(thread, text, "escalate", escalates=question)
+            self.announce(
+                f"{question.id} timed out; escalated to {escalation.id}", kind="escalation"
+            )
+            question = escalation
+            outcome = await self._wait_for_answer(question, policy.escalation_timeout)
+        if outcome is None:
+            outcome = self._close(
+                question,
+                ApprovalAnswer(approved=False, reason=TIMED_OUT, by="timeout"),
+                status="timed_out",
+            )
+        self._settle(outcome)
+        return outcome
+
+    def approval_history(self, thread: str) -> list[ApprovalQuestion]:
+        """Every question of `thread`, first to last, however each ended."""
+        key = text_key(thread)
+        return [q for q in self._questions() if text_key(q.thread) == key]
+
+    def pending_questions(self) -> list[ApprovalQuestion]:
+        """The questions that wait for an answer, oldest first."""
+        return [q for q in self._questions() if q.status == "pending"]
+
+    def receive_answer(self, answer: ApprovalAnswer) -> ApprovalOutcome:
+        """Apply a person's answer to its question now; ValueError when it cannot be taken.
+
+        What the `answer` signal and the `decide` update do: the waiting
+        `ask_approval` then finds its question closed.
+        """
+        question = validate_answer(self._questions(), answer)
+        status = "approved" if answer.approved else "rejected"
+        return self._close(question, answer, status=status)
+
+    def check_answer(self, answer: ApprovalAnswer) -> ApprovalQuestion:
+        """The question `answer` would close, or ValueError: reads state, changes nothing."""
+        return validate_answer(self._questions(), answer)
+
+    def _questions(self) -> list[ApprovalQuestion]:
+        return [a.data for a in self.ledger.find_all(ApprovalQuestion)]
+
+    def _question(self, question_id: str) -> ApprovalQuestion:
+        return self.ledger.get(question_id).typed(ApprovalQuestion).data
+
+    def _open_question(
+        self,
+        thread: str,
+        text: str,
+        kind: ApprovalKind,
+        escalates: ApprovalQuestion | None = None,
+    ) -> ApprovalQuestion:
+        n = len(self.approval_history(thread)) + 1
+        question = ApprovalQuestion(
+            id=approval_id(thread, n),
+            thread=thread,
+            n=n,
+            kind=kind,
+            text=text,
+            escalates=escalates.id if escalates else None,
+        )
+        self.ledger.create(question.id, question)
+        if escalates:
+            self.ledger.link(question.id, "escalates", escalates.id)
+        if self.status != AWAITING_APPROVAL:
+            self.set_status(AWAITING_APPROVAL, f"awaiting approval of {question.id}")
+        self.announce(f"{question.id} ({kind}): {text}", kind="question")
+        return question
+
+    async def _wait_for_answer(
+        self, question: ApprovalQuestion, timeout: timedelta | None
+    ) -> ApprovalOutcome | None:
+        """The outcome once the question is closed; None when `timeout` passed first."""
+
+        def closed() -> bool:
+            return self._question(question.id).status != "pending"
+
+        try:
+            await workflow.wait_condition(
+                closed, timeout=timeout, timeout_summary=f"approval timeout: {question.id}"
+            )
+        except TimeoutError:  # asyncio.TimeoutError is TimeoutError on 3.11
+            # An answer that came in the same workflow task as the timer still counts.
+            if not closed():
+                return None
+        return self._outcome(self._question(question.id))
+
+    def _close(
+        self, question: ApprovalQuestion, answer: ApprovalAnswer, status: str
+    ) -> ApprovalOutcome:
+        answer = answer.model_copy(update={"question_id": question.id})
+        closed = question.model_copy(update={"status": status, "answer": answer})
+        self.ledger.update(question.id, closed)
+        return self._outcome(closed)
+
+    @staticmethod
+    def _outcome(question: ApprovalQuestion) -> ApprovalOutcome:
+        answer = question.answer
+        assert answer is not None, f"{question.id} was closed without an answer"
+        return ApprovalOutcome(
+            question_id=question.id,
+            approved=answer.approved,
+            reason=answer.reason,
+            changes=dict(answer.changes),
+            timed_out=question.status == "timed_out",
+        )
+
+    def _settle(self, outcome: ApprovalOutcome) -> None:
+        verdict = "approved" if outcome.approved else "rejected"
+        by = self._question(outcome.question_id).answer
+        who = f" by {by.by}" if by and by.by and not outcome.timed_out else ""
+        reason = f": {outcome.reason}" if outcome.reason else ""
+        changed = f" (changes: {', '.join(outcome.changes)})" if outcome.changes else ""
+        self.announce(f"{outcome.question_id} {verdict}{who}{reason}{changed}", kind="approval")
+        # While another question (asked concurrently) waits, the run stays awaiting.
+        if not self.pending_questions():
+            self.set_status(verdict)
+
 
 class Recipe:
     """Base of every recipe workflow: the context and the queries the starter uses."""
@@ -251,6 +417,42 @@ class Recipe:
     @workflow.query
     def artifacts(self) -> Ledger:
         return self.ctx.ledger
+
+    @workflow.query
+    def pending_questions(self) -> list[ApprovalQuestion]:
+        return self.ctx.pending_questions()
+
+    @workflow.signal
+    def answer(self, answer: ApprovalAnswer) -> None:
+        """A person's answer, fire and forget (`starter.py approve`). One that cannot be
+        taken (see `validate_answer`) is dropped with a warning announcement."""
+        try:
+            self.ctx.receive_answer(answer)
+        except ValueError as refusal:
+            workflow.logger.warning("answer dropped: %s", refusal)
+            self.ctx.announce(f"answer dropped: {refusal}", kind="warning")
+
+    @workflow.update
+    def decide(self, answer: ApprovalAnswer) -> ApprovalOutcome:
+        """A person's answer to a named question; returns the outcome."""
+        try:
+            return self.ctx.receive_answer(answer)
+        except ValueError as refusal:  # only if the state changed since the validator ran
+            raise ApplicationError(str(refusal), type=INVALID_ANSWER, non_retryable=True) from None
+
+    @decide.validator
+    def _validate_decide(self, answer: ApprovalAnswer) -> None:
+        # Runs before the update is accepted: a refusal writes nothing to history.
+        if answer.question_id is None:
+            raise ApplicationError(
+                "decide needs a question id (the signal `answer` takes the oldest pending)",
+                type=INVALID_ANSWER,
+                non_retryable=True,
+            )
+        try:
+            self.ctx.check_answer(answer)
+        except ValueError as refusal:
+            raise ApplicationError(str(refusal), type=INVALID_ANSWER, non_retryable=True) from None
 
     @workflow.query
     def context_texts(self, refs: list[ContextRef]) -> list[ContextText]:
