@@ -1,0 +1,162 @@
+"""Deterministic text scoring: keyword coverage with optional stemming, no model needed.
+
+Where embeddings are optional, "how many of the query's words does this text
+contain" is a neutral, reproducible ranking signal: `FileSystemSource` and
+`CSVSource` rank with it and `match_skills` triggers skills with it.
+
+How text becomes terms, the same way on both sides of a comparison:
+
+1. Unicode NFKC, then case-folded; `ё` is read as `е` (Russian writes both for
+   the same letter) and the combining stress accent is dropped.
+2. Words are runs of Unicode letters and digits; everything else (punctuation,
+   spaces, `_`, `-`, apostrophes) separates words, so "cost-reporting" is two words.
+3. Stop words are dropped (`STOPWORDS` by default: `EN_STOPWORDS` plus a small
+   `RU_STOPWORDS` of Russian function words), and so is every single Latin or
+   Cyrillic letter ("a", "I", "и", "в", "с"): alone they carry no topic. Single
+   digits stay, because "5" in a query is a real constraint.
+4. With stems, each remaining word is stemmed by the Snowball algorithm of its
+   script (the `snowballstemmer` package): a word with Cyrillic letters and no
+   Latin ones by the Russian stemmer, a word of Latin letters by the English
+   (Porter 2) stemmer, anything else (digits, other scripts, a word that mixes
+   scripts) is kept as it is. So "аутентификации" and "аутентификацию" both
+   become "аутентификац", and "computed" and "computing" both become "comput".
+
+Everything here is pure and deterministic, safe inside Temporal workflow code. A
+stemmer object keeps per-word state, so one is made per call rather than shared
+between workflow threads. Stems come from the installed `snowballstemmer`
+release; upgrading it may move a borderline `keyword_score`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EN_STOPWORDS",
+    "RU_STOPWORDS",
+    "STOPWORDS",
+    "keyword_score",
+    "stem_words",
+    "terms",
+]
+
+import unicodedata
+from collections.abc import Callable, Collection
+
+import snowballstemmer
+
+# English function words: articles, pronouns, auxiliaries, prepositions, conjunctions,
+# and what is left of a contraction once the apostrophe splits it ("don't" -> "don").
+EN_STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during
+    each few for from further had has have having he her here hers herself him
+    himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same
+    she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when
+    where which while who whom why will with would you your yours yourself
+    yourselves
+    aren couldn didn doesn don hadn hasn haven isn ll re shouldn ve wasn weren wouldn
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+# Russian function words (written with е for ё, as the tokenizer reads them).
+RU_STOPWORDS: frozenset[str] = frozenset(
+    """
+    без бы был была были было быть в вам вас весь во вот все всего всех вы где да
+    для до его ее если есть еще же за и из или им их к как ко когда кто ли либо
+    мне мы на над не нее нет ни них но о об около он она они оно от по под при про
+    с со так также там тем то того тоже только том ты у уж уже чем что чтобы эта
+    эти это этот я
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+STOPWORDS: frozenset[str] = EN_STOPWORDS | RU_STOPWORDS
+
+_COMBINING_STRESS = "\u0301"
+
+
+def _is_cyrillic(char: str) -> bool:
+    return "\u0400" <= char <= "\u04ff"
+
+
+def _is_latin(char: str) -> bool:
+    return "a" <= char <= "z" or ("\u00c0" <= char <= "\u024f" and char.isalpha())
+
+
+def _words(text: str) -> list[str]:
+    """Normalised Unicode words of `text`, in order (steps 1 and 2 of the module doc)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = folded.replace("ё", "е").replace(_COMBINING_STRESS, "")
+    words: list[str] = []
+    current: list[str] = []
+    for char in folded:
+        if char.isalnum() or (current and unicodedata.category(char).startswith("M")):
+            current.append(char)
+        elif current:
+            words.append("".join(current))
+            current = []
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def _is_lone_letter(word: str) -> bool:
+    return len(word) == 1 and (_is_cyrillic(word) or _is_latin(word))
+
+
+def terms(text: str, stopwords: Collection[str] = STOPWORDS) -> list[str]:
+    """The words of `text` that count for scoring, unstemmed, in order (repeats kept)."""
+    return [w for w in _words(text) if w not in stopwords and not _is_lone_letter(w)]
+
+
+def _stemmer() -> Callable[[str], str]:
+    russian = snowballstemmer.stemmer("russian")
+    english = snowballstemmer.stemmer("english")
+
+    def stem(word: str) -> str:
+        cyrillic = any(_is_cyrillic(c) for c in word)
+        latin = any(_is_latin(c) for c in word)
+        if cyrillic and not latin:
+            return russian.stemWord(word) or word
+        if latin and not cyrillic:
+            return english.stemWord(word) or word
+        return word
+
+    return stem
+
+
+def stem_words(text: str, stopwords: Collection[str] = STOPWORDS) -> set[str]:
+    """The stems of the terms of `text`: Russian words by the Russian Snowball stemmer,
+    Latin-script words by the English one, stop words and lone letters dropped.
+
+    `stem_words("Ремонт комнаты и kitchen") == {"ремонт", "комнат", "kitchen"}`.
+    """
+    stem = _stemmer()
+    return {stem(word) for word in terms(text, stopwords)}
+
+
+def keyword_score(
+    text: str,
+    query: str,
+    use_stems: bool = False,
+    *,
+    stopwords: Collection[str] = STOPWORDS,
+) -> float:
+    """The share of the query's distinct terms that occur in `text`, in [0, 1].
+
+    Stop words are dropped on both sides. Without stems terms match as whole,
+    case-folded words; with `use_stems=True` they match by stem, so inflected forms
+    of one word ("аутентификации" / "аутентификацию") count as the same term. A
+    query with no terms at all (empty, punctuation only, or only stop words) scores
+    0.0: it asks for nothing, so nothing can be said to match it.
+    """
+    if use_stems:
+        wanted = stem_words(query, stopwords)
+        found = stem_words(text, stopwords) if wanted else set()
+    else:
+        wanted = set(terms(query, stopwords))
+        found = set(terms(text, stopwords)) if wanted else set()
+    if not wanted:
+        return 0.0
+    return len(wanted & found) / len(wanted)

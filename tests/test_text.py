@@ -1,0 +1,107 @@
+"""Keyword scoring and stemming: the seed's examples, stop words, stems, edge cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from durafact.text import EN_STOPWORDS, RU_STOPWORDS, STOPWORDS, keyword_score, stem_words, terms
+
+
+def test_seed_example_an_english_query_word_found_in_the_text_scores_one() -> None:
+    assert keyword_score("How to set up authentication", "authentication") == 1.0
+
+
+def test_seed_example_an_inflected_russian_word_matches_by_stem() -> None:
+    assert keyword_score("Установка аутентификации", "аутентификацию", use_stems=True) == 1.0
+
+
+def test_seed_example_stem_words_stems_russian_keeps_english_and_drops_the_conjunction() -> None:
+    assert stem_words("Ремонт комнаты и kitchen") == {"ремонт", "комнат", "kitchen"}
+
+
+def test_without_stems_inflected_forms_do_not_match() -> None:
+    assert keyword_score("Установка аутентификации", "аутентификацию") == 0.0
+
+
+def test_stems_match_english_inflections_too() -> None:
+    assert keyword_score("computing the numbers", "computed number") == 0.0
+    assert keyword_score("computing the numbers", "computed number", use_stems=True) == 1.0
+
+
+def test_score_is_the_share_of_distinct_query_terms_found() -> None:
+    assert keyword_score("price of milk", "milk bread") == 0.5
+    assert keyword_score("price of milk", "milk milk bread") == 0.5
+    assert keyword_score("price of milk", "milk bread butter eggs") == 0.25
+    assert keyword_score("", "milk") == 0.0
+
+
+def test_english_stop_words_are_dropped_on_both_sides() -> None:
+    assert {"the", "to", "how", "up", "and", "of"} <= EN_STOPWORDS
+    assert EN_STOPWORDS <= STOPWORDS
+    # Only "authentication" counts in the query, so the stop words cannot dilute it.
+    assert keyword_score("authentication", "how to set up the authentication") == 0.5
+    assert keyword_score("authentication", "how to do the authentication") == 1.0
+    # Stop words in the text cannot make a match either.
+    assert keyword_score("the and of to", "the cat") == 0.0
+
+
+def test_russian_function_words_are_stop_words() -> None:
+    assert {"и", "в", "на", "для", "что"} <= RU_STOPWORDS
+    assert keyword_score("цены молока", "цены на молоко", use_stems=True) == 1.0
+
+
+def test_lone_letters_are_never_terms_but_lone_digits_are() -> None:
+    assert terms("a b и я x 5") == ["5"]
+    assert keyword_score("top 5 prices", "top 5") == 1.0
+    assert keyword_score("top 3 prices", "top 5") == 0.5
+
+
+def test_a_query_with_no_terms_scores_zero() -> None:
+    assert keyword_score("anything at all", "") == 0.0
+    assert keyword_score("anything at all", "   ?!, ...") == 0.0
+    assert keyword_score("the of and", "the of and") == 0.0
+    assert stem_words("") == set()
+
+
+def test_punctuation_separates_words_and_is_ignored() -> None:
+    assert terms("cost-reporting: (CSV), 'prices'!") == ["cost", "reporting", "csv", "prices"]
+    assert keyword_score("Cost-reporting.", "reporting, COST?") == 1.0
+
+
+def test_case_is_folded_including_non_ascii() -> None:
+    assert keyword_score("МОСКВА Straße", "москва strasse") == 1.0
+
+
+def test_yo_and_ye_are_the_same_letter() -> None:
+    assert terms("Ёлка зелёная") == ["елка", "зеленая"]
+    assert keyword_score("новая ёлка", "елка") == 1.0
+    assert keyword_score("новая елка", "Ёлка", use_stems=True) == 1.0
+
+
+def test_stress_accent_does_not_split_a_russian_word() -> None:
+    assert terms("молоко́") == ["молоко"]
+
+
+def test_mixed_scripts_each_word_is_stemmed_by_its_own_script() -> None:
+    assert stem_words("отчёты reports") == {"отчет", "report"}
+    # A word that mixes scripts, and words of other scripts, are kept as they are.
+    assert stem_words("pdfфайлы 日本語 2024") == {"pdfфайлы", "日本語", "2024"}
+    assert keyword_score("Цены prices", "цена price", use_stems=True) == 1.0
+
+
+def test_stemming_is_deterministic_across_calls() -> None:
+    text = "Установка аутентификации для kitchen reports"
+    assert stem_words(text) == stem_words(text)
+    assert keyword_score(text, "reporting", use_stems=True) == 1.0
+
+
+def test_custom_stop_words_replace_the_default_list() -> None:
+    assert keyword_score("the cat", "the cat", stopwords=frozenset()) == 1.0
+    assert keyword_score("cat", "the cat", stopwords=frozenset()) == 0.5
+    assert stem_words("и kitchen", stopwords=frozenset({"kitchen"})) == set()
+
+
+@pytest.mark.parametrize("use_stems", [False, True])
+def test_score_is_always_between_zero_and_one(use_stems: bool) -> None:
+    for text, query in [("a b c", "x"), ("milk", "milk"), ("", ""), ("молоко", "молоко хлеб")]:
+        assert 0.0 <= keyword_score(text, query, use_stems=use_stems) <= 1.0
