@@ -15,10 +15,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.settings import Settings
 from tests.scripted_answers import answerer, questions
@@ -32,6 +33,8 @@ from workflows import (
     PlanExecuteWorkflow,
     ReflectionInput,
     ReflectionWorkflow,
+    SupervisorRequest,
+    SupervisorWorkflow,
 )
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -130,6 +133,71 @@ async def answer_flow_budget(client: Client, model: ScriptedModel) -> str:
     return "answer_flow_budget"
 
 
+def specialist(call: Call) -> str | dict:
+    """Facts, a budget route and a report that names the facts it was shown."""
+    if call.schema_name == "Facts":
+        return {"scope": "kitchen", "budget": "3000 EUR", "deadline": "March"}
+    if call.schema_name == "RouteChoice":
+        return {"route": "budget", "reason": "it asks what fits the money"}
+    return f"a budget report ({call.activity_id})"
+
+
+async def asked(handle: WorkflowHandle, n: int) -> ApprovalQuestion:
+    """Question n, once it waits."""
+    for _ in range(400):
+        waiting = await handle.query(SupervisorWorkflow.pending_questions)
+        if [q.n for q in waiting] == [n]:
+            return waiting[0]
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"question {n} was never asked")
+
+
+async def supervisor(client: Client, model: ScriptedModel) -> str:
+    model.reply(specialist)
+    handle = await client.start_workflow(
+        SupervisorWorkflow.run,
+        SupervisorRequest(request="Renovate the kitchen for 3000 EUR by March"),
+        id="supervisor",
+        task_queue=QUEUE,
+    )
+    question = await asked(handle, 1)
+    await handle.signal(
+        SupervisorWorkflow.answer,
+        ApprovalAnswer(question_id=question.id, approved=True, by="recorder"),
+    )
+    await handle.result()
+    return "supervisor"
+
+
+async def supervisor_rebuilt(client: Client, model: ScriptedModel) -> str:
+    """Rejected with a corrected budget (signal), rebuilt, approved by the update."""
+    model.reply(specialist)
+    handle = await client.start_workflow(
+        SupervisorWorkflow.run,
+        SupervisorRequest(request="Renovate the bathroom for 3000 EUR by May"),
+        id="supervisor_rebuilt",
+        task_queue=QUEUE,
+    )
+    first = await asked(handle, 1)
+    await handle.signal(
+        SupervisorWorkflow.answer,
+        ApprovalAnswer(
+            question_id=first.id,
+            approved=False,
+            reason="the budget is 5000",
+            changes={"budget": "5000 EUR"},
+            by="recorder",
+        ),
+    )
+    second = await asked(handle, 2)
+    await handle.execute_update(
+        SupervisorWorkflow.decide,
+        ApprovalAnswer(question_id=second.id, approved=True, by="recorder"),
+    )
+    await handle.result()
+    return "supervisor_rebuilt"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -138,6 +206,8 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     reflection_round_limit,
     answer_flow,
     answer_flow_budget,
+    supervisor,
+    supervisor_rebuilt,
 ]
 
 

@@ -40,9 +40,23 @@ from workflows.reflection import (
     ReflectionWorkflow,
     Review,
 )
+from workflows.supervisor import (
+    ApprovalGate,
+    Facts,
+    GateResult,
+    Reply,
+    Report,
+    RouteChoice,
+    Router,
+    SupervisorRequest,
+    SupervisorResult,
+    SupervisorWorkflow,
+    Task,
+    keyword_route,
+)
 
 # Every ready workflow the worker runs.
-WORKFLOWS = [PlanExecuteWorkflow, ReflectionWorkflow, AnswerFlowWorkflow]
+WORKFLOWS = [PlanExecuteWorkflow, ReflectionWorkflow, AnswerFlowWorkflow, SupervisorWorkflow]
 
 __all__ = [
     "SEARCH_ATTRIBUTES",
@@ -51,11 +65,14 @@ __all__ = [
     "AnswerBatchInput",
     "AnswerFlowResult",
     "AnswerFlowWorkflow",
+    "ApprovalGate",
     "BatchAnswers",
     "Critique",
     "Draft",
+    "Facts",
     "FinalAnswer",
     "FinalText",
+    "GateResult",
     "Goal",
     "ItemAnswer",
     "Plan",
@@ -72,10 +89,19 @@ __all__ = [
     "ReflectionOutcome",
     "ReflectionResult",
     "ReflectionWorkflow",
+    "Reply",
+    "Report",
     "Review",
+    "RouteChoice",
+    "Router",
     "StepResult",
+    "SupervisorRequest",
+    "SupervisorResult",
+    "SupervisorWorkflow",
+    "Task",
     "Verdict",
     "Verdicts",
     "check_answer_batch",
+    "keyword_route",
     "load_answer_batch",
 ]
