@@ -61,3 +61,25 @@ def review_id(draft: str, round_: int) -> str:
 def approval_id(thread: str, n: int) -> str:
     """The `n`th question (from 1) of an approval thread."""
     return f"approval:{text_key(thread)}:{n}"
+
+
+def request_id(request: str) -> str:
+    return f"request:{text_key(request)}"
+
+
+def task_id(request: str) -> str:
+    """The route a request takes (`Router`)."""
+    return f"task:{text_key(request)}"
+
+
+def facts_id(request: str) -> str:
+    return f"facts:{text_key(request)}"
+
+
+def report_id(request: str) -> str:
+    return f"report:{text_key(request)}"
+
+
+def reply_id(thread: str) -> str:
+    """The final reply of an approval thread (`ApprovalGate`)."""
+    return f"reply:{text_key(thread)}"

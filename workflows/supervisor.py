@@ -71,7 +71,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.approval import ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
-from durafact.ids import text_key
+from durafact.ids import facts_id, reply_id, report_id, request_id, task_id, text_key
 from durafact.ledger import Ledger
 from durafact.llm import Usage
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
@@ -82,29 +82,6 @@ Rep = TypeVar("Rep", bound=BaseModel)
 Fin = TypeVar("Fin", bound=BaseModel)
 
 RouteSource = Literal["model", "fallback"]
-
-
-# --- ids: the same scheme as durafact/ids.py, for this recipe's artifacts -------------
-
-
-def request_id(request: str) -> str:
-    return f"request:{text_key(request)}"
-
-
-def task_id(request: str) -> str:
-    return f"task:{text_key(request)}"
-
-
-def facts_id(request: str) -> str:
-    return f"facts:{text_key(request)}"
-
-
-def report_id(request: str) -> str:
-    return f"report:{text_key(request)}"
-
-
-def reply_id(thread: str) -> str:
-    return f"reply:{text_key(thread)}"
 
 
 def attempt_scope(artifact_id: str, attempt: int) -> str:
