@@ -80,9 +80,18 @@ def llm(base_url: str) -> OpenAI:
     return OpenAI(base_url=base_url, api_key="local", max_retries=0, timeout=120)
 
 
-def test_health_and_model_list_name_the_local_model(base_url: str, llm: OpenAI) -> None:
+def test_health_and_model_list_name_the_chat_and_embedding_models(
+    base_url: str, llm: OpenAI
+) -> None:
     assert httpx.get(base_url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
-    assert [model.id for model in llm.models.list()] == ["smollm2-135m-instruct"]
+    models = [model.id for model in llm.models.list()]
+    assert models == ["smollm2-135m-instruct", "all-minilm-l6-v2"]
+
+
+def test_a_bad_embeddings_request_is_answered_before_any_model_loads(base_url: str) -> None:
+    response = httpx.post(f"{base_url}/embeddings", json={"model": "all-minilm-l6-v2"})
+    assert response.status_code == 400
+    assert "'input' must be a string" in response.json()["error"]["message"]
 
 
 def test_free_text_completion_returns_content_and_token_usage(llm: OpenAI) -> None:
