@@ -4,7 +4,12 @@
     python starter.py reflect "Why durable workflows" [--accept-at X] [--max-rounds N]
     python starter.py answer questions.json [--max-repairs N] [--review off|optional|required]
                                             [--budget-tokens N]
+    python starter.py route "Renovate the kitchen for 3000 EUR" [--approval-timeout DURATION]
+                                                              [--on-timeout reject|escalate]
         (each also takes [--id ID] [--no-wait] [--json])
+    python starter.py pending [--json]          # every workflow waiting for a person
+    python starter.py approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
+    python starter.py decide ID QUESTION_ID --approve|--reject [--reason TEXT]
     python starter.py status ID
     python starter.py result ID [--json]
     python starter.py up        # the embedded stack, in the background
@@ -21,8 +26,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import getpass
 import json
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,7 +39,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from pydantic import BaseModel, ValidationError
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -44,12 +51,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durafact import embedded
 from durafact.answer_flow import AnswerBatchError
+from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
 from durafact.embedded import Embedded, EmbeddedError
 from durafact.settings import Settings
 from workflows.answer_flow import AnswerFlowResult, AnswerFlowWorkflow, load_answer_batch
 from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
-from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, Progress
+from workflows.recipe import AWAITING_APPROVAL, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, Progress
 from workflows.reflection import ReflectionInput, ReflectionResult, ReflectionWorkflow
+from workflows.supervisor import Facts, SupervisorRequest, SupervisorResult, SupervisorWorkflow
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
@@ -57,7 +66,11 @@ RESULT_TYPES: dict[str, type[BaseModel]] = {
     "PlanExecuteWorkflow": PlanExecuteResult,
     "ReflectionWorkflow": ReflectionResult,
     "AnswerFlowWorkflow": AnswerFlowResult,
+    "SupervisorWorkflow": SupervisorResult,
 }
+# The facts a rejection may correct (`approve --reject --set FIELD=VALUE`), per workflow type.
+CORRECTABLE: dict[str, tuple[str, ...]] = {"SupervisorWorkflow": tuple(Facts.model_fields)}
+ANSWER_HINT = "[--reject] [--reason TEXT] [--set FIELD=VALUE ...]"
 
 
 class Failed(Exception):
@@ -83,7 +96,20 @@ class Parser(argparse.ArgumentParser):
         raise Failed(message, code=2)
 
 
-COMMANDS = ("plan", "reflect", "answer", "status", "result", "up", "down")
+COMMANDS = (
+    "plan",
+    "reflect",
+    "answer",
+    "route",
+    "pending",
+    "approve",
+    "decide",
+    "status",
+    "result",
+    "up",
+    "down",
+)
+RECIPE_COMMANDS = ("plan", "reflect", "answer", "route")
 
 
 def parser() -> Parser:
@@ -120,6 +146,50 @@ def parser() -> Parser:
     )
     answer.add_argument("--budget-tokens", type=int, help="stop model calls past this many tokens")
 
+    route = commands.add_parser(
+        "route",
+        parents=[launch],
+        help="route a request to a specialist and ask a person to approve the report",
+    )
+    route.add_argument("request", help="what the person asks for")
+    route.add_argument(
+        "--approval-timeout",
+        metavar="DURATION",
+        help="how long the approval waits: 30s, 15m, 2h, 3d (default: as long as it takes)",
+    )
+    route.add_argument(
+        "--on-timeout",
+        choices=("reject", "escalate"),
+        help="after the timeout: reject (default), or escalate once and then reject",
+    )
+
+    pending = commands.add_parser("pending", help="list every workflow waiting for a person")
+    pending.add_argument("--json", action="store_true", help="print one JSON object")
+
+    approve = commands.add_parser(
+        "approve", help="answer a workflow's pending question (the `answer` signal)"
+    )
+    approve.add_argument("id", help="the workflow id")
+    approve.add_argument("--reject", action="store_true", help="reject instead of approving")
+    approve.add_argument("--reason", default="", help="why: kept with the question")
+    approve.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="with --reject: a corrected fact; the workflow rebuilds from it and asks again",
+    )
+
+    decide = commands.add_parser(
+        "decide", help="answer a named question and print the outcome (the `decide` update)"
+    )
+    decide.add_argument("id", help="the workflow id")
+    decide.add_argument("question_id", metavar="QUESTION_ID", help="e.g. approval:THREAD:1")
+    verdict = decide.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--approve", action="store_true", help="approve")
+    verdict.add_argument("--reject", action="store_true", help="reject")
+    decide.add_argument("--reason", default="", help="why: kept with the question")
+
     status = commands.add_parser("status", help="a workflow's Temporal and recipe status")
     status.add_argument("id")
 
@@ -142,6 +212,7 @@ class Launch:
     id_prefix: str
     summary: str
     details: str
+    asks_approval: bool = False
 
 
 def launch_of(args: argparse.Namespace) -> Launch:
@@ -170,6 +241,35 @@ def launch_of(args: argparse.Namespace) -> Launch:
             f"**Topic:** {request.topic}\n\n**Accept at:** {request.accept_at}, "
             f"**max rounds:** {request.max_rounds}",
         )
+    if args.command == "route":
+        if args.on_timeout is not None and args.approval_timeout is None:
+            raise Failed("--on-timeout needs --approval-timeout", code=2)
+        timeout = None
+        if args.approval_timeout is not None:
+            timeout = duration(args.approval_timeout, "--approval-timeout")
+        request = checked(
+            SupervisorRequest,
+            {
+                "request": args.request,
+                "approval_timeout": timeout,
+                "on_timeout": args.on_timeout or "reject",
+            },
+        )
+        waits = (
+            f"{args.approval_timeout}, then {request.on_timeout}"
+            if timeout
+            else "as long as it takes"
+        )
+        return Launch(
+            SupervisorWorkflow.run,
+            request,
+            SupervisorWorkflow.recipe_name,
+            "route",
+            f"route: {summarize(request.request)}",
+            f"**Request:** {request.request}\n\n**Routes:** {', '.join(request.routes)}, "
+            f"**approval waits:** {waits}",
+            asks_approval=True,
+        )
     try:
         document = Path(args.file).read_bytes()
     except OSError as exc:
@@ -194,6 +294,38 @@ def launch_of(args: argparse.Namespace) -> Launch:
     )
 
 
+DURATION = re.compile(r"([1-9][0-9]*)([smhd])")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def duration(text: str, option: str) -> timedelta:
+    """`30s`, `15m`, `2h`, `3d`: a positive whole number and one unit, nothing else."""
+    match = DURATION.fullmatch(text)
+    if match is None:
+        raise Failed(
+            f"{option}: {text!r} is not a duration (a whole number above 0 and s, m, h or d: "
+            "30s, 15m, 2h, 3d)",
+            code=2,
+        )
+    return timedelta(**{UNITS[match[2]]: int(match[1])})
+
+
+def corrections(pairs: list[str]) -> dict[str, str]:
+    """`--set FIELD=VALUE` options as a dict; a malformed or repeated one is a one-line error."""
+    changes: dict[str, str] = {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        field = field.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", field):
+            raise Failed(f"--set {pair!r}: expected FIELD=VALUE (e.g. budget=5000)", code=2)
+        if not value.strip():
+            raise Failed(f"--set {field}: the value is empty", code=2)
+        if field in changes:
+            raise Failed(f"--set {field}: given twice", code=2)
+        changes[field] = value.strip()
+    return changes
+
+
 def checked(model: type[BaseModel], values: dict[str, Any]) -> Any:
     """`model` from command-line values, or a one-line reason naming the option."""
     try:
@@ -216,7 +348,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "down":
             embedded.down(Embedded.from_env(), say)
             return 0
-        if args.command in ("plan", "reflect", "answer"):
+        if args.command in RECIPE_COMMANDS:
             launch = launch_of(args)
             workflow_id = (
                 args.id if args.id is not None else f"{launch.id_prefix}-{uuid.uuid4().hex[:8]}"
@@ -225,7 +357,18 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 raise Failed("the workflow id is empty", code=2)
             client, settings = await connect()
             return await start(client, settings, launch, workflow_id, args.no_wait, args.json)
+        if args.command == "approve" and args.set and not args.reject:
+            raise Failed("--set goes with --reject: corrected facts ask for a rebuild", code=2)
+        changes = corrections(args.set) if args.command == "approve" else {}
         client, settings = await connect()
+        if args.command == "pending":
+            return await pending(client, args.json)
+        if args.command == "approve":
+            return await approve(client, args.id, args.reject, args.reason, changes)
+        if args.command == "decide":
+            return await decide(
+                client, settings, args.id, args.question_id, args.approve, args.reason
+            )
         if args.command == "status":
             return await status(client, settings, args.id)
         return await result(client, settings, args.id, args.json)
@@ -354,6 +497,8 @@ async def start(
                 say(f"workflow {workflow_id} already exists ({state}, run {run_id})")
             say(f"Web UI: {url}")
             say(f"result: python starter.py result {workflow_id}")
+            if launch.asks_approval:
+                say(f"answer: python starter.py approve {workflow_id} {ANSWER_HINT}")
         return 0
     if not as_json:
         if started:
@@ -378,8 +523,14 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         recipe = await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
         say(f"recipe status: {recipe}")
     except Exception:
+        recipe = None
         attribute = description.typed_search_attributes.get(STATUS_ATTRIBUTE)
         say(f"recipe status: {attribute or 'unknown'} (no worker answered the status query)")
+    if recipe == AWAITING_APPROVAL:
+        with contextlib.suppress(Exception):
+            for question in await pending_questions(handle):
+                say(f"waiting for a person: {question.id} ({question.kind})")
+        say(f"answer: python starter.py approve {workflow_id} {ANSWER_HINT}")
     say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
     return 0
 
@@ -391,6 +542,144 @@ async def result(client: Any, settings: Settings, workflow_id: str, as_json: boo
     return await wait_and_print(
         client, settings, handle, description, description.run_id, url, as_json
     )
+
+
+# --- human approval ---------------------------------------------------------------------
+
+
+async def pending_questions(handle: Any) -> list[ApprovalQuestion]:
+    return await handle.query(
+        "pending_questions", result_type=list[ApprovalQuestion], rpc_timeout=QUERY_TIMEOUT
+    )
+
+
+async def pending(client: Any, as_json: bool) -> int:
+    """Every running workflow whose DurafactStatus is awaiting_approval (visibility, so it
+    survives restarts), with its pending questions (the query)."""
+    query = f'{STATUS_ATTRIBUTE.name}="{AWAITING_APPROVAL}" AND ExecutionStatus="Running"'
+    executions = [execution async for execution in client.list_workflows(query)]
+
+    async def questions_of(execution: Any) -> tuple[list[ApprovalQuestion], str | None]:
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        try:
+            return await pending_questions(handle), None
+        except Exception:
+            return [], "no worker answered the pending_questions query"
+
+    answers = await asyncio.gather(*(questions_of(e) for e in executions))
+    # Answered since the visibility store saw them: nothing waits any more.
+    rows = [(e, qs, err) for e, (qs, err) in zip(executions, answers, strict=True) if qs or err]
+    if as_json:
+        document = {
+            "workflows": [
+                {
+                    "workflow_id": e.id,
+                    "run_id": e.run_id,
+                    "workflow_type": e.workflow_type,
+                    "questions": [q.model_dump(mode="json") for q in qs],
+                    "error": err,
+                }
+                for e, qs, err in rows
+            ]
+        }
+        say(json.dumps(document, ensure_ascii=False))
+        return 0
+    if not rows:
+        say("nothing waits for a person")
+        return 0
+    count = 0
+    for execution, questions, error in rows:
+        if error:
+            say(f"{execution.id} ({execution.workflow_type}): {error}")
+        for question in questions:
+            count += 1
+            say(f"{execution.id}  {question.id}  {question.kind}")
+            say(indent(question.text, "  "))
+    say(
+        f"{count} question(s) in {len(rows)} workflow(s) wait; answer one: "
+        f"python starter.py approve ID {ANSWER_HINT}"
+    )
+    return 0
+
+
+async def approve(
+    client: Any, workflow_id: str, reject: bool, reason: str, changes: dict[str, str]
+) -> int:
+    """The `answer` signal for the workflow's oldest pending question, after checking that
+    something waits, so a wrong id or a settled workflow is one clear line."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    if state != "RUNNING":
+        raise Failed(f"workflow {workflow_id} is {state}: nothing waits for an answer")
+    try:
+        questions = await pending_questions(handle)
+    except Exception:
+        raise Failed(
+            f"workflow {workflow_id}: no worker answered the pending_questions query "
+            "(is a worker running? python starter.py up)"
+        ) from None
+    if not questions:
+        raise Failed(f"workflow {workflow_id} has no pending question")
+    fields = CORRECTABLE.get(description.workflow_type)
+    unknown = sorted(set(changes) - set(fields)) if fields is not None else []
+    if unknown:
+        raise Failed(
+            f"--set {unknown[0]}: not a fact of {description.workflow_type} "
+            f"(facts: {', '.join(fields or ())})",
+            code=2,
+        )
+    question = questions[0]
+    await handle.signal(
+        "answer",
+        ApprovalAnswer(
+            question_id=question.id,
+            approved=not reject,
+            reason=reason,
+            changes=changes,
+            by=person(),
+        ),
+    )
+    verdict = "rejected" if reject else "approved"
+    edits = f" with {', '.join(f'{k}={v}' for k, v in changes.items())}" if changes else ""
+    say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
+    say(f"result: python starter.py result {workflow_id}")
+    return 0
+
+
+async def decide(
+    client: Any,
+    settings: Settings,
+    workflow_id: str,
+    question_id: str,
+    approved: bool,
+    reason: str,
+) -> int:
+    """The `decide` update: the outcome, or the validator's reason for refusing."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    if state != "RUNNING":
+        raise Failed(f"workflow {workflow_id} is {state}: nothing waits for an answer")
+    await warn_if_no_worker(client, settings, description.task_queue)
+    answer = ApprovalAnswer(question_id=question_id, approved=approved, reason=reason, by=person())
+    try:
+        outcome = await handle.execute_update("decide", answer, result_type=ApprovalOutcome)
+    except WorkflowUpdateFailedError as exc:
+        raise Failed(f"decide refused: {failure_text(exc)}") from None
+    verdict = "approved" if outcome.approved else "rejected"
+    why = f": {outcome.reason}" if outcome.reason else ""
+    say(f"{outcome.question_id} {verdict}{why}")
+    say(f"result: python starter.py result {workflow_id}")
+    return 0
+
+
+def person() -> str:
+    """Who answers, as recorded with the answer: the login name."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return ""
 
 
 async def describe(handle: Any) -> Any:
@@ -493,7 +782,13 @@ class ProgressFeed:
         except Exception:
             return  # not answerable yet (no workflow task done) or no worker: try again
         for event in page.events:
-            say(f"  [{event.status}] {event.message}")
+            say(indent(event.message, f"  [{event.status}] "))
+            if event.kind == "question":
+                # Once per question: a person must act before the workflow goes on.
+                say(
+                    f"  waiting for a person: python starter.py approve {self.handle.id} "
+                    f"{ANSWER_HINT}"
+                )
         self.offset = page.next_offset
 
 
@@ -540,11 +835,30 @@ def print_result(value: Any) -> None:
             for issue in item.issues:
                 say(indent(issue.message, f"  {issue.code}: "))
         say(", ".join(f"{n} {status}" for status, n in value.counts.items()))
+    elif isinstance(value, SupervisorResult):
+        task = value.task
+        how = f"fallback: {task.reason}" if task.source == "fallback" else "model"
+        say(f"route: {value.route} ({how})")
+        say(f"facts: {value.facts.line()}")
+        say(f"report (attempt {value.report.attempt}):")
+        say(indent(value.report.text, "  "))
+        say("approvals:")
+        for question in value.approvals:
+            answer = question.answer
+            by = f" by {answer.by}" if answer and answer.by else ""
+            why = f": {answer.reason}" if answer and answer.reason else ""
+            edits = ", ".join(f"{k}={v}" for k, v in (answer.changes if answer else {}).items())
+            changed = f" (changes: {edits})" if edits else ""
+            say(f"  {question.id} ({question.kind}) {question.status}{by}{why}{changed}")
+        say("reply:")
+        say(indent(value.reply.text, "  "))
     elif isinstance(value, BaseModel):
         say(value.model_dump_json(indent=2))
     else:
         say(json.dumps(value, indent=2, default=str))
-    if isinstance(value, PlanExecuteResult | ReflectionResult | AnswerFlowResult):
+    if isinstance(
+        value, PlanExecuteResult | ReflectionResult | AnswerFlowResult | SupervisorResult
+    ):
         say(f"usage: {value.usage.total_tokens} tokens")
 
 

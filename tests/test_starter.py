@@ -8,6 +8,8 @@ of their own on free ports in a temporary directory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import getpass
 import json
 import os
 import signal
@@ -22,10 +24,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.settings import Settings
+from starter import ANSWER_HINT
 from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel
-from workflows import AnswerFlowResult, PlanExecuteResult
+from workflows import AnswerFlowResult, PlanExecuteResult, SupervisorResult, SupervisorWorkflow
 from workflows.recipe import RECIPE_ATTRIBUTE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -312,7 +316,8 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.code == 2
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
-        "(commands: plan, reflect, answer, status, result, up, down)"
+        "(commands: plan, reflect, answer, route, pending, approve, decide, status, result, "
+        "up, down)"
     ]
 
 
@@ -506,6 +511,226 @@ async def test_bad_reflect_and_answer_input_is_one_line_and_starts_nothing(
     question = {"id": "q1", "question": "?", "source": "text"}
     (tmp_path / "dupes.json").write_text(json.dumps([question, question]))
     (tmp_path / "ok.json").write_text(json.dumps([question]))
+    run = await starter(*args, env=starter_env, cwd=tmp_path)
+    assert run.code == 2
+    assert len(run.err_lines) == 1 and run.err_lines[0].startswith(reason), run.err
+    queue = starter_env["DURAFACT_TASK_QUEUE"]
+    assert await executions(client, f'TaskQueue="{queue}"') == []
+
+
+# --- route, pending, approve, decide ----------------------------------------------------
+
+REQUEST = "Renovate the kitchen for 3000 EUR by March"
+
+
+def specialist(call: Call) -> str | dict:
+    if call.schema_name == "Facts":
+        return {"scope": "kitchen", "budget": "3000 EUR", "deadline": "March"}
+    if call.schema_name == "RouteChoice":
+        return {"route": "budget", "reason": "money"}
+    return f"Report {call.activity_id}"
+
+
+async def asking(client: Client, workflow_id: str, n: int = 1) -> ApprovalQuestion:
+    """Question n of the workflow, once it is the one that waits."""
+    handle = client.get_workflow_handle(workflow_id)
+    for _ in range(400):
+        with contextlib.suppress(Exception):  # no workflow task done yet
+            questions = await handle.query(SupervisorWorkflow.pending_questions)
+            if [q.n for q in questions] == [n]:
+                return questions[0]
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"question {n} of {workflow_id} never came")
+
+
+async def route_waiting(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> tuple[str, ApprovalQuestion]:
+    model.reply(specialist)
+    workflow_id = f"route-{uuid.uuid4().hex[:6]}"
+    started = await starter(
+        "route", REQUEST, "--id", workflow_id, "--no-wait", env=starter_env, cwd=tmp_path
+    )
+    assert started.code == 0, started.err
+    assert f"started workflow {workflow_id}" in started.out
+    assert f"answer: python starter.py approve {workflow_id} [--reject]" in started.out
+    return workflow_id, await asking(client, workflow_id)
+
+
+async def test_route_waits_in_pending_until_approve_signals_it_through_a_rebuild(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id, first = await route_waiting(starter_env, client, model, tmp_path)
+
+    # pending reads the visibility store, which may lag the workflow by a moment.
+    for _ in range(50):
+        listed = await starter("pending", "--json", env=starter_env, cwd=tmp_path)
+        assert listed.code == 0, listed.err
+        rows = [w for w in json.loads(listed.out)["workflows"] if w["workflow_id"] == workflow_id]
+        if rows:
+            break
+        await asyncio.sleep(0.2)
+    [row] = rows
+    assert row["workflow_type"] == "SupervisorWorkflow" and row["error"] is None
+    [question] = row["questions"]
+    assert (question["id"], question["kind"]) == (first.id, "approve")
+    assert question["text"].startswith(f"Approve the budget report for {REQUEST!r}?")
+    text = await starter("pending", env=starter_env, cwd=tmp_path)
+    lines = text.out.splitlines()
+    assert f"{workflow_id}  {first.id}  approve" in lines
+    assert lines[lines.index(f"{workflow_id}  {first.id}  approve") + 1] == (
+        f"  Approve the budget report for {REQUEST!r}?"
+    )
+    assert lines[-1].endswith("answer one: python starter.py approve ID " + ANSWER_HINT)
+    status = await starter("status", workflow_id, env=starter_env, cwd=tmp_path)
+    assert "recipe status: awaiting_approval" in status.out
+    assert f"waiting for a person: {first.id} (approve)" in status.out
+
+    rejected = await starter(
+        "approve", workflow_id, "--reject", "--reason", "more money", "--set", "budget=5000 EUR",
+        env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert rejected.code == 0, rejected.err
+    assert rejected.out.splitlines()[0] == (
+        f"rejected {first.id} of workflow {workflow_id} with budget=5000 EUR (signal sent)"
+    )
+    second = await asking(client, workflow_id, 2)
+    approved = await starter("approve", workflow_id, env=starter_env, cwd=tmp_path)
+    assert approved.code == 0, approved.err
+    assert approved.out.startswith(f"approved {second.id} of workflow {workflow_id} (signal sent)")
+
+    result = await starter("result", workflow_id, env=starter_env, cwd=tmp_path)
+    assert result.code == 0, result.err
+    out = result.out.splitlines()
+    assert "route: budget (model)" in out
+    assert "facts: scope=kitchen, budget=5000 EUR, deadline=March" in out
+    assert "report (attempt 2):" in out
+    user = getpass.getuser()
+    assert (
+        f"  {first.id} (approve) rejected by {user}: more money (changes: budget=5000 EUR)" in out
+    )
+    assert f"  {second.id} (approve) approved by {user}" in out
+    assert out[out.index("reply:") + 1].startswith("  Approved: the budget report (attempt 2)")
+    assert len(model.calls_for(f"llm:report:{REQUEST}")) == 2
+
+
+async def test_route_says_once_that_it_waits_for_a_person_and_how_to_answer(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(specialist)
+    workflow_id = f"route-{uuid.uuid4().hex[:6]}"
+    process = await spawn("route", REQUEST, "--id", workflow_id, env=starter_env, cwd=tmp_path)
+    assert process.stdout is not None
+    seen = await read_until(process.stdout, "waiting for a person")
+    question = await asking(client, workflow_id)
+    await client.get_workflow_handle(workflow_id).signal(
+        SupervisorWorkflow.answer, ApprovalAnswer(approved=True, by="ben")
+    )
+    rest, err = await asyncio.wait_for(process.communicate(), 60)
+    lines = seen + rest.decode().splitlines()
+
+    assert process.returncode == 0, err
+    hint = f"  waiting for a person: python starter.py approve {workflow_id} {ANSWER_HINT}"
+    assert lines.count(hint) == 1
+    asked = lines.index(hint) - 3  # the question, its facts and report lines, then the hint
+    assert lines[asked] == (
+        f"  [awaiting_approval] {question.id} (approve): Approve the budget report for {REQUEST!r}?"
+    )
+    assert lines[asked + 1].strip().startswith("Facts: scope=kitchen")
+    assert f"  [awaiting_approval] {question.id} approved by ben" in lines
+    assert "reply:" in lines
+
+
+async def test_decide_prints_the_outcome_or_the_validators_reason_without_touching_history(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id, question = await route_waiting(starter_env, client, model, tmp_path)
+    handle = client.get_workflow_handle(workflow_id)
+    before = len((await handle.fetch_history()).events)
+    wrong = f"approval:{REQUEST}:7"
+    refused = await starter(
+        "decide", workflow_id, wrong, "--approve", env=starter_env, cwd=tmp_path
+    )
+    assert refused.code == 1
+    assert refused.err_lines == [
+        f"starter: decide refused: InvalidAnswer: no question {wrong!r} was asked"
+    ]
+    assert refused.out == ""
+    assert len((await handle.fetch_history()).events) == before
+
+    decided = await starter(
+        "decide", workflow_id, question.id, "--reject", "--reason", "not now",
+        env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert decided.code == 0, decided.err
+    assert decided.out.splitlines()[0] == f"{question.id} rejected: not now"
+    result = SupervisorResult.model_validate(await handle.result())
+    assert not result.approved and result.reply.text.startswith("Rejected (not now)")
+    again = await starter(
+        "decide", workflow_id, question.id, "--approve", env=starter_env, cwd=tmp_path
+    )
+    assert again.code == 1
+    assert again.err_lines == [
+        f"starter: workflow {workflow_id} is COMPLETED: nothing waits for an answer"
+    ]
+
+
+async def test_approve_and_decide_say_in_one_line_when_nothing_can_be_answered(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(specialist)
+    missing = f"route-missing-{uuid.uuid4().hex[:6]}"
+    facts = model.hold(lambda call: call.schema_name == "Facts")  # running, nothing asked yet
+    busy = f"route-busy-{uuid.uuid4().hex[:6]}"
+    started = await starter(
+        "route", REQUEST, "--id", busy, "--no-wait", env=starter_env, cwd=tmp_path
+    )
+    assert started.code == 0, started.err
+    await asyncio.to_thread(model.wait_for, lambda call: call.schema_name == "Facts")
+    try:
+        runs = await asyncio.gather(
+            starter("approve", missing, env=starter_env, cwd=tmp_path),
+            starter("decide", missing, "approval:x:1", "--approve", env=starter_env, cwd=tmp_path),
+            starter("approve", busy, "--reject", env=starter_env, cwd=tmp_path),
+        )
+    finally:
+        facts.set()
+    for run in runs[:2]:
+        assert run.code == 1
+        assert run.err_lines == [f"starter: no workflow with id {missing!r}"]
+    assert runs[2].code == 1
+    assert runs[2].err_lines == [f"starter: workflow {busy} has no pending question"]
+    await asking(client, busy)
+    unknown = await starter(
+        "approve", busy, "--reject", "--set", "colour=red", env=starter_env, cwd=tmp_path
+    )
+    assert unknown.code == 2
+    assert unknown.err_lines == [
+        "starter: --set colour: not a fact of SupervisorWorkflow (facts: scope, budget, deadline)"
+    ]
+    await client.get_workflow_handle(busy).terminate("test cleanup")
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["route", "  "], "starter: the request is empty"),
+        (["route", "x", "--approval-timeout", "5x"], "starter: --approval-timeout: '5x' is not"),
+        (["route", "x", "--approval-timeout", "0s"], "starter: --approval-timeout: '0s' is not"),
+        (["route", "x", "--approval-timeout", "1.5h"], "starter: --approval-timeout: '1.5h'"),
+        (["route", "x", "--approval-timeout", " 2h"], "starter: --approval-timeout: ' 2h'"),
+        (["route", "x", "--on-timeout", "escalate"], "starter: --on-timeout needs --approval-"),
+        (["route", "x", "--on-timeout", "wait"], "starter: argument --on-timeout: invalid"),
+        (["approve", "w", "--set", "budget=1"], "starter: --set goes with --reject"),
+        (["approve", "w", "--reject", "--set", "budget"], "starter: --set 'budget': expected"),
+        (["approve", "w", "--reject", "--set", "budget= "], "starter: --set budget: the value"),
+        (["decide", "w", "q"], "starter: one of the arguments --approve --reject is required"),
+        (["decide", "w", "q", "--approve", "--reject"], "starter: argument --reject: not allowed"),
+    ],
+)
+async def test_bad_route_and_approval_input_is_one_line_and_starts_nothing(
+    starter_env: dict[str, str], client: Client, tmp_path: Path, args: list[str], reason: str
+) -> None:
     run = await starter(*args, env=starter_env, cwd=tmp_path)
     assert run.code == 2
     assert len(run.err_lines) == 1 and run.err_lines[0].startswith(reason), run.err

@@ -331,6 +331,10 @@ class Facts(BaseModel):
     budget: str | None = Field(description="The money available, as written; null if not said.")
     deadline: str | None = Field(description="When it is due, as written; null if not said.")
 
+    def line(self) -> str:
+        """`scope=..., budget=..., deadline=...` (`-` for what is not known)."""
+        return ", ".join(f"{name}={value or '-'}" for name, value in self.model_dump().items())
+
 
 class RouteChoice(BaseModel):
     """The model's structured output for the classify call."""
@@ -404,10 +408,6 @@ REPORTER = (
 )
 
 
-def _facts_line(facts: Facts) -> str:
-    return ", ".join(f"{name}={value or '-'}" for name, value in facts.model_dump().items())
-
-
 def _excerpt(text: str, limit: int = 300) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -437,7 +437,7 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
                 facts = await self.extract_facts(ctx, request)
             ledger.create(facts_id(text), facts)
             ledger.link(facts_id(text), "from_request", request_id(text))
-            ctx.announce(f"facts: {_facts_line(facts)}")
+            ctx.announce(f"facts: {facts.line()}")
 
             report = await self.build(self.stages[1])
             gated = await self.gate(
@@ -578,7 +578,7 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
         facts = ctx.ledger.get(facts_id(self._text)).typed(Facts).data
         return (
             f"Approve the {report.route} report for {quote(self._text, 80)}?\n"
-            f"Facts: {_facts_line(facts)}\n"
+            f"Facts: {facts.line()}\n"
             f"Report: {_excerpt(report.text)}"
         )
 
