@@ -218,11 +218,14 @@ def keyword_route(
 
 @dataclass
 class GateResult(Generic[Fin]):
-    """How a gate ended: whether approved, the outcome that decided it, the final reply."""
+    """How a gate ended: the outcome that decided it and the final reply."""
 
-    approved: bool
     outcome: ApprovalOutcome
     final: Fin
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome.approved
 
 
 class ApprovalGate(Generic[Rep, Fin]):
@@ -274,7 +277,7 @@ class ApprovalGate(Generic[Rep, Fin]):
         if report_id is not None:
             ledger.link(fid, "based_on", report_id)
         ledger.link(fid, "approved_by" if outcome.approved else "rejected_by", outcome.question_id)
-        return GateResult(approved=outcome.approved, outcome=outcome, final=final)
+        return GateResult(outcome=outcome, final=final)
 
 
 # --- The ready supervisor -----------------------------------------------------------
