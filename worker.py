@@ -22,7 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities import ModelActivities
+from activities import ModelActivities, SourceActivities
 from durafact.settings import Settings
 from workflows import WORKFLOWS
 
@@ -54,12 +54,15 @@ def openai_client(settings: Settings) -> openai.AsyncOpenAI:
 def build_worker(
     client: Client, settings: Settings, extra_workflows: Sequence[type] = ()
 ) -> Worker:
-    models = ModelActivities(openai_client(settings), client, settings.model)
+    llm = openai_client(settings)
+    models = ModelActivities(llm, client, settings.model)
+    # Embedding sources without an endpoint of their own use the model endpoint.
+    sources = SourceActivities(embeddings=llm)
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[*WORKFLOWS, *extra_workflows],
-        activities=[models.request_model],
+        activities=[models.request_model, sources.search_source, sources.resolve_ref],
         workflow_runner=WORKFLOW_RUNNER,
         graceful_shutdown_timeout=timedelta(seconds=10),
     )

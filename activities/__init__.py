@@ -1,5 +1,14 @@
-"""Every side effect of durafact: model calls (and, later, sources and tools)."""
+"""Every side effect of durafact: model calls and source searches and resolves (and,
+later, tools)."""
 
 from activities.llm import ModelActivities, classify_error, retry_after
+from activities.sources import SourceActivities, build_source, source_failure
 
-__all__ = ["ModelActivities", "classify_error", "retry_after"]
+__all__ = [
+    "ModelActivities",
+    "SourceActivities",
+    "build_source",
+    "classify_error",
+    "retry_after",
+    "source_failure",
+]
