@@ -367,10 +367,13 @@ class SupervisorResult(BaseModel):
     request: str
     route: str
     route_source: RouteSource
-    approved: bool
     reply: Reply
     usage: Usage
     ledger: Ledger
+
+    @property
+    def approved(self) -> bool:
+        return self.reply.approved
 
     @property
     def approvals(self) -> list[ApprovalQuestion]:
@@ -468,7 +471,6 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
             request=text,
             route=task.route,
             route_source=task.source,
-            approved=gated.approved,
             reply=gated.final,
             usage=ctx.usage,
             ledger=ledger,
