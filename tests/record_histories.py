@@ -24,6 +24,14 @@ from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.settings import Settings
 from tests.scripted_answers import answerer, questions
 from tests.scripted_model import Call, ScriptedModel
+from tests.scripted_research import (
+    KAYAK_QUESTION,
+    SUM_QUESTION,
+    kayak_script,
+    sample_sources,
+    shipped_skills,
+    sum_script,
+)
 from worker import build_worker
 from workflows import (
     SEARCH_ATTRIBUTES,
@@ -33,6 +41,8 @@ from workflows import (
     PlanExecuteWorkflow,
     ReflectionInput,
     ReflectionWorkflow,
+    ResearchInput,
+    ResearchWorkflow,
     SupervisorRequest,
     SupervisorWorkflow,
 )
@@ -198,6 +208,28 @@ async def supervisor_rebuilt(client: Client, model: ScriptedModel) -> str:
     return "supervisor_rebuilt"
 
 
+async def research(client: Client, model: ScriptedModel) -> str:
+    model.reply(sum_script())  # a total computed in code from three CSV rows
+    await client.execute_workflow(
+        ResearchWorkflow.run,
+        ResearchInput(question=SUM_QUESTION, sources=sample_sources(), skills=shipped_skills()),
+        id="research",
+        task_queue=QUEUE,
+    )
+    return "research"
+
+
+async def research_insufficient(client: Client, model: ScriptedModel) -> str:
+    model.reply(kayak_script())  # no quote survives: no source has the answer
+    await client.execute_workflow(
+        ResearchWorkflow.run,
+        ResearchInput(question=KAYAK_QUESTION, sources=sample_sources(), skills=shipped_skills()),
+        id="research_insufficient",
+        task_queue=QUEUE,
+    )
+    return "research_insufficient"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -208,6 +240,8 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     answer_flow_budget,
     supervisor,
     supervisor_rebuilt,
+    research,
+    research_insufficient,
 ]
 
 

@@ -40,6 +40,24 @@ from workflows.reflection import (
     ReflectionWorkflow,
     Review,
 )
+from workflows.research import (
+    Calculation,
+    Claim,
+    Evidence,
+    ResearchAnswer,
+    ResearchInput,
+    ResearchResult,
+    ResearchTurn,
+    ResearchWorkflow,
+)
+from workflows.sources import (
+    Doc,
+    ResolvedDoc,
+    SourceFailure,
+    SourceSpec,
+    fan_out_sources,
+    materialize_doc,
+)
 from workflows.supervisor import (
     ApprovalGate,
     Facts,
@@ -56,7 +74,13 @@ from workflows.supervisor import (
 )
 
 # Every ready workflow the worker runs.
-WORKFLOWS = [PlanExecuteWorkflow, ReflectionWorkflow, AnswerFlowWorkflow, SupervisorWorkflow]
+WORKFLOWS = [
+    PlanExecuteWorkflow,
+    ReflectionWorkflow,
+    AnswerFlowWorkflow,
+    SupervisorWorkflow,
+    ResearchWorkflow,
+]
 
 __all__ = [
     "SEARCH_ATTRIBUTES",
@@ -67,8 +91,12 @@ __all__ = [
     "AnswerFlowWorkflow",
     "ApprovalGate",
     "BatchAnswers",
+    "Calculation",
+    "Claim",
     "Critique",
+    "Doc",
     "Draft",
+    "Evidence",
     "Facts",
     "FinalAnswer",
     "FinalText",
@@ -91,9 +119,17 @@ __all__ = [
     "ReflectionWorkflow",
     "Reply",
     "Report",
+    "ResearchAnswer",
+    "ResearchInput",
+    "ResearchResult",
+    "ResearchTurn",
+    "ResearchWorkflow",
+    "ResolvedDoc",
     "Review",
     "RouteChoice",
     "Router",
+    "SourceFailure",
+    "SourceSpec",
     "StepResult",
     "SupervisorRequest",
     "SupervisorResult",
@@ -102,6 +138,8 @@ __all__ = [
     "Verdict",
     "Verdicts",
     "check_answer_batch",
+    "fan_out_sources",
     "keyword_route",
     "load_answer_batch",
+    "materialize_doc",
 ]
