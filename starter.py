@@ -608,10 +608,7 @@ async def approve(
     """The `answer` signal for the workflow's oldest pending question, after checking that
     something waits, so a wrong id or a settled workflow is one clear line."""
     handle = client.get_workflow_handle(workflow_id)
-    description = await describe(handle)
-    state = description.status.name if description.status else "UNKNOWN"
-    if state != "RUNNING":
-        raise Failed(f"workflow {workflow_id} is {state}: nothing waits for an answer")
+    description = await running(handle)
     try:
         questions = await pending_questions(handle)
     except Exception:
@@ -641,7 +638,7 @@ async def approve(
         ),
     )
     verdict = "rejected" if reject else "approved"
-    edits = f" with {', '.join(f'{k}={v}' for k, v in changes.items())}" if changes else ""
+    edits = f" with {assignments(changes)}" if changes else ""
     say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
     say(f"result: python starter.py result {workflow_id}")
     return 0
@@ -657,10 +654,7 @@ async def decide(
 ) -> int:
     """The `decide` update: the outcome, or the validator's reason for refusing."""
     handle = client.get_workflow_handle(workflow_id)
-    description = await describe(handle)
-    state = description.status.name if description.status else "UNKNOWN"
-    if state != "RUNNING":
-        raise Failed(f"workflow {workflow_id} is {state}: nothing waits for an answer")
+    description = await running(handle)
     await warn_if_no_worker(client, settings, description.task_queue)
     answer = ApprovalAnswer(question_id=question_id, approved=approved, reason=reason, by=person())
     try:
@@ -672,6 +666,19 @@ async def decide(
     say(f"{outcome.question_id} {verdict}{why}")
     say(f"result: python starter.py result {workflow_id}")
     return 0
+
+
+async def running(handle: Any) -> Any:
+    """The workflow's description; a one-line reason when it is not running."""
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    if state != "RUNNING":
+        raise Failed(f"workflow {handle.id} is {state}: nothing waits for an answer")
+    return description
+
+
+def assignments(changes: dict[str, str]) -> str:
+    return ", ".join(f"{field}={value}" for field, value in changes.items())
 
 
 def person() -> str:
@@ -847,7 +854,7 @@ def print_result(value: Any) -> None:
             answer = question.answer
             by = f" by {answer.by}" if answer and answer.by else ""
             why = f": {answer.reason}" if answer and answer.reason else ""
-            edits = ", ".join(f"{k}={v}" for k, v in (answer.changes if answer else {}).items())
+            edits = assignments(answer.changes) if answer else ""
             changed = f" (changes: {edits})" if edits else ""
             say(f"  {question.id} ({question.kind}) {question.status}{by}{why}{changed}")
         say("reply:")
