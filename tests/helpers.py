@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -12,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
+from durafact.approval import ApprovalQuestion
 from durafact.settings import Settings
 from tests.scripted_model import Call, ScriptedModel
 
@@ -98,3 +101,21 @@ async def scheduled_activities(client: Client, handle: WorkflowHandle[Any, Any])
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
+
+
+async def question_waiting(
+    handle: WorkflowHandle[Any, Any], n: int = 1, timeout: float = 15.0
+) -> ApprovalQuestion:
+    """Question `n` of the workflow, once it is the one question that waits (polls the
+    `pending_questions` query)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    questions: list[ApprovalQuestion] = []
+    while loop.time() < deadline:
+        # Not answerable before the workflow's first task completes.
+        with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+            questions = await handle.query("pending_questions", result_type=list[ApprovalQuestion])
+            if [q.n for q in questions] == [n]:
+                return questions[0]
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"question {n} of {handle.id} never came to wait alone: {questions}")

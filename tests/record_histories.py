@@ -15,13 +15,14 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.approval import ApprovalAnswer, ApprovalQuestion
+from durafact.approval import ApprovalAnswer
 from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.settings import Settings
+from tests.helpers import question_waiting
 from tests.scripted_answers import answerer, questions
 from tests.scripted_model import Call, ScriptedModel
 from tests.scripted_research import (
@@ -152,16 +153,6 @@ def specialist(call: Call) -> str | dict:
     return f"a budget report ({call.activity_id})"
 
 
-async def asked(handle: WorkflowHandle, n: int) -> ApprovalQuestion:
-    """Question n, once it waits."""
-    for _ in range(400):
-        waiting = await handle.query(SupervisorWorkflow.pending_questions)
-        if [q.n for q in waiting] == [n]:
-            return waiting[0]
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"question {n} was never asked")
-
-
 async def supervisor(client: Client, model: ScriptedModel) -> str:
     model.reply(specialist)
     handle = await client.start_workflow(
@@ -170,7 +161,7 @@ async def supervisor(client: Client, model: ScriptedModel) -> str:
         id="supervisor",
         task_queue=QUEUE,
     )
-    question = await asked(handle, 1)
+    question = await question_waiting(handle, 1)
     await handle.signal(
         SupervisorWorkflow.answer,
         ApprovalAnswer(question_id=question.id, approved=True, by="recorder"),
@@ -188,7 +179,7 @@ async def supervisor_rebuilt(client: Client, model: ScriptedModel) -> str:
         id="supervisor_rebuilt",
         task_queue=QUEUE,
     )
-    first = await asked(handle, 1)
+    first = await question_waiting(handle, 1)
     await handle.signal(
         SupervisorWorkflow.answer,
         ApprovalAnswer(
@@ -199,7 +190,7 @@ async def supervisor_rebuilt(client: Client, model: ScriptedModel) -> str:
             by="recorder",
         ),
     )
-    second = await asked(handle, 2)
+    second = await question_waiting(handle, 2)
     await handle.execute_update(
         SupervisorWorkflow.decide,
         ApprovalAnswer(question_id=second.id, approved=True, by="recorder"),

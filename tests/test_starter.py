@@ -8,7 +8,6 @@ of their own on free ports in a temporary directory.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 import json
 import os
@@ -27,10 +26,21 @@ from temporalio.testing import WorkflowEnvironment
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.settings import Settings
 from starter import ANSWER_HINT
+from tests.helpers import question_waiting
+from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel
+from tests.scripted_research import (
+    KAYAK_QUESTION,
+    SUM_QUESTION,
+    Script,
+    kayak_script,
+    sum_script,
+)
 from workflows import AnswerFlowResult, PlanExecuteResult, SupervisorResult, SupervisorWorkflow
 from workflows.recipe import RECIPE_ATTRIBUTE
+from workflows.research import ResearchResult
+from workflows.sources import SourceSpec
 
 REPO = Path(__file__).resolve().parent.parent
 STARTER = REPO / "starter.py"
@@ -531,18 +541,6 @@ def specialist(call: Call) -> str | dict:
     return f"Report {call.activity_id}"
 
 
-async def asking(client: Client, workflow_id: str, n: int = 1) -> ApprovalQuestion:
-    """Question n of the workflow, once it is the one that waits."""
-    handle = client.get_workflow_handle(workflow_id)
-    for _ in range(400):
-        with contextlib.suppress(Exception):  # no workflow task done yet
-            questions = await handle.query(SupervisorWorkflow.pending_questions)
-            if [q.n for q in questions] == [n]:
-                return questions[0]
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"question {n} of {workflow_id} never came")
-
-
 async def route_waiting(
     starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
 ) -> tuple[str, ApprovalQuestion]:
@@ -554,7 +552,7 @@ async def route_waiting(
     assert started.code == 0, started.err
     assert f"started workflow {workflow_id}" in started.out
     assert f"answer: python starter.py approve {workflow_id} [--reject]" in started.out
-    return workflow_id, await asking(client, workflow_id)
+    return workflow_id, await question_waiting(client.get_workflow_handle(workflow_id))
 
 
 async def test_route_waits_in_pending_until_approve_signals_it_through_a_rebuild(
@@ -594,7 +592,7 @@ async def test_route_waits_in_pending_until_approve_signals_it_through_a_rebuild
     assert rejected.out.splitlines()[0] == (
         f"rejected {first.id} of workflow {workflow_id} with budget=5000 EUR (signal sent)"
     )
-    second = await asking(client, workflow_id, 2)
+    second = await question_waiting(client.get_workflow_handle(workflow_id), 2)
     approved = await starter("approve", workflow_id, env=starter_env, cwd=tmp_path)
     assert approved.code == 0, approved.err
     assert approved.out.startswith(f"approved {second.id} of workflow {workflow_id} (signal sent)")
@@ -622,7 +620,7 @@ async def test_route_says_once_that_it_waits_for_a_person_and_how_to_answer(
     process = await spawn("route", REQUEST, "--id", workflow_id, env=starter_env, cwd=tmp_path)
     assert process.stdout is not None
     seen = await read_until(process.stdout, "waiting for a person")
-    question = await asking(client, workflow_id)
+    question = await question_waiting(client.get_workflow_handle(workflow_id))
     await client.get_workflow_handle(workflow_id).signal(
         SupervisorWorkflow.answer, ApprovalAnswer(approved=True, by="ben")
     )
@@ -700,7 +698,7 @@ async def test_approve_and_decide_say_in_one_line_when_nothing_can_be_answered(
         assert run.err_lines == [f"starter: no workflow with id {missing!r}"]
     assert runs[2].code == 1
     assert runs[2].err_lines == [f"starter: workflow {busy} has no pending question"]
-    await asking(client, busy)
+    await question_waiting(client.get_workflow_handle(busy))
     unknown = await starter(
         "approve", busy, "--reject", "--set", "colour=red", env=starter_env, cwd=tmp_path
     )
@@ -731,6 +729,118 @@ async def test_approve_and_decide_say_in_one_line_when_nothing_can_be_answered(
 async def test_bad_route_and_approval_input_is_one_line_and_starts_nothing(
     starter_env: dict[str, str], client: Client, tmp_path: Path, args: list[str], reason: str
 ) -> None:
+    run = await starter(*args, env=starter_env, cwd=tmp_path)
+    assert run.code == 2
+    assert len(run.err_lines) == 1 and run.err_lines[0].startswith(reason), run.err
+    queue = starter_env["DURAFACT_TASK_QUEUE"]
+    assert await executions(client, f'TaskQueue="{queue}"') == []
+
+
+# --- research ---------------------------------------------------------------------------
+
+
+async def test_research_answers_from_the_sample_shop_and_prints_the_provenance_tree(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(sum_script())
+    run = await starter("research", SUM_QUESTION, env=starter_env, cwd=tmp_path)
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    answer = lines.index("answer:")
+    assert lines[answer + 1].startswith("  Renting a city bike with a child seat and a helmet")
+    assert "20.50 EUR" in lines[answer + 1]
+    tree = lines[lines.index("provenance:") + 1 :]
+    assert tree[0].startswith("  answer:") and tree[0].endswith("(ResearchAnswer)")
+    assert any(line.lstrip().startswith("supported_by -> calc:") for line in tree)
+    assert any("computed_from -> resolved:ref:" in line for line in tree)
+    assert any("materialized_from -> ref:" in line for line in tree)
+    assert any(line.lstrip().startswith("found_by -> source:prices") for line in tree)
+    # Live progress, labelled with the status machine's statuses.
+    assert "  [researching] searching docs" in lines
+    assert "  [answered] research status: answerable -> answered" in lines, run.out
+
+
+async def test_research_reads_the_given_files_and_fetches_only_a_chosen_url(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    web = LoopbackWeb(
+        pages={
+            "/late": Page("Late returns", "A bike returned after closing costs one extra day."),
+            "/cafe": Page("Cafe news", "The mill cafe reopens in May."),
+        }
+    ).start()
+    try:
+        (tmp_path / "docs").mkdir()
+        (tmp_path / "docs" / "terms.md").write_text("# Terms\n\nPhoto ID is needed to rent.")
+        (tmp_path / "fleet.csv").write_text("code,name,price\nb1,City bike,14.00\n")
+        model.reply(
+            Script(
+                pick=[web.url("/late")],
+                quotes=["A bike returned after closing costs one extra day."],
+                claims=[
+                    (
+                        "Late returns cost one extra day.",
+                        ["A bike returned after closing costs one extra day."],
+                        None,
+                    )
+                ],
+                answer="Returning late costs one extra day.",
+            )
+        )
+        run = await starter(
+            "research",
+            "What does a late return cost?",
+            "--docs", "docs",
+            "--csv", "fleet.csv",
+            "--url", web.url("/late"),
+            "--url", web.url("/cafe"),
+            "--allow-private",
+            "--json",
+            env=starter_env,
+            cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        web.stop()
+
+    assert run.code == 0, run.err
+    result = ResearchResult.model_validate(json.loads(run.out)["result"])
+    assert result.status == "answered" and result.answer == "Returning late costs one extra day."
+    specs = {s.data.source_id: s for s in result.ledger.find_all(SourceSpec)}
+    assert specs["docs"].data.root == str(tmp_path / "docs")
+    assert specs["prices"].data.key == "code"  # the first column, when --csv-key is not given
+    assert specs["web"].data.allow_private is True
+    assert web.requests == {"/late": 1}
+
+
+async def test_research_without_an_answer_in_the_sources_says_insufficient(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(kayak_script())
+    run = await starter("research", KAYAK_QUESTION, env=starter_env, cwd=tmp_path)
+    assert run.code == 0, run.err
+    assert "insufficient: no quote from the documents answers the question" in run.out
+    assert "provenance:" not in run.out
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["research", "  "], "starter: the question is empty"),
+        (["research", "x", "--docs", "nowhere"], "starter: --docs: nowhere is not a directory"),
+        (["research", "x", "--csv", "none.csv"], "starter: --csv: cannot read none.csv: "),
+        (["research", "x", "--csv", "ok.csv", "--csv-key", "sku"], "starter: --csv-key: ok.csv"),
+        (["research", "x", "--csv-key", "sku"], "starter: --csv-key needs --csv"),
+        (["research", "x", "--allow-private"], "starter: --allow-private applies to --url"),
+        (["research", "x", "--url", "ftp://a/b"], "starter: not an http(s) URL: ftp://a/b"),
+        (["research", "x", "--limit", "0"], "starter: --limit: "),
+        (["research", "x", "--max-docs", "99"], "starter: --max-docs: "),
+    ],
+)
+async def test_bad_research_input_is_one_line_and_starts_nothing(
+    starter_env: dict[str, str], client: Client, tmp_path: Path, args: list[str], reason: str
+) -> None:
+    (tmp_path / "ok.csv").write_text("item,price\nhelmet,2.00\n")
     run = await starter(*args, env=starter_env, cwd=tmp_path)
     assert run.code == 2
     assert len(run.err_lines) == 1 and run.err_lines[0].startswith(reason), run.err

@@ -4,7 +4,6 @@ router and gate with deterministic hooks (no model at all)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections import Counter
 from datetime import timedelta
@@ -33,7 +32,7 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
     from durafact.settings import Settings
-    from tests.helpers import scheduled_activities
+    from tests.helpers import question_waiting, scheduled_activities
     from tests.scripted_model import Call, ScriptedModel
     from worker import build_worker
 
@@ -71,17 +70,6 @@ async def start(client: Client, settings: Settings, **kw) -> WorkflowHandle:
     )
 
 
-async def waiting(handle: WorkflowHandle, n: int = 1) -> ApprovalQuestion:
-    """The question n, once it is the one that waits (bounded)."""
-    questions: list[ApprovalQuestion] = []
-    for _ in range(600):
-        questions = await handle.query(SupervisorWorkflow.pending_questions)
-        if [q.n for q in questions] == [n]:
-            return questions[0]
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"question {n} never came to wait alone: {questions}")
-
-
 def reject(question: ApprovalQuestion, reason: str = "", **changes: str) -> ApprovalAnswer:
     return ApprovalAnswer(
         question_id=question.id, approved=False, reason=reason, changes=changes, by="ana"
@@ -105,7 +93,7 @@ async def test_approved_by_signal_the_reply_comes_from_on_approve(
 ) -> None:
     model.reply(specialist())
     handle = await start(client, worker)
-    question = await waiting(handle)
+    question = await question_waiting(handle)
 
     assert question.id == f"approval:{REQUEST}:1"
     assert (question.thread, question.n, question.kind) == (REQUEST, 1, "approve")
@@ -166,7 +154,7 @@ async def test_rejected_by_update_the_reply_comes_from_on_reject(
 ) -> None:
     model.reply(specialist())
     handle = await start(client, worker)
-    question = await waiting(handle)
+    question = await question_waiting(handle)
     outcome = await handle.execute_update(
         SupervisorWorkflow.decide, reject(question, "too expensive")
     )
@@ -188,8 +176,10 @@ async def test_activity_summaries_read_like_the_stages(
 ) -> None:
     model.reply(specialist())
     handle = await start(client, worker)
-    await handle.signal(SupervisorWorkflow.answer, reject(await waiting(handle), budget="5000 EUR"))
-    await handle.signal(SupervisorWorkflow.answer, approve(await waiting(handle, 2)))
+    await handle.signal(
+        SupervisorWorkflow.answer, reject(await question_waiting(handle), budget="5000 EUR")
+    )
+    await handle.signal(SupervisorWorkflow.answer, approve(await question_waiting(handle, 2)))
     await handle.result()
     summaries = [s.summary for s in await scheduled_activities(client, handle)]
     assert summaries == [
@@ -228,7 +218,7 @@ async def test_a_route_outside_the_routes_falls_back_to_the_keywords(
         specialist(route="weather", facts={"scope": "tiles", "budget": None, "deadline": None})
     )
     handle = await start(client, worker, request=request)
-    await handle.signal(SupervisorWorkflow.answer, approve(await waiting(handle)))
+    await handle.signal(SupervisorWorkflow.answer, approve(await question_waiting(handle)))
     result: SupervisorResult = await handle.result()
 
     assert (result.route, result.route_source) == ("quality", "fallback")
@@ -249,7 +239,7 @@ async def test_a_classify_call_that_fails_for_good_falls_back(
     model.reply(specialist())
     model.fail(401, when=lambda call: call.schema_name == "RouteChoice")
     handle = await start(client, worker, routes=("quality", "budget"))
-    await handle.signal(SupervisorWorkflow.answer, approve(await waiting(handle)))
+    await handle.signal(SupervisorWorkflow.answer, approve(await question_waiting(handle)))
     result: SupervisorResult = await handle.result()
 
     # 401 is not retryable: one classify call, then the keywords ("EUR" -> budget).
@@ -280,9 +270,9 @@ async def test_a_budget_change_reruns_exactly_the_report_and_asks_question_two(
 ) -> None:
     model.reply(specialist())
     handle = await start(client, worker)
-    first = await waiting(handle)
+    first = await question_waiting(handle)
     await handle.signal(SupervisorWorkflow.answer, reject(first, "more money", budget="5000 EUR"))
-    second = await waiting(handle, 2)
+    second = await question_waiting(handle, 2)
 
     assert (second.id, second.thread, second.kind) == (f"approval:{REQUEST}:2", REQUEST, "approve")
     assert "budget=5000 EUR" in second.text
@@ -328,9 +318,9 @@ async def test_a_scope_change_reruns_the_route_and_the_report(
     model.reply(specialist())
     handle = await start(client, worker)
     await handle.signal(
-        SupervisorWorkflow.answer, reject(await waiting(handle), scope="kitchen schedule")
+        SupervisorWorkflow.answer, reject(await question_waiting(handle), scope="kitchen schedule")
     )
-    second = await waiting(handle, 2)
+    second = await question_waiting(handle, 2)
     assert second.text.startswith(f"Approve the timeline report for {REQUEST!r}?")
     await handle.execute_update(SupervisorWorkflow.decide, approve(second))
     result: SupervisorResult = await handle.result()
@@ -354,13 +344,13 @@ async def test_reentry_continues_one_chain_and_never_duplicates_a_question(
 ) -> None:
     model.reply(specialist())
     handle = await start(client, worker)
-    first = await waiting(handle)
+    first = await question_waiting(handle)
     correction = reject(first, budget="5000 EUR")
     await handle.signal(SupervisorWorkflow.answer, correction)
     await handle.signal(SupervisorWorkflow.answer, correction)  # a second click: dropped
-    second = await waiting(handle, 2)
+    second = await question_waiting(handle, 2)
     await handle.signal(SupervisorWorkflow.answer, reject(second, deadline="June"))
-    third = await waiting(handle, 3)
+    third = await question_waiting(handle, 3)
     await handle.signal(SupervisorWorkflow.answer, approve(third))
     result: SupervisorResult = await handle.result()
 
@@ -387,7 +377,7 @@ async def test_changes_that_change_no_fact_end_as_a_plain_rejection(
     handle = await start(client, worker)
     await handle.signal(
         SupervisorWorkflow.answer,
-        reject(await waiting(handle), "no", budget="3000 EUR", colour="red", deadline=" "),
+        reject(await question_waiting(handle), "no", budget="3000 EUR", colour="red", deadline=" "),
     )
     result: SupervisorResult = await handle.result()
 
@@ -473,7 +463,7 @@ async def test_a_user_router_and_gate_run_their_hooks_without_a_model(
                 id=f"triage-{uuid.uuid4().hex[:8]}",
                 task_queue=settings.task_queue,
             )
-            await waiting(handle)
+            await question_waiting(handle)
             await handle.signal(Triage.answer, answer)
             return await handle.result(), handle
 
