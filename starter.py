@@ -6,6 +6,9 @@
                                             [--budget-tokens N]
     python starter.py route "Renovate the kitchen for 3000 EUR" [--approval-timeout DURATION]
                                                               [--on-timeout reject|escalate]
+    python starter.py research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
+                      [--csv-key COLUMN] [--url URL ...] [--search-endpoint URL] [--allow-private]
+                      [--limit N] [--max-docs N]
         (each also takes [--id ID] [--no-wait] [--json])
     python starter.py pending [--json]          # every workflow waiting for a person
     python starter.py approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import csv
 import getpass
 import json
 import os
@@ -54,10 +58,13 @@ from durafact.answer_flow import AnswerBatchError
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
 from durafact.embedded import Embedded, EmbeddedError
 from durafact.settings import Settings
+from durafact.skills import SkillError, load_skills
 from workflows.answer_flow import AnswerFlowResult, AnswerFlowWorkflow, load_answer_batch
 from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
 from workflows.recipe import AWAITING_APPROVAL, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, Progress
 from workflows.reflection import ReflectionInput, ReflectionResult, ReflectionWorkflow
+from workflows.research import ResearchInput, ResearchResult, ResearchWorkflow
+from workflows.sources import SourceFailure, SourceSpec
 from workflows.supervisor import Facts, SupervisorRequest, SupervisorResult, SupervisorWorkflow
 
 POLL_INTERVAL = 0.3
@@ -67,10 +74,16 @@ RESULT_TYPES: dict[str, type[BaseModel]] = {
     "ReflectionWorkflow": ReflectionResult,
     "AnswerFlowWorkflow": AnswerFlowResult,
     "SupervisorWorkflow": SupervisorResult,
+    "ResearchWorkflow": ResearchResult,
 }
 # The facts a rejection may correct (`approve --reject --set FIELD=VALUE`), per workflow type.
 CORRECTABLE: dict[str, tuple[str, ...]] = {"SupervisorWorkflow": tuple(Facts.model_fields)}
 ANSWER_HINT = "[--reject] [--reason TEXT] [--set FIELD=VALUE ...]"
+REPO = Path(__file__).resolve().parent
+SKILLS = REPO / "skills"
+# What `research` reads when no source is given: the shipped sample shop.
+SAMPLE_DOCS = REPO / "examples" / "research" / "docs"
+SAMPLE_CSV = REPO / "examples" / "research" / "prices.csv"
 
 
 class Failed(Exception):
@@ -101,6 +114,7 @@ COMMANDS = (
     "reflect",
     "answer",
     "route",
+    "research",
     "pending",
     "approve",
     "decide",
@@ -109,7 +123,7 @@ COMMANDS = (
     "up",
     "down",
 )
-RECIPE_COMMANDS = ("plan", "reflect", "answer", "route")
+RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research")
 
 
 def parser() -> Parser:
@@ -161,6 +175,39 @@ def parser() -> Parser:
         "--on-timeout",
         choices=("reject", "escalate"),
         help="after the timeout: reject (default), or escalate once and then reject",
+    )
+
+    research = commands.add_parser(
+        "research",
+        parents=[launch],
+        help="answer a question from documents, a CSV file and web pages, with provenance",
+    )
+    research.add_argument("question", help="what to find out")
+    research.add_argument(
+        "--docs", metavar="DIR", help="a directory of .md/.txt files (default: the sample shop's)"
+    )
+    research.add_argument(
+        "--csv", metavar="FILE", help="a CSV file with a header row (default: the sample prices)"
+    )
+    research.add_argument(
+        "--csv-key", metavar="COLUMN", help="the CSV column that names a row (default: the first)"
+    )
+    research.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a web page to consider (repeatable); fetched only if the model chooses it",
+    )
+    research.add_argument("--search-endpoint", metavar="URL", help="a SearxNG JSON search API")
+    research.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="let the web source fetch loopback and private addresses (a local wiki)",
+    )
+    research.add_argument("--limit", type=int, default=8, help="search results kept (default 8)")
+    research.add_argument(
+        "--max-docs", type=int, default=4, help="documents the model may read (default 4)"
     )
 
     pending = commands.add_parser("pending", help="list every workflow waiting for a person")
@@ -270,6 +317,8 @@ def launch_of(args: argparse.Namespace) -> Launch:
             f"**approval waits:** {waits}",
             asks_approval=True,
         )
+    if args.command == "research":
+        return research_launch(args)
     try:
         document = Path(args.file).read_bytes()
     except OSError as exc:
@@ -292,6 +341,84 @@ def launch_of(args: argparse.Namespace) -> Launch:
         f"**Questions:** {len(batch.questions)}\n\n**Max repairs:** {batch.max_repairs}, "
         f"**review:** {batch.review_policy}, **budget:** {batch.budget_tokens or 'none'}",
     )
+
+
+def research_launch(args: argparse.Namespace) -> Launch:
+    """The research workflow: sources from the options (the sample shop without any),
+    the shipped skills, all checked here."""
+    sources = research_sources(args)
+    try:
+        skills = load_skills(SKILLS) if SKILLS.is_dir() else []
+    except SkillError as exc:
+        raise Failed(str(exc)) from None
+    request = checked(
+        ResearchInput,
+        {
+            "question": args.question,
+            "sources": sources,
+            "limit": args.limit,
+            "max_docs": args.max_docs,
+            "skills": skills,
+        },
+    )
+    listed = ", ".join(f"{s.source_id} ({s.kind})" for s in request.sources)
+    return Launch(
+        ResearchWorkflow.run,
+        request,
+        ResearchWorkflow.recipe_name,
+        "research",
+        f"research: {summarize(request.question)}",
+        f"**Question:** {request.question}\n\n**Sources:** {listed}, **limit:** "
+        f"{request.limit}, **max docs:** {request.max_docs}",
+    )
+
+
+def research_sources(args: argparse.Namespace) -> list[SourceSpec]:
+    """The `SourceSpec`s the options name, paths made absolute for the worker."""
+    web = bool(args.url or args.search_endpoint)
+    if args.allow_private and not web:
+        raise Failed("--allow-private applies to --url and --search-endpoint", code=2)
+    if args.csv_key and not args.csv:
+        raise Failed("--csv-key needs --csv", code=2)
+    if not (args.docs or args.csv or web):
+        return [
+            SourceSpec.files(str(SAMPLE_DOCS), source_id="docs"),
+            SourceSpec.csv(str(SAMPLE_CSV), key="item", source_id="prices"),
+        ]
+    sources = []
+    if args.docs:
+        root = Path(args.docs).expanduser().resolve()
+        if not root.is_dir():
+            raise Failed(f"--docs: {args.docs} is not a directory", code=2)
+        sources.append(SourceSpec.files(str(root), source_id="docs"))
+    if args.csv:
+        path = Path(args.csv).expanduser().resolve()
+        try:
+            with path.open(newline="", encoding="utf-8-sig") as handle:
+                header = [name.strip() for name in next(csv.reader(handle), [])]
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else exc
+            raise Failed(f"--csv: cannot read {args.csv}: {reason}", code=2) from None
+        if not header:
+            raise Failed(f"--csv: {args.csv} has no header row", code=2)
+        key = args.csv_key or header[0]
+        if key not in header:
+            raise Failed(
+                f"--csv-key: {args.csv} has no column {key!r} ({', '.join(header)})", code=2
+            )
+        sources.append(SourceSpec.csv(str(path), key=key, source_id="prices"))
+    if web:
+        for url in [*args.url, *filter(None, [args.search_endpoint])]:
+            if not url.startswith(("http://", "https://")):
+                raise Failed(f"not an http(s) URL: {url}", code=2)
+        sources.append(
+            SourceSpec.web(
+                search_endpoint=args.search_endpoint,
+                urls=args.url or None,
+                allow_private=args.allow_private or None,
+            )
+        )
+    return sources
 
 
 DURATION = re.compile(r"([1-9][0-9]*)([smhd])")
@@ -859,12 +986,27 @@ def print_result(value: Any) -> None:
             say(f"  {question.id} ({question.kind}) {question.status}{by}{why}{changed}")
         say("reply:")
         say(indent(value.reply.text, "  "))
+    elif isinstance(value, ResearchResult):
+        if value.answer is not None:
+            say("answer:")
+            say(indent(value.answer, "  "))
+            provenance = value.provenance()
+            if provenance is not None:
+                say("provenance:")
+                say(indent(provenance.render(), "  "))
+        else:
+            say(f"insufficient: {value.reason}")
+        for failure in value.ledger.find_all(SourceFailure):
+            f = failure.data
+            where = f.uid or f.source_id
+            say(f"  {f.stage} failed: {where}: {f.error_type}: {one_line(f.message)}")
     elif isinstance(value, BaseModel):
         say(value.model_dump_json(indent=2))
     else:
         say(json.dumps(value, indent=2, default=str))
     if isinstance(
-        value, PlanExecuteResult | ReflectionResult | AnswerFlowResult | SupervisorResult
+        value,
+        PlanExecuteResult | ReflectionResult | AnswerFlowResult | SupervisorResult | ResearchResult,
     ):
         say(f"usage: {value.usage.total_tokens} tokens")
 

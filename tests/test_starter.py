@@ -326,8 +326,8 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.code == 2
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
-        "(commands: plan, reflect, answer, route, pending, approve, decide, status, result, "
-        "up, down)"
+        "(commands: plan, reflect, answer, route, research, pending, approve, decide, status, "
+        "result, up, down)"
     ]
 
 
