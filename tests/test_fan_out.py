@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -239,6 +239,25 @@ async def test_a_source_that_fails_for_good_is_recorded_and_the_others_still_cou
     assert any(m.startswith("search source archive failed (SourceError)") for m in result.announced)
     assert "count archive" not in " ".join(result.announced)
     assert {a.data.source_id for a in result.ledger.find_all(SourceRef)} == {"docs", "prices"}
+
+
+async def test_two_sources_with_one_id_fail_the_run_at_once(
+    client: Client, probe_worker: Settings, library: Path
+) -> None:
+    docs, prices = specs(library)
+    twin = prices.model_copy(update={"source_id": "docs"})
+    handle = await client.start_workflow(
+        FanOutProbe.run,
+        Probe(query="helmet", sources=[docs, twin]),
+        id=f"probe-{uuid.uuid4().hex[:8]}",
+        task_queue=probe_worker.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidSources"
+    assert cause.message == "two sources are named 'docs'"
+    assert await scheduled_activities(client, handle) == []
 
 
 # --- materialization ------------------------------------------------------------------

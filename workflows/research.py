@@ -64,7 +64,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 from durafact.ids import text_key
 from durafact.ledger import Artifact, Ledger, ProvenanceNode
@@ -472,12 +471,7 @@ class ResearchWorkflow(Recipe):
                 f"researching {quote(request.question)} in "
                 f"{_count(len(request.sources), 'source')}",
             )
-            try:
-                register_sources(ctx, request.sources)
-            except ValueError as exc:
-                raise ApplicationError(
-                    str(exc), type="InvalidResearchInput", non_retryable=True
-                ) from None
+            register_sources(ctx, request.sources)
             ending = await self._research(request, turn)
         except Exception:
             ctx.set_status("failed")

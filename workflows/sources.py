@@ -285,20 +285,25 @@ SOURCE_RETRY = RetryPolicy(
 # --- Fan-out ---------------------------------------------------------------------------
 
 
+def invalid_sources(message: str) -> ApplicationError:
+    return ApplicationError(message, type="InvalidSources", non_retryable=True)
+
+
 def register_sources(ctx: RecipeContext, sources: Sequence[SourceSpec]) -> None:
     """Store each spec as `source:{source_id}`, what `materialize_doc` resolves with.
 
     Two specs with the same source id, or a spec that differs from the one already
-    stored under its id, are a `ValueError`: a ref must name one configuration.
+    stored under its id, fail the run (non-retryable `InvalidSources`): a ref must
+    name one configuration.
     """
     seen: set[str] = set()
     for spec in sources:
         if spec.source_id in seen:
-            raise ValueError(f"two sources are named {spec.source_id!r}")
+            raise invalid_sources(f"two sources are named {spec.source_id!r}")
         seen.add(spec.source_id)
         stored = ctx.ledger.create(source_id_of(spec.source_id), spec)
         if SourceSpec.model_validate(stored.data) != spec:
-            raise ValueError(f"source {spec.source_id!r} is already configured differently")
+            raise invalid_sources(f"source {spec.source_id!r} is already configured differently")
 
 
 async def fan_out_sources(
@@ -321,7 +326,7 @@ async def fan_out_sources(
     stored refs carry `metadata["owner_id"]`.
     """
     if limit < 1:
-        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        raise invalid_sources(f"limit must be a positive integer, got {limit!r}")
     register_sources(ctx, sources)
 
     async def search(spec: SourceSpec) -> list[SourceRef] | BaseException:
