@@ -680,20 +680,10 @@ async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved
     client: Client, settings: Settings
 ) -> None:
     async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
-        # Started ten at a time, each ten asking before the next start: a run's first
-        # workflow task re-imports its modules in the sandbox (~0.1 s of CPU), and fifty
-        # of those at once on a small, busy machine can pass the 10 s workflow task
-        # timeout. All fifty still wait at once.
-        handles: list[Handle] = []
-        for tens in range(5):
-            batch = await asyncio.gather(
-                *(
-                    start_ask(client, settings.task_queue, Ask(thread=f"release {i}"))
-                    for i in range(tens * 10, tens * 10 + 10)
-                )
-            )
-            await asyncio.gather(*(waiting(h) for h in batch))
-            handles += batch
+        handles = await asyncio.gather(
+            *(start_ask(client, settings.task_queue, Ask(thread=f"release {i}")) for i in range(50))
+        )
+        await asyncio.gather(*(waiting(h) for h in handles))
         found = await eventually(
             lambda: listed(client, awaiting_query(settings.task_queue)),
             lambda ids: len(ids) == 50,
