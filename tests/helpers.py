@@ -119,3 +119,49 @@ async def question_waiting(
                 return questions[0]
         await asyncio.sleep(0.025)
     raise AssertionError(f"question {n} of {handle.id} never came to wait alone: {questions}")
+
+
+# --- the starter as a user runs it -----------------------------------------------------
+
+STARTER = ROOT / "starter.py"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def err_lines(self) -> list[str]:
+        return self.err.splitlines()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test process's environment without any durafact/Temporal/OpenAI settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURAFACT_"))
+    }
+    return env | extra
+
+
+async def spawn(*args: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(STARTER),
+        *args,
+        env=env,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
+    # asyncio, not subprocess.run: the in-process worker shares this event loop.
+    process = await spawn(*args, env=env, cwd=cwd)
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())

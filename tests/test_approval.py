@@ -18,6 +18,7 @@ from workflows.recipe import Recipe
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
     import asyncio
+    import json
     import socket
     import uuid
     from collections.abc import Awaitable, Callable
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from durafact.approval import validate_answer
     from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
     from durafact.settings import Settings
+    from tests.helpers import clean_env, starter
     from worker import WORKFLOW_RUNNER, build_worker
     from workflows.recipe import SEARCH_ATTRIBUTES, STATUS_ATTRIBUTE
 
@@ -677,7 +679,7 @@ async def test_a_waiting_workflow_survives_a_dev_server_restart(
 
 
 async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved(
-    client: Client, settings: Settings
+    client: Client, settings: Settings, tmp_path: Path
 ) -> None:
     async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
         handles = await asyncio.gather(
@@ -689,6 +691,18 @@ async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved
             lambda ids: len(ids) == 50,
             "fifty waiting workflows in visibility",
         )
+        # `starter.py pending` finds them the way a person would, across the namespace.
+        listing = await starter(
+            "pending",
+            "--json",
+            env=clean_env(TEMPORAL_ADDRESS=client.service_client.config.target_host),
+            cwd=tmp_path,
+        )
+        assert listing.code == 0, listing.err
+        shown = {
+            w["workflow_id"]: [q["id"] for q in w["questions"]]
+            for w in json.loads(listing.out)["workflows"]
+        }
         await asyncio.gather(*(h.signal(AskWorkflow.answer, answer()) for h in handles))
         results = await asyncio.gather(*(h.result() for h in handles))
         left = await eventually(
@@ -698,6 +712,9 @@ async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved
         )
 
     assert found == {h.id for h in handles}
+    assert {h.id: shown.get(h.id) for h in handles} == {
+        h.id: [f"approval:release {i}:1"] for i, h in enumerate(handles)
+    }
     assert [r.outcomes[0].question_id for r in results] == [
         f"approval:release {i}:1" for i in range(50)
     ]

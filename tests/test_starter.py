@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.settings import Settings
 from starter import ANSWER_HINT
-from tests.helpers import question_waiting
+from tests.helpers import clean_env, question_waiting, spawn, starter
 from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel
@@ -43,50 +42,8 @@ from workflows.research import ResearchResult
 from workflows.sources import SourceSpec
 
 REPO = Path(__file__).resolve().parent.parent
-STARTER = REPO / "starter.py"
 GOAL = "Plan a weekend in Kraków"
 ANSWER = "done: Write the final answer."
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def err_lines(self) -> list[str]:
-        return self.err.splitlines()
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The test process's environment without any durafact/Temporal/OpenAI settings."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURAFACT_"))
-    }
-    return env | extra
-
-
-async def spawn(*args: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(STARTER),
-        *args,
-        env=env,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
-    # asyncio, not subprocess.run: the in-process worker shares this event loop.
-    process = await spawn(*args, env=env, cwd=cwd)
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode is not None
-    return Run(process.returncode, out.decode(), err.decode())
 
 
 async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:
