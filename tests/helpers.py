@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -119,6 +120,13 @@ async def question_waiting(
                 return questions[0]
         await asyncio.sleep(0.025)
     raise AssertionError(f"question {n} of {handle.id} never came to wait alone: {questions}")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 # --- the starter as a user runs it -----------------------------------------------------

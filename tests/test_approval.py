@@ -19,7 +19,6 @@ from workflows.recipe import Recipe
 with workflow.unsafe.imports_passed_through():
     import asyncio
     import json
-    import socket
     import uuid
     from collections.abc import Awaitable, Callable
     from datetime import timedelta
@@ -37,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durafact.approval import validate_answer
     from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
     from durafact.settings import Settings
-    from tests.helpers import clean_env, starter
+    from tests.helpers import clean_env, free_port, starter
     from worker import WORKFLOW_RUNNER, build_worker
     from workflows.recipe import SEARCH_ATTRIBUTES, STATUS_ATTRIBUTE
 
@@ -622,12 +621,6 @@ async def test_a_waiting_workflow_survives_a_worker_restart(
 
     assert pending.id == QUESTION
     assert result.outcomes == [outcome] and outcome.approved
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def own_dev_server(database: Path, port: int) -> WorkflowEnvironment:

