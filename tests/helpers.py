@@ -1,4 +1,5 @@
-"""Helpers that several test modules share: worker processes and history reading."""
+"""Helpers that several test modules share: worker processes, dev servers of a test's own
+and history reading."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 
 from durafact.approval import ApprovalQuestion
+from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.settings import Settings
 from tests.scripted_model import Call, ScriptedModel
+from workflows.recipe import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,6 +132,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+async def own_dev_server(database: Path, port: int) -> WorkflowEnvironment:
+    """A dev server of the test's own on `port`, keeping its state in the file `database`.
+
+    Shut down and started again on the same file and port, it is the same server
+    restarted: the same address, the same workflows, histories and visibility."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        dev_server_database_filename=str(database),
+        port=port,
+        search_attributes=SEARCH_ATTRIBUTES,
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=list(DEV_SERVER_TUNING),
+    )
 
 
 # --- the starter as a user runs it -----------------------------------------------------

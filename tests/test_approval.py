@@ -34,11 +34,10 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Replayer
 
     from durafact.approval import validate_answer
-    from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
     from durafact.settings import Settings
-    from tests.helpers import clean_env, free_port, starter
+    from tests.helpers import clean_env, free_port, own_dev_server, starter
     from worker import WORKFLOW_RUNNER, build_worker
-    from workflows.recipe import SEARCH_ATTRIBUTES, STATUS_ATTRIBUTE
+    from workflows.recipe import STATUS_ATTRIBUTE
 
 T = TypeVar("T")
 
@@ -621,17 +620,6 @@ async def test_a_waiting_workflow_survives_a_worker_restart(
 
     assert pending.id == QUESTION
     assert result.outcomes == [outcome] and outcome.approved
-
-
-async def own_dev_server(database: Path, port: int) -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        dev_server_database_filename=str(database),
-        port=port,
-        search_attributes=SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=list(DEV_SERVER_TUNING),
-    )
 
 
 async def test_a_waiting_workflow_survives_a_dev_server_restart(

@@ -4,9 +4,12 @@ router and gate with deterministic hooks (no model at all)."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 import uuid
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -32,7 +35,13 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
     from durafact.settings import Settings
-    from tests.helpers import question_waiting, scheduled_activities
+    from tests.helpers import (
+        free_port,
+        own_dev_server,
+        question_waiting,
+        scheduled_activities,
+        start_worker,
+    )
     from tests.scripted_model import Call, ScriptedModel
     from worker import build_worker
 
@@ -205,6 +214,79 @@ async def test_an_unanswered_question_escalates_then_rejects_as_timed_out(
     assert not result.approved
     assert result.reply.text.startswith("Rejected (nobody answered in time)")
     assert result.ledger.links_from(f"reply:{REQUEST}", "rejected_by")[0].target == second.id
+
+
+# --- restarts -------------------------------------------------------------------------
+
+
+async def listed_awaiting(client: Client, task_queue: str, workflow_id: str) -> set[str]:
+    """The ids visibility lists as awaiting approval on `task_queue`, once `workflow_id` is
+    among them (polled: visibility may trail the workflow's own state)."""
+    query = f'DurafactStatus="awaiting_approval" AND TaskQueue="{task_queue}"'
+    async with asyncio.timeout(30):
+        while True:
+            ids = {w.id async for w in client.list_workflows(query)}
+            if workflow_id in ids:
+                return ids
+            await asyncio.sleep(0.05)
+
+
+def stop(process: subprocess.Popen[bytes] | None) -> None:
+    if process is not None and process.poll() is None:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+async def test_a_waiting_supervisor_survives_a_worker_kill_and_a_dev_server_restart(
+    tmp_path: Path, settings: Settings, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    database, port = tmp_path / "temporal.db", free_port()
+    first = second = None
+    server = await own_dev_server(database, port)
+    try:
+        first = start_worker(server.client, settings)  # `python worker.py`
+        handle = await start(server.client, settings)
+        asked = await question_waiting(handle, timeout=60)
+        first.kill()  # SIGKILL: no graceful shutdown while the question waits
+        first.wait()
+    finally:
+        stop(first)
+        await server.shutdown()
+
+    server = await own_dev_server(database, port)  # the same file and port: a restart
+    try:
+        client = server.client
+        second = start_worker(client, settings)
+        again = client.get_workflow_handle_for(SupervisorWorkflow.run, handle.id)
+        # The new worker rebuilds the wait from history: no model call is made again.
+        pending = await question_waiting(again, timeout=60)
+        status = (await again.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE)
+        found = await listed_awaiting(client, settings.task_queue, handle.id)
+        await again.signal(SupervisorWorkflow.answer, approve(pending))
+        result: SupervisorResult = await asyncio.wait_for(again.result(), timeout=60)
+    finally:
+        stop(second)
+        await server.shutdown()
+
+    assert first is not None and first.returncode == -9  # killed by SIGKILL
+    assert second is not None and second.returncode == 0, second.stderr.read().decode()
+    assert pending == asked and pending.id == f"approval:{REQUEST}:1"
+    assert status == "awaiting_approval" and found == {handle.id}
+    assert result.approved and result.route == "budget"
+    assert result.reply.text.startswith("Approved: the budget report (attempt 1)")
+    [closed] = result.approvals
+    assert (closed.id, closed.status, closed.answer and closed.answer.by) == (
+        asked.id,
+        "approved",
+        "ben",
+    )
+    # Each stage's model call was made once: nothing was redone after the restarts.
+    assert Counter(call.activity_id for call in model.calls) == {
+        f"llm:facts:{REQUEST}": 1,
+        f"llm:task:{REQUEST}": 1,
+        f"llm:report:{REQUEST}": 1,
+    }
 
 
 # --- the router's fallback ------------------------------------------------------------
