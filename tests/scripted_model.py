@@ -4,11 +4,20 @@ The real `openai` client talks to it over real HTTP. A test decides what the mod
 answers (`reply`), can hold a request until it says so (`hold`), and can inject
 failures (`fail`): status codes with headers such as `retry-after`, or bodies
 that are not what was asked for. Every request is recorded as a `Call`.
+
+`POST /v1/embeddings` answers with `bag_of_words` vectors: deterministic, no model,
+and texts that share words are close, so ranking by cosine similarity is testable.
+Those requests are recorded in `embedding_calls`, apart from the chat `calls`.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import re
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +61,44 @@ class Call:
 
 Reply = Callable[[Call], "str | dict | BaseModel"]
 
+EMBEDDING_DIMENSIONS = 64
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def bag_of_words(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """Each lower-cased word hashed (sha256) into one of `dimensions` buckets, counted,
+    L2-normalised (all zeros for a text without words)."""
+    counts = [0.0] * dimensions
+    for word in _WORD.findall(text.lower()):
+        counts[int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "big") % dimensions] += 1
+    norm = math.sqrt(sum(c * c for c in counts))
+    return [c / norm for c in counts] if norm else counts
+
+
+def embeddings_response(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """An OpenAI embeddings answer for a string or a list of strings; with
+    `encoding_format` "base64", little-endian float32 bytes, as local_model.py sends."""
+    value = body.get("input")
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        return 400, {"error": {"message": "'input' must be a string or a list of strings"}}
+    if body.get("encoding_format") not in (None, "float", "base64"):
+        return 400, {"error": {"message": "'encoding_format' must be 'float' or 'base64'"}}
+    data = []
+    for index, text in enumerate(texts):
+        vector = bag_of_words(text)
+        embedding: Any = vector
+        if body.get("encoding_format") == "base64":
+            embedding = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": embedding})
+    tokens = sum(len(_WORD.findall(text.lower())) for text in texts)
+    return 200, {
+        "object": "list",
+        "data": data,
+        "model": body.get("model", "scripted"),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
 
 @dataclass
 class _Fault:
@@ -71,6 +118,7 @@ def default_reply(call: Call) -> str | dict:
 class ScriptedModel:
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.embedding_calls: list[Call] = []
         self._reply: Reply = default_reply
         self._faults: list[_Fault] = []
         self._holds: list[tuple[Callable[[Call], bool], threading.Event]] = []
@@ -95,6 +143,7 @@ class ScriptedModel:
     def reset(self) -> None:
         with self._lock:
             self.calls.clear()
+            self.embedding_calls.clear()
             self._reply = default_reply
             self._faults.clear()
         self.release_all()
@@ -189,12 +238,19 @@ class ScriptedModel:
                 pass
 
             def do_POST(self) -> None:
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                path = self.path.rstrip("/")
+                if path not in ("/v1/chat/completions", "/v1/embeddings"):
                     self._send(404, {}, {"error": {"message": "not found"}})
                     return
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                if path == "/v1/embeddings":
+                    with model._lock:
+                        model.embedding_calls.append(Call(body, headers))
+                    status, answer = embeddings_response(body)
+                    self._send(status, {}, answer)
+                    return
                 self._send(*model._respond(Call(body, headers)))
 
             def _send(self, status: int, headers: dict[str, str], body: dict) -> None:

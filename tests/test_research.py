@@ -7,20 +7,25 @@ and answers."""
 from __future__ import annotations
 
 import csv
+import json
+import math
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
+import openai
 import pytest
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 
 from durafact.ledger import Ledger, ProvenanceNode
 from durafact.settings import Settings
+from durafact.sources import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings, SourceRef
+from durafact.sources.embedding import cosine
 from tests.helpers import scheduled_activities
 from tests.loopback_web import LoopbackWeb, Page
-from tests.scripted_model import ScriptedModel
+from tests.scripted_model import ScriptedModel, bag_of_words
 from tests.scripted_research import (
     KAYAK_QUESTION,
     LATE_QUESTION,
@@ -168,6 +173,29 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
         SourceSpec.web()
     with pytest.raises(ValidationError, match="source id 'a b'"):
         SourceSpec.files(str(tmp_path), source_id="a b")
+
+
+async def test_the_scripted_embeddings_rank_texts_that_share_words(model: ScriptedModel) -> None:
+    async with openai.AsyncOpenAI(base_url=model.url, api_key="test", max_retries=0) as llm:
+        embedder = OpenAIEmbeddings(llm, model=LOCAL_EMBEDDING_MODEL)
+        texts = ["We rent kayaks by the hour.", "The shop opens at nine.", ""]
+        kayaks, shop, empty = await embedder.embed(texts)
+        (query,) = await embedder.embed(["Do you rent kayaks?"])
+        # The openai client's default is base64 (float32): the same vectors, to float32
+        # precision.
+        raw = await llm.embeddings.create(model=LOCAL_EMBEDDING_MODEL, input=texts[0])
+    assert kayaks == bag_of_words(texts[0]) and len(kayaks) == 64
+    assert math.isclose(math.fsum(x * x for x in kayaks), 1.0) and not any(empty)
+    assert cosine(query, kayaks) > cosine(query, shop)
+    assert [round(x, 5) for x in raw.data[0].embedding] == [round(x, 5) for x in kayaks]
+    inputs = [c.body["input"] for c in model.embedding_calls]
+    assert inputs == [texts, ["Do you rent kayaks?"], texts[0]]
+    assert [c.body.get("encoding_format") for c in model.embedding_calls] == [
+        "float",
+        "float",
+        "base64",
+    ]
+    assert model.calls == []  # chat calls are counted apart
 
 
 def test_the_computed_situation_matches_the_shipped_cost_reporting_skill() -> None:
@@ -412,3 +440,59 @@ async def test_a_source_that_fails_is_recorded_and_the_research_goes_on(
     failure = failure.data
     assert failure.error_type == "SourceError" and "CSV file not found" in failure.message
     assert isinstance(result.calculations[0].data, Calculation)
+
+
+KAYAK_CORPUS = {
+    "kayak-rental": "Kayak rental: we rent kayaks by the hour from the river pier.",
+    "opening-hours": "The shop opens at nine and closes at six on weekdays.",
+    "bike-wash": "Every bike is washed after it is returned.",
+}
+
+
+async def test_an_embedding_source_is_searched_by_vector_chosen_quoted_and_walked_to(
+    client: Client, worker: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps(KAYAK_CORPUS))
+    quote = "we rent kayaks by the hour from the river pier"
+    model.reply(
+        Script(
+            pick=["kayak-rental"],
+            quotes=[quote],
+            claims=[("Kayaks are rented by the hour at the river pier.", [quote], None)],
+            answer="Yes: kayaks are rented by the hour at the river pier.",
+        )
+    )
+    vectors = SourceSpec.embedding(str(corpus), source_id="vectors")
+    result = await research(client, worker, KAYAK_QUESTION, [*sample_sources(), vectors])
+
+    assert result.status == "answered", result.reason
+    assert result.answer == "Yes: kayaks are rented by the hour at the river pier."
+    # The worker embedded the corpus once, on the model endpoint, then the question.
+    assert [c.body["input"] for c in model.embedding_calls] == [
+        list(KAYAK_CORPUS.values()),
+        [KAYAK_QUESTION],
+    ]
+    assert {c.body["model"] for c in model.embedding_calls} == {LOCAL_EMBEDDING_MODEL}
+    # Ranked by cosine similarity: the kayak entry first among the corpus refs.
+    found = [r.data for r in result.ledger.find_all(SourceRef)]
+    by_vector = sorted(
+        (r for r in found if r.source_id == "vectors"), key=lambda r: r.score, reverse=True
+    )
+    assert by_vector[0].uid == "kayak-rental" and by_vector[0].score > 0.3
+    # Only the chosen entry was materialized; the answer's evidence quotes it.
+    (doc,) = result.ledger.find_all(Doc)
+    assert (doc.data.source_id, doc.data.uid) == ("vectors", "kayak-rental")
+    assert doc.data.text == KAYAK_CORPUS["kayak-rental"]
+    (evidence,) = result.evidence
+    assert evidence.data.quote == quote and evidence.data.doc_id == doc.id
+    # The provenance walk: answer -> claim -> evidence -> doc -> ref -> source:vectors.
+    answer = result.provenance()
+    assert_walk_complete(result.ledger, answer)
+    ref_id = doc.data.ref_id
+    (ref_node,) = [n for n in answer.walk() if n.id == ref_id]
+    assert ref_node.type == "SourceRef"
+    assert [(s.id, s.type) for s in ref_node.children] == [("source:vectors", "SourceSpec")]
+    spec = result.ledger.get("source:vectors").typed(SourceSpec).data
+    assert spec.kind == "embedding" and spec.corpus == str(corpus)
+    assert result.ledger.get(ref_id).typed(SourceRef).data.uid == "kayak-rental"
