@@ -13,7 +13,8 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import openai
@@ -55,14 +56,17 @@ def openai_client(settings: Settings) -> openai.AsyncOpenAI:
     )
 
 
-def build_worker(
+@asynccontextmanager
+async def build_worker(
     client: Client, settings: Settings, extra_workflows: Sequence[type] = ()
-) -> Worker:
+) -> AsyncIterator[Worker]:
+    """Run every workflow and activity on the task queue while the block runs; on
+    exit, stop the worker and close the model client it made."""
     llm = openai_client(settings)
     models = ModelActivities(llm, client, settings.model)
     # Embedding sources without an endpoint of their own use the model endpoint.
     sources = SourceActivities(embeddings=llm)
-    return Worker(
+    worker = Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[*WORKFLOWS, *extra_workflows],
@@ -70,6 +74,11 @@ def build_worker(
         workflow_runner=WORKFLOW_RUNNER,
         graceful_shutdown_timeout=timedelta(seconds=10),
     )
+    try:
+        async with worker:
+            yield worker
+    finally:
+        await llm.close()
 
 
 async def main() -> None:
@@ -80,7 +89,6 @@ async def main() -> None:
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
     )
-    worker = build_worker(client, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -93,7 +101,7 @@ async def main() -> None:
         settings.model,
         settings.openai_base_url or "api.openai.com",
     )
-    async with worker:
+    async with build_worker(client, settings):
         await stop.wait()
         log.info("stopping: finishing running activities")
     log.info("worker stopped")

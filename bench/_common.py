@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 from temporalio.client import Client
@@ -30,7 +30,7 @@ class Stack:
     settings: Settings  # its task queue is fresh for every stack
     model: ScriptedModel
 
-    def worker(self, extra_workflows: Sequence[type] = ()) -> Worker:
+    def worker(self, extra_workflows: Sequence[type] = ()) -> AbstractAsyncContextManager[Worker]:
         """The worker `worker.py` runs, in this process, on this stack's queue."""
         return build_worker(self.client, self.settings, extra_workflows=extra_workflows)
 
