@@ -28,21 +28,26 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.llm import classify_error, heartbeating
-from durafact.sources import (
+from activities.csv_source import CSVSource
+from activities.embedding_source import (
     LOCAL_EMBEDDING_MODEL,
-    CSVSource,
     EmbeddedCorpus,
     EmbeddingSource,
-    FileSystemSource,
     OpenAIEmbeddings,
-    RegisteredPage,
+)
+from activities.files_source import FileSystemSource
+from activities.llm import classify_error, heartbeating
+from activities.web_source import RegisteredPage, WebSource
+from durafact.sources import (
+    ResolvedDoc,
+    ResolveRequest,
+    SearchRequest,
     Source,
     SourceError,
     SourceRef,
-    WebSource,
+    SourceSpec,
+    WebPage,
 )
-from workflows.sources import ResolvedDoc, ResolveRequest, SearchRequest, SourceSpec, WebPage
 
 CORPUS_PATTERNS = ("*.md", "*.txt")
 _URL_NOISE = {"www", "http", "https", "html", "htm", "php", "aspx", "index"}

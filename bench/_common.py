@@ -18,10 +18,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 import workflows
-from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
-from durafact.settings import Settings
+from cli.embedded import DEV_SERVER_TUNING, temporal_binary
+from cli.settings import Settings
+from cli.worker import build_worker
 from tests.scripted_model import Reply, ScriptedModel
-from worker import build_worker
 
 
 @dataclass

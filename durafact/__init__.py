@@ -1,109 +1,53 @@
-"""durafact: durable agent recipes on Temporal.
+"""durafact: durable agent recipes on Temporal; this package is their pure core.
 
-This package is the pure core shared by workflows and activities: artifacts and
-the ledger, stable ids, the answer flow, approvals, stage helpers, text scoring,
-skills, the status machine, the `Source` protocol and settings. Nothing here does
-I/O at import time, so it is safe inside the Temporal workflow sandbox. The source
-implementations (files, CSV, web, embeddings) are in `durafact.sources`; only
-activities call them.
+What a recipe is written with besides its base class (`workflows`): the ledger
+and its artifacts, the approval and source contracts, context references for
+model calls, and the pure helpers hooks call. Nothing here does I/O, reads a
+clock or draws a random number, so all of it is safe inside the workflow sandbox
+(`tests/durafact/test_purity.py` enforces it). Everything else lives in its
+module: ids in `durafact.ids`, the AnswerFlow engine in `durafact.answer_flow`,
+the grounding rule in `durafact.grounding`, Decimal arithmetic in
+`durafact.arithmetic`, the model-call contract in `durafact.llm`.
 """
 
-from durafact.answer_flow import (
-    BUDGET,
-    CHECK_ERROR,
-    FALLBACK_ERROR,
-    MISSING_VALUE,
-    REVIEW_POLICIES,
-    REVIEW_UNRESOLVED,
-    SOURCE_UNAVAILABLE,
-    AnswerBatchError,
-    AnswerCheck,
-    AnswerFlow,
-    AnswerFlowDefinitionError,
-    AnswerIssue,
-    AnswerItem,
-    AnswerResult,
-    RecoveryResult,
-    ReviewPolicy,
-    define_answer_flow,
-    validate_answer_batch,
-)
-from durafact.approval import (
-    ApprovalAnswer,
-    ApprovalKind,
-    ApprovalOutcome,
-    ApprovalPolicy,
-    ApprovalQuestion,
-    validate_answer,
-)
-from durafact.ids import final_id, result_id, step_id, text_key
-from durafact.ledger import (
-    Artifact,
-    Ledger,
-    LedgerError,
-    Link,
-    ProvenanceNode,
-    find,
-    find_all,
-)
-from durafact.settings import Settings
-from durafact.skills import Skill, SkillError, load_skills, match_skills
-from durafact.sources.base import Source, SourceError, SourceRef
+from durafact.answer_flow import AnswerCheck, AnswerIssue, AnswerItem, AnswerResult, RecoveryResult
+from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
+from durafact.ids import text_key
+from durafact.ledger import Artifact, Ledger, ProvenanceNode, find, find_all
+from durafact.llm import ArtifactSpan, ContextRef, Usage
+from durafact.skills import Skill, match_skills
+from durafact.sources import Doc, SourceRef, SourceSpec
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
-from durafact.status_machine import StatusMachine, StatusMachineError, Transition
-from durafact.text import EN_STOPWORDS, keyword_score, stem_words
+from durafact.status_machine import StatusMachine
+from durafact.text import keyword_score
 
 __all__ = [
-    "BUDGET",
-    "CHECK_ERROR",
-    "EN_STOPWORDS",
-    "FALLBACK_ERROR",
-    "MISSING_VALUE",
-    "REVIEW_POLICIES",
-    "REVIEW_UNRESOLVED",
-    "SOURCE_UNAVAILABLE",
-    "AnswerBatchError",
     "AnswerCheck",
-    "AnswerFlow",
-    "AnswerFlowDefinitionError",
     "AnswerIssue",
     "AnswerItem",
     "AnswerResult",
     "ApprovalAnswer",
-    "ApprovalKind",
     "ApprovalOutcome",
     "ApprovalPolicy",
     "ApprovalQuestion",
     "Artifact",
+    "ArtifactSpan",
+    "ContextRef",
+    "Doc",
     "Ledger",
-    "LedgerError",
-    "Link",
     "ProvenanceNode",
     "RecoveryResult",
-    "ReviewPolicy",
-    "Settings",
     "Skill",
-    "SkillError",
-    "Source",
-    "SourceError",
     "SourceRef",
+    "SourceSpec",
     "StatusMachine",
-    "StatusMachineError",
-    "Transition",
+    "Usage",
     "changed_fields",
-    "define_answer_flow",
     "downstream_fields",
     "earliest_stage",
-    "final_id",
     "find",
     "find_all",
     "keyword_score",
-    "load_skills",
     "match_skills",
-    "result_id",
-    "stem_words",
-    "step_id",
     "text_key",
-    "validate_answer",
-    "validate_answer_batch",
 ]

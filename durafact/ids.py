@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from durafact.sources import SourceRef
 
 _KEY_LIMIT = 48
 
@@ -83,3 +87,83 @@ def report_id(request: str) -> str:
 def reply_id(thread: str) -> str:
     """The final reply of an approval thread (`ApprovalGate`)."""
     return f"reply:{text_key(thread)}"
+
+
+# --- sources: fan-out and materialization -------------------------------------------
+
+
+def source_id_of(source_id: str) -> str:
+    return f"source:{source_id}"
+
+
+def ref_id(ref: SourceRef, owner_id: str) -> str:
+    return f"ref:{ref.stable_id()}:{owner_id}"
+
+
+def resolved_id(ref_artifact_id: str) -> str:
+    return f"resolved:{ref_artifact_id}"
+
+
+def search_failure_id(source_id: str, owner_id: str) -> str:
+    return f"failure:search:{source_id}:{owner_id}"
+
+
+def resolve_failure_id(ref_artifact_id: str) -> str:
+    return f"failure:resolve:{ref_artifact_id}"
+
+
+# --- answer flow: one batch of questions ------------------------------------------
+
+
+def question_id(item_id: str) -> str:
+    return f"question:{item_id}"
+
+
+def item_answer_id(item_id: str, round_: int) -> str:
+    """The answer an item got in round `round_` (0 = generate, then repairs)."""
+    return f"answer:{item_id}:{round_}"
+
+
+def answer_review_id(answer: str) -> str:
+    return f"review:{answer}"
+
+
+def outcome_id(item_id: str) -> str:
+    return f"outcome:{item_id}"
+
+
+# --- research: one turn of a question ----------------------------------------------
+
+
+def turn_id(turn: str) -> str:
+    return f"turn:{turn}"
+
+
+def research_answer_id(turn: str) -> str:
+    return f"answer:{turn}"
+
+
+def insufficient_id(turn: str) -> str:
+    return f"insufficient:{turn}"
+
+
+def choice_id(turn: str) -> str:
+    """The refs the model chose to read."""
+    return f"choice:{turn}"
+
+
+def evidence_id(turn: str, n: int) -> str:
+    return f"evidence:{turn}:{n}"
+
+
+def claim_id(turn: str, n: int) -> str:
+    return f"claim:{turn}:{n}"
+
+
+def calc_id(turn: str, name: str) -> str:
+    return f"calc:{turn}:{name}"
+
+
+def rejected_id(stage: str, turn: str, n: int) -> str:
+    """Something a stage refused (a quote not in its document, an unbacked claim)."""
+    return f"rejected:{stage}:{turn}:{n}"

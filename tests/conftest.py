@@ -17,11 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.embedded import DEV_SERVER_TUNING, temporal_binary, time_skipping_server_binary
-from durafact.settings import Settings
+from cli.embedded import DEV_SERVER_TUNING, temporal_binary, time_skipping_server_binary
+from cli.settings import Settings
+from cli.worker import build_worker
 from tests.helpers import ROOT, free_port
 from tests.scripted_model import ScriptedModel
-from worker import build_worker
 from workflows import SEARCH_ATTRIBUTES
 
 

@@ -20,9 +20,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from cli.embedded import DEV_SERVER_TUNING, temporal_binary
+from cli.settings import Settings
 from durafact.approval import ApprovalQuestion
-from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
-from durafact.settings import Settings
 from tests.scripted_model import Call, ScriptedModel
 from workflows.recipe import SEARCH_ATTRIBUTES
 

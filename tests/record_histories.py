@@ -19,9 +19,10 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from cli.embedded import DEV_SERVER_TUNING, temporal_binary
+from cli.settings import Settings
+from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer
-from durafact.embedded import DEV_SERVER_TUNING, temporal_binary
-from durafact.settings import Settings
 from tests.helpers import question_waiting
 from tests.scripted_answers import answerer, questions
 from tests.scripted_model import Call, ScriptedModel
@@ -33,7 +34,6 @@ from tests.scripted_research import (
     shipped_skills,
     sum_script,
 )
-from worker import build_worker
 from workflows import (
     SEARCH_ATTRIBUTES,
     AnswerBatchInput,

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from durafact.skills import Skill, load_skills
+from activities.skills import load_skills
+from durafact.grounding import normalize_text
+from durafact.skills import Skill
+from durafact.sources import SourceSpec
 from tests.scripted_model import Call
-from workflows.answer_flow import normalize_text
-from workflows.sources import SourceSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "research"

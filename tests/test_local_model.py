@@ -14,9 +14,9 @@ from openai import OpenAI
 from pydantic import BaseModel, ConfigDict
 from temporalio.client import Client
 
-from durafact.settings import Settings
+from cli.settings import Settings
+from cli.worker import build_worker
 from tests.helpers import free_port
-from worker import build_worker
 from workflows import Goal, PlanExecuteWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,6 @@
 """Recipe workflows: one module per recipe lifecycle, plus the shared recipe base."""
 
+from durafact.sources import Doc, ResolvedDoc, SourceFailure, SourceSpec
 from workflows.answer_flow import (
     AnswerBatchInput,
     AnswerFlowResult,
@@ -50,14 +51,7 @@ from workflows.research import (
     ResearchTurn,
     ResearchWorkflow,
 )
-from workflows.sources import (
-    Doc,
-    ResolvedDoc,
-    SourceFailure,
-    SourceSpec,
-    fan_out_sources,
-    materialize_doc,
-)
+from workflows.sources import fan_out_sources, materialize_doc
 from workflows.supervisor import (
     ApprovalGate,
     Facts,

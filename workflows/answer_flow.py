@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -95,21 +94,18 @@ from durafact.answer_flow import (
     define_answer_flow,
     validate_answer_batch,
 )
+from durafact.grounding import grounding_issues
+from durafact.ids import answer_review_id, item_answer_id, outcome_id, question_id
 from durafact.ledger import Ledger
 from durafact.llm import ContextRef, Usage
-from workflows.recipe import Recipe, RecipeContext
+from workflows.recipe import RECIPE_ATTRIBUTE, Recipe, RecipeContext
 
-# Issue codes of the workflow's own check and review (the flow adds BUDGET,
-# MISSING_VALUE, REVIEW_UNRESOLVED, SOURCE_UNAVAILABLE, ...).
-EMPTY_ANSWER = "EMPTY_ANSWER"
-QUOTE_TOO_SHORT = "QUOTE_TOO_SHORT"
-NOT_IN_SOURCE = "NOT_IN_SOURCE"
+# The review's issue code (the grounding rule's are in durafact.grounding; the flow
+# adds BUDGET, MISSING_VALUE, REVIEW_UNRESOLVED, SOURCE_UNAVAILABLE, ...).
 REVIEW_FAILED = "REVIEW_FAILED"
 
 NOT_ENOUGH_INFORMATION = "Not enough information to answer this question."
 
-MIN_QUOTE_WORDS = 3
-MIN_QUOTE_CHARS = 12
 MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
 QUESTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -195,22 +191,6 @@ class AnswerFlowResult(BaseModel):
             for link in self.ledger.links_from(outcome_id(result.item_id), "based_on"):
                 accepted[result.item_id] = self.ledger.get(link.target).typed(ItemAnswer).data
         return accepted
-
-
-def question_id(item_id: str) -> str:
-    return f"question:{item_id}"
-
-
-def answer_id(item_id: str, round_: int) -> str:
-    return f"answer:{item_id}:{round_}"
-
-
-def review_id(answer: str) -> str:
-    return f"review:{answer}"
-
-
-def outcome_id(item_id: str) -> str:
-    return f"outcome:{item_id}"
 
 
 # --- Validation: the starter calls these before it starts anything ---------------
@@ -347,60 +327,6 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# --- The grounding rule --------------------------------------------------------------
-
-_TYPOGRAPHY = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201a": "'",
-        "\u201b": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u201e": '"',
-        "\u201f": '"',
-        "\u2010": "-",
-        "\u2011": "-",
-        "\u2012": "-",
-        "\u2013": "-",
-        "\u2014": "-",
-        "\u2212": "-",
-    }
-)
-# Trimmed from both ends of a quote: what is left must still occur verbatim.
-_QUOTE_EDGES = " \"'`.,;:!?()[]"
-
-
-def normalize_text(text: str) -> str:
-    """NFKC, typographic quotes and dashes made plain, casefolded, whitespace folded."""
-    folded = unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHY).casefold()
-    return " ".join(folded.split())
-
-
-def grounding_issues(answer: str, quote: str, source: str) -> list[AnswerIssue]:
-    """The grounding rule as issues; no issues means the answer is grounded."""
-    issues: list[AnswerIssue] = []
-    if not answer.strip():
-        issues.append(AnswerIssue(code=EMPTY_ANSWER, message="the answer is empty"))
-    core = normalize_text(quote).strip(_QUOTE_EDGES)
-    if len(core.split()) < MIN_QUOTE_WORDS and len(core) < MIN_QUOTE_CHARS:
-        issues.append(
-            AnswerIssue(
-                code=QUOTE_TOO_SHORT,
-                message=f"the quote must be a passage of at least {MIN_QUOTE_WORDS} words or "
-                f"{MIN_QUOTE_CHARS} characters copied from the source",
-            )
-        )
-    elif core not in normalize_text(source):
-        issues.append(
-            AnswerIssue(
-                code=NOT_IN_SOURCE,
-                message="the quote does not occur verbatim in the source (case and spacing aside)",
-            )
-        )
-    return issues
-
-
 # --- The workflow ----------------------------------------------------------------------
 
 GENERATOR = (
@@ -447,8 +373,8 @@ class AnswerFlowWorkflow(Recipe):
 
     @workflow.run
     async def run(self, batch: AnswerBatchInput) -> AnswerFlowResult:
-        ctx, ledger = self.ctx, self.ctx.ledger
-        self.begin()
+        ctx, ledger = self._ctx, self._ctx.ledger
+        workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:
             items = self._entry(batch)
             for question in batch.questions:
@@ -485,13 +411,13 @@ class AnswerFlowWorkflow(Recipe):
         try:
             return check_answer_batch(batch)
         except (AnswerBatchError, AnswerFlowDefinitionError) as exc:
-            self.ctx.announce(f"invalid batch: {exc}", kind="error")
+            self._ctx.announce(f"invalid batch: {exc}", kind="error")
             raise ApplicationError(
                 str(exc), type="InvalidAnswerBatch", non_retryable=True
             ) from None
 
     def _store_outcome(self, result: AnswerResult) -> None:
-        ledger, item_id = self.ctx.ledger, result.item_id
+        ledger, item_id = self._ctx.ledger, result.item_id
         value = result.value
         if isinstance(value, ItemAnswer):
             value = value.answer
@@ -533,12 +459,17 @@ class AnswerFlowWorkflow(Recipe):
             for i in ids:
                 refs.append(question_id(i))
                 if previous and i in previous:
-                    refs.append(answer_id(i, r - 1))
+                    refs.append(item_answer_id(i, r - 1))
                 notes = []
                 for issue in repairs.get(i, []):
-                    if issue.code == REVIEW_FAILED and review_id(answer_id(i, r - 1)) in ctx.ledger:
-                        refs.append(review_id(answer_id(i, r - 1)))
-                        notes.append(f"{issue.code} (see [{review_id(answer_id(i, r - 1))}])")
+                    if (
+                        issue.code == REVIEW_FAILED
+                        and answer_review_id(item_answer_id(i, r - 1)) in ctx.ledger
+                    ):
+                        refs.append(answer_review_id(item_answer_id(i, r - 1)))
+                        notes.append(
+                            f"{issue.code} (see [{answer_review_id(item_answer_id(i, r - 1))}])"
+                        )
                     else:
                         notes.append(f"{issue.code}: {_short(issue.message)}")
                 lines.append(f"- {i}: " + "; ".join(notes or ["rejected"]))
@@ -564,7 +495,7 @@ class AnswerFlowWorkflow(Recipe):
         for i in ids:
             if i not in values:
                 continue
-            aid = answer_id(i, r)
+            aid = item_answer_id(i, r)
             ctx.ledger.create(aid, values[i])
             ctx.ledger.link(aid, "answers", question_id(i))
             if i in self._latest:
@@ -585,7 +516,7 @@ class AnswerFlowWorkflow(Recipe):
         r, ids = self.round, [item.id for item, _ in pairs]
         refs: list[ContextRef] = []
         for i in ids:
-            refs += [question_id(i), answer_id(i, r)]
+            refs += [question_id(i), item_answer_id(i, r)]
         summary = f"request model: review {_count(len(ids), 'answer')} (round {r})"
         ctx.announce(f"round {r}: {summary.removeprefix('request model: ')}")
         try:
@@ -609,9 +540,9 @@ class AnswerFlowWorkflow(Recipe):
         for verdict in output.verdicts:
             if verdict.item_id not in ids or verdict.item_id in checks:
                 continue
-            aid = answer_id(verdict.item_id, r)
-            ctx.ledger.create(review_id(aid), verdict)
-            ctx.ledger.link(review_id(aid), "reviews", aid)
+            aid = item_answer_id(verdict.item_id, r)
+            ctx.ledger.create(answer_review_id(aid), verdict)
+            ctx.ledger.link(answer_review_id(aid), "reviews", aid)
             issues = []
             if verdict.status == "failed":
                 reason = verdict.reason.strip() or "the review failed the answer"
@@ -636,7 +567,7 @@ class AnswerFlowWorkflow(Recipe):
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
             note = f"; blocked: {', '.join(blocked)}" if blocked else ""
-            self.ctx.set_status(status, status + note)
+            self._ctx.set_status(status, status + note)
             return
         round_ = stage_id.rsplit(":", 1)[-1]
         failing = [r.item_id for r in results if r.status == "blocked"]
@@ -644,4 +575,4 @@ class AnswerFlowWorkflow(Recipe):
         status += f" fallback={fallback}" if fallback else ""
         status += f" failing={len(failing)}"
         note = f"; failing: {', '.join(failing)}" if failing else ""
-        self.ctx.set_status(status, f"{stage_id}: {status}{note}")
+        self._ctx.set_status(status, f"{stage_id}: {status}{note}")

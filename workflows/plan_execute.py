@@ -1,22 +1,34 @@
 """PlanExecute: plan once, execute the steps strictly in order, then finish.
 
-The recipe owns the order, the artifact ids, the links and the status; a user
-writes only the three judgement hooks:
+The recipe owns the order, the artifact ids, the links and the status; you write
+only the three hooks that need judgement, and a three-line `run`:
 
     @workflow.defn
-    class TripPlanner(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
+    class TripPlanner(PlanExecute[Trip, Day, DayPlan, Itinerary]):
         @workflow.run
-        async def run(self, goal: Goal) -> FinalAnswer:
-            return await self.execute(goal)
+        async def run(self, trip: Trip) -> Itinerary:
+            return await self.execute(trip)
 
-        async def plan(self, ctx, goal): ...                  # -> list[PlanStep]
-        async def execute_step(self, ctx, step, history): ... # -> StepResult
-        async def finish(self, ctx, goal, results): ...       # -> FinalAnswer
+        async def plan(self, ctx, trip): ...                  # -> list[Day]
+        async def execute_step(self, ctx, day, history): ...  # -> DayPlan
+        async def finish(self, ctx, trip, results): ...       # -> Itinerary
+
+Guarantees: `plan` runs once; the steps run strictly one at a time, each given
+the results of all earlier steps in order (`history`); `finish` runs when every
+step has a result. A plan with no steps fails the run (`EmptyPlan`). Give the
+model earlier results as `context=ctx.refs(history)`: one constant-size
+reference, read by the model activity from the ledger, so history grows
+linearly with the steps instead of storing every result again in every prompt.
 
 Artifacts: `goal:{goal}`, `step:{goal}:{i}` (linked `from_goal`),
 `result:step:{goal}:{i}` (linked `executes` its step) and `final:{goal}` (linked
-`supported_by` every result). The model activities carry the same ids with an
-`llm:` prefix, so the Web UI timeline reads like the ledger.
+`supported_by` every result). A step or result model with `goal` and `index`
+fields gets them filled in. The model activities carry the same ids with an
+`llm:` prefix (`llm:plan:{goal}`, `llm:step:{goal}:{i}`, `llm:final:{goal}`), so
+the Web UI timeline reads like the ledger.
+
+Status (`DurafactStatus`): `planning`, `executing:{i}/{n}`, `finishing`,
+`completed`; `failed` when a hook raises.
 """
 
 from __future__ import annotations
@@ -27,9 +39,9 @@ from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from durafact.ids import final_id, goal_id, result_id, step_id, steps_prefix, text_key
+from durafact.ids import final_id, goal_id, result_id, step_id, text_key
 from durafact.ledger import Ledger
-from durafact.llm import ArtifactSpan, ContextRef, Usage
+from durafact.llm import Usage
 from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
 
 G = TypeVar("G", bound=BaseModel)
@@ -38,7 +50,7 @@ R = TypeVar("R", bound=BaseModel)
 F = TypeVar("F", bound=BaseModel)
 
 
-class PlanExecute(Recipe, Generic[G, S, R, F]):
+class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
     """Plan -> execute each step with the results before it -> finish."""
 
     recipe_name = "plan_execute"
@@ -52,53 +64,41 @@ class PlanExecute(Recipe, Generic[G, S, R, F]):
     async def finish(self, ctx: RecipeContext, goal: G, results: list[R]) -> F:
         raise NotImplementedError
 
-    def results_context(self, results: list[R]) -> list[ContextRef]:
-        """`ctx.llm` context naming `results` (the plan's first results) in constant size."""
-        prefix = result_id(steps_prefix(self._goal_text))
-        return [ArtifactSpan(prefix=prefix, count=len(results))] if results else []
-
-    async def execute(self, goal: G) -> F:
-        ctx, ledger = self.ctx, self.ctx.ledger
-        self.begin()
-        text = self._goal_text = subject_text(goal, "text")
+    async def lifecycle(self, ctx: RecipeContext, goal: G) -> F:
+        ledger = ctx.ledger
+        text = subject_text(goal, "text")
         key = text_key(text)
         ledger.create(goal_id(text), goal)
-        try:
-            ctx.set_status("planning", f"planning: {key}")
-            with ctx.scoped(f"plan:{key}"):
-                planned = await self.plan(ctx, goal)
-            if not planned:
-                raise ApplicationError(
-                    "the plan has no steps", type="EmptyPlan", non_retryable=True
-                )
-            steps = [stamp(step, goal=key, index=i) for i, step in enumerate(planned)]
-            for i, step in enumerate(steps):
-                ledger.create(step_id(text, i), step)
-                ledger.link(step_id(text, i), "from_goal", goal_id(text))
-            ctx.announce(f"planned {len(steps)} steps")
+        ctx.set_status("planning", f"planning: {key}")
+        with ctx.scoped(f"plan:{key}"):
+            planned = await self.plan(ctx, goal)
+        if not planned:
+            raise ApplicationError("the plan has no steps", type="EmptyPlan", non_retryable=True)
+        steps = [stamp(step, goal=key, index=i) for i, step in enumerate(planned)]
+        for i, step in enumerate(steps):
+            ledger.create(step_id(text, i), step)
+            ledger.link(step_id(text, i), "from_goal", goal_id(text))
+        ctx.announce(f"planned {len(steps)} steps")
 
-            results: list[R] = []
-            for i, step in enumerate(steps):
-                sid = step_id(text, i)
-                ctx.set_status(f"executing:{i + 1}/{len(steps)}", f"step {i + 1}/{len(steps)}")
-                with ctx.scoped(sid):
-                    result = await self.execute_step(ctx, step, list(results))
-                result = stamp(result, goal=key, index=i)
-                ledger.create(result_id(sid), result)
-                ledger.link(result_id(sid), "executes", sid)
-                results.append(result)
-                ctx.announce(f"step {i + 1}/{len(steps)} done")
+        results: list[R] = []
+        for i, step in enumerate(steps):
+            sid = step_id(text, i)
+            ctx.set_status(f"executing:{i + 1}/{len(steps)}", f"step {i + 1}/{len(steps)}")
+            with ctx.scoped(sid):
+                result = await self.execute_step(ctx, step, list(results))
+            result = stamp(result, goal=key, index=i)
+            ledger.create(result_id(sid), result)
+            ledger.link(result_id(sid), "executes", sid)
+            results.append(result)
+            ctx.announce(f"step {i + 1}/{len(steps)} done")
 
-            ctx.set_status("finishing")
-            fid = final_id(text)
-            with ctx.scoped(fid):
-                final = await self.finish(ctx, goal, list(results))
-            ledger.create(fid, final)
-            for i in range(len(steps)):
-                ledger.link(fid, "supported_by", result_id(step_id(text, i)))
-        except Exception:
-            ctx.set_status("failed")
-            raise
+        ctx.set_status("finishing")
+        fid = final_id(text)
+        with ctx.scoped(fid):
+            final = await self.finish(ctx, goal, list(results))
+        ledger.create(fid, final)
+        for i in range(len(steps)):
+            ledger.link(fid, "supported_by", result_id(step_id(text, i)))
         ctx.set_status("completed")
         return final
 
@@ -177,11 +177,16 @@ FINISHER = (
 class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
     """Goal in; a plan of steps, each executed with the earlier results; a final answer."""
 
+    @workflow.init
+    def __init__(self, goal: Goal) -> None:
+        super().__init__()
+        self.goal = goal
+
     @workflow.run
     async def run(self, goal: Goal) -> PlanExecuteResult:
         answer = await self.execute(goal)
         return PlanExecuteResult(
-            goal=goal.text, answer=answer, usage=self.ctx.usage, ledger=self.ctx.ledger
+            goal=goal.text, answer=answer, usage=self.usage, ledger=self.ledger
         )
 
     async def plan(self, ctx: RecipeContext, goal: Goal) -> list[PlanStep]:
@@ -199,9 +204,9 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         self, ctx: RecipeContext, step: PlanStep, history: list[StepResult]
     ) -> StepResult:
         text = await ctx.llm.text(
-            f"Goal: {self._goal_text}\nStep {step.index + 1}: {step.description}",
+            f"Goal: {self.goal.text}\nStep {step.index + 1}: {step.description}",
             system=EXECUTOR,
-            context=self.results_context(history),
+            context=ctx.refs(history),
             summary=f"request model: step {step.index + 1} {quote(step.description)}",
         )
         return StepResult(text=text)
@@ -212,7 +217,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         text = await ctx.llm.text(
             f"Goal: {goal.text}\nWrite the final answer.",
             system=FINISHER,
-            context=self.results_context(results),
+            context=ctx.refs(results),
             summary=f"request model: final answer for {quote(goal.text)}",
         )
         return FinalAnswer(goal=goal.text, text=text)

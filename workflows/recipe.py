@@ -21,10 +21,10 @@ drops it with a warning announcement, the update fails at the caller.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -43,6 +43,7 @@ from durafact.approval import (
 from durafact.ids import approval_id, text_key
 from durafact.ledger import Ledger
 from durafact.llm import (
+    ArtifactSpan,
     ChatMessage,
     ContextRef,
     ContextText,
@@ -213,6 +214,33 @@ class RecipeContext:
         self.llm = ModelCalls(self)
         self._calls_in_scope = 0
 
+    def refs(self, *items: BaseModel | Sequence[BaseModel]) -> list[ContextRef]:
+        """Context references (`ctx.llm.text(..., context=ctx.refs(...))`) to artifacts
+        of this run, named by the objects a hook was given (a step's history, a draft).
+
+        The model activity reads their texts from the ledger, so a text is stored in
+        history once, however many prompts use it. A run of artifacts that are the
+        first of their id prefix in creation order (every earlier result of a plan)
+        becomes one constant-size `ArtifactSpan`, so a prompt's input does not grow
+        with the run. An object that is not in the ledger is a `LookupError`.
+        """
+        by_object = {id(a.data): a.id for a in self.ledger.all()}
+        ids: list[str] = []
+        for item in items:
+            for one in [item] if isinstance(item, BaseModel) else item:
+                if id(one) not in by_object:
+                    raise LookupError(f"{type(one).__name__} is not an artifact of this run")
+                ids.append(by_object[id(one)])
+        if len(ids) > 1:
+            prefix = ids[0].rsplit(":", 1)[0] + ":"
+            span = ArtifactSpan(prefix=prefix, count=len(ids))
+            if (
+                all(i.startswith(prefix) for i in ids)
+                and [a.id for a in self.ledger.select(span)] == ids
+            ):
+                return [span]
+        return list(ids)
+
     @contextmanager
     def scoped(self, artifact_id: str) -> Iterator[None]:
         """Name the activities a hook starts after the artifact it is producing."""
@@ -382,8 +410,22 @@ class RecipeContext:
             self.set_status(verdict)
 
 
-class Recipe:
-    """Base of every recipe workflow: the context and the queries the starter uses."""
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out")
+
+
+class Recipe(Generic[In, Out]):
+    """Base of every recipe workflow, built-in or yours.
+
+    A lifecycle base (`PlanExecute`, `ReflectionLoop`, `AnswerFlow`, `Research`)
+    overrides `lifecycle` with the story of its run and calls the hooks a subclass
+    writes; a one-off recipe overrides `lifecycle` itself. `execute(input)` marks
+    the run in the `DurafactRecipe` search attribute, runs the lifecycle, and sets
+    the status `failed` when it raises. Hooks get the `RecipeContext` as their
+    first argument and reach the world only through it. Every recipe workflow
+    answers the queries `status`, `progress`, `artifacts` and `pending_questions`,
+    the signal `answer` and the update `decide`.
+    """
 
     recipe_name: ClassVar[str] = "recipe"
     llm_timeout: ClassVar[timedelta] = timedelta(minutes=2)
@@ -398,46 +440,64 @@ class Recipe:
     )
 
     def __init__(self) -> None:
-        self.ctx = RecipeContext(
+        self._ctx = RecipeContext(
             self.recipe_name, self.llm_timeout, self.llm_heartbeat_timeout, self.llm_retry
         )
 
-    def begin(self) -> None:
-        """Mark the run as this recipe in the search attributes."""
+    async def execute(self, input: In) -> Out:
+        """Run the lifecycle on `input`: what a recipe's `@workflow.run` returns."""
         workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
+        try:
+            return await self.lifecycle(self._ctx, input)
+        except Exception:
+            self._ctx.set_status("failed")
+            raise
+
+    async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
+        raise NotImplementedError(f"{type(self).__name__} defines no lifecycle")
+
+    @property
+    def ledger(self) -> Ledger:
+        """The run's artifacts: what a ready workflow's result carries."""
+        return self._ctx.ledger
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used by the run's model calls so far."""
+        return self._ctx.usage
 
     @workflow.query
     def status(self) -> str:
-        return self.ctx.status
+        return self._ctx.status
 
     @workflow.query
     def progress(self, offset: int = 0) -> Progress:
-        events = self.ctx.events[max(offset, 0) :]
-        return Progress(status=self.ctx.status, events=events, next_offset=offset + len(events))
+        events = self._ctx.events[max(offset, 0) :]
+        return Progress(status=self._ctx.status, events=events, next_offset=offset + len(events))
 
     @workflow.query
     def artifacts(self) -> Ledger:
-        return self.ctx.ledger
+        return self._ctx.ledger
 
     @workflow.query
     def pending_questions(self) -> list[ApprovalQuestion]:
-        return self.ctx.pending_questions()
+        return self._ctx.pending_questions()
 
     @workflow.signal
     def answer(self, answer: ApprovalAnswer) -> None:
         """A person's answer, fire and forget (`starter.py approve`). One that cannot be
         taken (see `validate_answer`) is dropped with a warning announcement."""
         try:
-            self.ctx.receive_answer(answer)
+            self._ctx.receive_answer(answer)
         except ValueError as refusal:
             workflow.logger.warning("answer dropped: %s", refusal)
-            self.ctx.announce(f"answer dropped: {refusal}", kind="warning")
+            self._ctx.announce(f"answer dropped: {refusal}", kind="warning")
 
     @workflow.update
     def decide(self, answer: ApprovalAnswer) -> ApprovalOutcome:
         """A person's answer to a named question; returns the outcome."""
         try:
-            return self.ctx.receive_answer(answer)
+            return self._ctx.receive_answer(answer)
         except ValueError as refusal:  # only if the state changed since the validator ran
             raise ApplicationError(str(refusal), type=INVALID_ANSWER, non_retryable=True) from None
 
@@ -451,12 +511,12 @@ class Recipe:
                 non_retryable=True,
             )
         try:
-            self.ctx.check_answer(answer)
+            self._ctx.check_answer(answer)
         except ValueError as refusal:
             raise ApplicationError(str(refusal), type=INVALID_ANSWER, non_retryable=True) from None
 
     @workflow.query
     def context_texts(self, refs: list[ContextRef]) -> list[ContextText]:
         """The prompt text of the referenced artifacts, for the model activity."""
-        ledger = self.ctx.ledger
+        ledger = self._ctx.ledger
         return [ContextText(id=a.id, text=a.text()) for ref in refs for a in ledger.select(ref)]

@@ -11,8 +11,13 @@ status; a user writes only the four judgement hooks:
 
         async def draft(self, ctx, topic): ...               # -> Essay
         async def critique(self, ctx, draft): ...            # -> (score, feedback)
-        async def rewrite(self, ctx, draft, feedback): ...   # -> Essay
-        async def finish(self, ctx, draft): ...              # -> Published
+        async def rewrite(self, ctx, draft, review): ...     # -> Essay
+        async def finish(self, ctx, draft, review): ...      # -> Published
+
+`rewrite` and `finish` get the last `Review` (its round, score and feedback).
+Give the model the draft and the review as `context=ctx.refs(draft, review)`:
+references the model activity reads from the ledger, so each text is stored in
+history once.
 
 Rounds. Round `r` is the critique of version `r` of the draft: the first draft is
 critiqued in round 1, the draft rewritten with round 1's feedback in round 2, and
@@ -103,7 +108,7 @@ class ReflectionOutcome(BaseModel, Generic[F]):
     final: F
 
 
-class ReflectionLoop(Recipe, Generic[T, D, F]):
+class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
     """Draft -> critique -> rewrite with the feedback until accepted or out of rounds -> finish."""
 
     recipe_name = "reflection"
@@ -116,104 +121,91 @@ class ReflectionLoop(Recipe, Generic[T, D, F]):
     async def critique(self, ctx: RecipeContext, draft: D) -> tuple[float, str]:
         raise NotImplementedError
 
-    async def rewrite(self, ctx: RecipeContext, draft: D, feedback: str) -> D:
+    async def rewrite(self, ctx: RecipeContext, draft: D, review: Review) -> D:
         raise NotImplementedError
 
-    async def finish(self, ctx: RecipeContext, draft: D) -> F:
+    async def finish(self, ctx: RecipeContext, draft: D, review: Review) -> F:
         raise NotImplementedError
 
-    def draft_artifact_id(self) -> str:
-        """Ledger id of the draft (its current version), for `ctx.llm` context."""
-        return draft_id(self._topic_text)
+    def limits(self, topic: T) -> tuple[float, int]:
+        """(accept_at, max_rounds) for this run: the input's `accept_at`/`max_rounds`
+        fields where it has them and they are set, else the class settings."""
+        accept_at = getattr(topic, "accept_at", None)
+        max_rounds = getattr(topic, "max_rounds", None)
+        return (
+            self.accept_at if accept_at is None else accept_at,
+            self.max_rounds if max_rounds is None else max_rounds,
+        )
 
-    def review_artifact_ids(self) -> list[str]:
-        """Ledger ids of the reviews so far, oldest first, for `ctx.llm` context."""
-        did = self.draft_artifact_id()
-        return [review_id(did, r) for r in range(1, len(self.scores) + 1)]
-
-    async def execute(
-        self, topic: T, accept_at: float | None = None, max_rounds: int | None = None
-    ) -> ReflectionOutcome[F]:
-        """Run the loop; `accept_at`/`max_rounds` override the class settings for this run."""
-        ctx, ledger = self.ctx, self.ctx.ledger
-        self.begin()
-        text = self._topic_text = subject_text(topic, "topic", "text")
+    async def lifecycle(self, ctx: RecipeContext, topic: T) -> ReflectionOutcome[F]:
+        ledger = ctx.ledger
+        text = subject_text(topic, "topic", "text")
         key = text_key(text)
         ledger.create(topic_id(text), topic)
         did = draft_id(text)
-        self.scores: list[float] = []
-        self.round = 0
-        try:
-            threshold, rewrites = self._limits(accept_at, max_rounds)
-            ctx.set_status("drafting", f"drafting: {key}")
-            with ctx.scoped(did):
-                draft = stamp(await self.draft(ctx, topic), topic=key, round=1)
-            ledger.create(did, draft)
-            ledger.link(did, "from_topic", topic_id(text))
+        scores: list[float] = []
+        threshold, rewrites = _checked_limits(*self.limits(topic))
+        ctx.set_status("drafting", f"drafting: {key}")
+        with ctx.scoped(did):
+            draft = stamp(await self.draft(ctx, topic), topic=key, round=1)
+        ledger.create(did, draft)
+        ledger.link(did, "from_topic", topic_id(text))
 
-            while True:
-                self.round += 1
-                rid = review_id(did, self.round)
-                ctx.set_status(f"critiquing:{self.round}")
-                with ctx.scoped(rid):
-                    score, feedback = await self.critique(ctx, draft)
-                score, raw = checked_score(score)
-                if raw is not None:
-                    ctx.announce(f"round {self.round}: score {raw!r} clamped to {score}")
-                ledger.create(
-                    rid, Review(round=self.round, score=score, feedback=feedback, raw_score=raw)
-                )
-                ledger.link(rid, "reviews", did)
-                self.scores.append(score)
-                ctx.announce(f"round {self.round}: score {score:.2f} (accept at {threshold:.2f})")
-                if score >= threshold:
-                    ending: Ending = "accepted"
-                    break
-                if self.round > rewrites:
-                    ending = "round_limit"
-                    break
-                ctx.set_status(f"rewriting:{self.round}")
-                with ctx.scoped(f"rewrite:{did}:{self.round}"):
-                    draft = await self.rewrite(ctx, draft, feedback)
-                draft = stamp(draft, topic=key, round=self.round + 1)
-                ledger.update(did, draft)
+        round_ = 0
+        while True:
+            round_ += 1
+            rid = review_id(did, round_)
+            ctx.set_status(f"critiquing:{round_}")
+            with ctx.scoped(rid):
+                score, feedback = await self.critique(ctx, draft)
+            score, raw = checked_score(score)
+            if raw is not None:
+                ctx.announce(f"round {round_}: score {raw!r} clamped to {score}")
+            review = Review(round=round_, score=score, feedback=feedback, raw_score=raw)
+            ledger.create(rid, review)
+            ledger.link(rid, "reviews", did)
+            scores.append(score)
+            ctx.announce(f"round {round_}: score {score:.2f} (accept at {threshold:.2f})")
+            if score >= threshold:
+                ending: Ending = "accepted"
+                break
+            if round_ > rewrites:
+                ending = "round_limit"
+                break
+            ctx.set_status(f"rewriting:{round_}")
+            with ctx.scoped(f"rewrite:{did}:{round_}"):
+                draft = await self.rewrite(ctx, draft, review)
+            draft = stamp(draft, topic=key, round=round_ + 1)
+            ledger.update(did, draft)
 
-            self.ending = ending
-            ctx.set_status("finishing", f"finishing: {ending} in round {self.round}")
-            fid = final_id(text)
-            with ctx.scoped(fid):
-                final = await self.finish(ctx, draft)
-            ledger.create(fid, final)
-            ledger.link(fid, "based_on", did)
-        except Exception:
-            ctx.set_status("failed")
-            raise
-        last = self.scores[-1]
-        ctx.set_status(ending, f"{ending}: round {self.round}, score {last:.2f}")
-        return ReflectionOutcome(
-            ending=ending, scores=list(self.scores), rounds=self.round, final=final
+        ctx.set_status("finishing", f"finishing: {ending} in round {round_}")
+        fid = final_id(text)
+        with ctx.scoped(fid):
+            final = await self.finish(ctx, draft, review)
+        ledger.create(fid, final)
+        ledger.link(fid, "based_on", did)
+        ctx.set_status(ending, f"{ending}: round {round_}, score {scores[-1]:.2f}")
+        return ReflectionOutcome(ending=ending, scores=scores, rounds=round_, final=final)
+
+
+def _checked_limits(threshold: object, rewrites: object) -> tuple[float, int]:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0.0 <= threshold <= 1.0
+    ):
+        raise ApplicationError(
+            f"accept_at must be a number in [0, 1], not {threshold!r}",
+            type="InvalidSettings",
+            non_retryable=True,
         )
-
-    def _limits(self, accept_at: float | None, max_rounds: int | None) -> tuple[float, int]:
-        threshold = self.accept_at if accept_at is None else accept_at
-        rewrites = self.max_rounds if max_rounds is None else max_rounds
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not 0.0 <= threshold <= 1.0
-        ):
-            raise ApplicationError(
-                f"accept_at must be a number in [0, 1], not {threshold!r}",
-                type="InvalidSettings",
-                non_retryable=True,
-            )
-        if isinstance(rewrites, bool) or not isinstance(rewrites, int) or rewrites < 0:
-            raise ApplicationError(
-                f"max_rounds must be an integer >= 0, not {rewrites!r}",
-                type="InvalidSettings",
-                non_retryable=True,
-            )
-        return float(threshold), rewrites
+    if isinstance(rewrites, bool) or not isinstance(rewrites, int) or rewrites < 0:
+        raise ApplicationError(
+            f"max_rounds must be an integer >= 0, not {rewrites!r}",
+            type="InvalidSettings",
+            non_retryable=True,
+        )
+    return float(threshold), rewrites
 
 
 # --- The ready, LLM-driven ReflectionLoop -----------------------------------------
@@ -298,19 +290,22 @@ REWRITER = (
 class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
     """Topic in; a draft critiqued and rewritten until accepted or out of rounds; the text."""
 
+    @workflow.init
+    def __init__(self, request: ReflectionInput) -> None:
+        super().__init__()
+        self.request = request
+
     @workflow.run
     async def run(self, request: ReflectionInput) -> ReflectionResult:
-        outcome = await self.execute(
-            request, accept_at=request.accept_at, max_rounds=request.max_rounds
-        )
+        outcome = await self.execute(request)
         return ReflectionResult(
             topic=request.topic,
             ending=outcome.ending,
             scores=outcome.scores,
             rounds=outcome.rounds,
             final=outcome.final,
-            usage=self.ctx.usage,
-            ledger=self.ctx.ledger,
+            usage=self.usage,
+            ledger=self.ledger,
         )
 
     async def draft(self, ctx: RecipeContext, topic: ReflectionInput) -> Draft:
@@ -326,25 +321,24 @@ class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
         # result of the call that wrote it, not again in every call that reads it.
         critique = await ctx.llm.structured(
             Critique,
-            f"Topic: {self._topic_text}\nReview the draft (round {self.round}).",
+            f"Topic: {self.request.topic}\nReview the draft (round {draft.round}).",
             system=CRITIC,
-            context=[self.draft_artifact_id()],
-            summary=f"request model: critique round {self.round}",
+            context=ctx.refs(draft),
+            summary=f"request model: critique round {draft.round}",
         )
         return critique.score, critique.feedback
 
-    async def rewrite(self, ctx: RecipeContext, draft: Draft, feedback: str) -> Draft:
-        # The feedback reaches the model as the review artifact it is stored in.
+    async def rewrite(self, ctx: RecipeContext, draft: Draft, review: Review) -> Draft:
         text = await ctx.llm.text(
-            f"Topic: {self._topic_text}\nRewrite the draft using the review's feedback.",
+            f"Topic: {self.request.topic}\nRewrite the draft using the review's feedback.",
             system=REWRITER,
-            context=[self.draft_artifact_id(), self.review_artifact_ids()[-1]],
-            summary=f"request model: rewrite round {self.round}",
+            context=ctx.refs(draft, review),
+            summary=f"request model: rewrite round {review.round}",
         )
         return Draft(text=text)
 
-    async def finish(self, ctx: RecipeContext, draft: Draft) -> FinalText:
+    async def finish(self, ctx: RecipeContext, draft: Draft, review: Review) -> FinalText:
         # No model call: the final text is the draft that was critiqued last.
         return FinalText(
-            topic=self._topic_text, text=draft.text, rounds=self.round, score=self.scores[-1]
+            topic=self.request.topic, text=draft.text, rounds=review.round, score=review.score
         )

@@ -59,31 +59,40 @@ from __future__ import annotations
 
 import asyncio
 import re
-from decimal import Decimal, Inexact, InvalidOperation, localcontext
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
-from durafact.ids import text_key
+from durafact.arithmetic import (
+    PLACEHOLDER,
+    Operation,
+    column_values,
+    compute,
+    plain,
+    unsupported_numbers,
+)
+from durafact.grounding import grounding_issues
+from durafact.ids import (
+    calc_id,
+    choice_id,
+    claim_id,
+    evidence_id,
+    insufficient_id,
+    rejected_id,
+    research_answer_id,
+    text_key,
+    turn_id,
+)
 from durafact.ledger import Artifact, Ledger, ProvenanceNode
 from durafact.llm import ContextRef, Usage
 from durafact.skills import Skill, match_skills
-from durafact.sources.base import SourceError, SourceRef
-from durafact.sources.csv import column_values
+from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
 from durafact.status_machine import StatusMachine
-from workflows.answer_flow import grounding_issues
-from workflows.recipe import Recipe, RecipeContext, quote
-from workflows.sources import (
-    Doc,
-    SourceSpec,
-    fan_out_sources,
-    materialize_doc,
-    register_sources,
-    source_spec,
-)
+from workflows.recipe import RECIPE_ATTRIBUTE, Recipe, RecipeContext, quote
+from workflows.sources import fan_out_sources, materialize_doc, register_sources, source_spec
 
-Operation = Literal["sum", "mean", "min", "max", "count"]
 TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
 
 # Situations, written by code, that skills are matched against (never the question).
@@ -98,10 +107,7 @@ NO_SUPPORT = "NO_SUPPORT"
 UNKNOWN_CALCULATION = "UNKNOWN_CALCULATION"
 UNSUPPORTED_NUMBER = "UNSUPPORTED_NUMBER"
 
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z][A-Za-z0-9_]{0,31})\s*\}\}")
 CALC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
-NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
 # --- Input and result -----------------------------------------------------------------
@@ -286,8 +292,8 @@ class ResearchResult(BaseModel):
     ledger: Ledger
 
     @property
-    def answer_id(self) -> str:
-        return answer_id(self.turn)
+    def research_answer_id(self) -> str:
+        return research_answer_id(self.turn)
 
     def provenance(self) -> ProvenanceNode | None:
         """Answer -> claims -> evidence and calculations -> docs -> refs -> sources."""
@@ -306,18 +312,6 @@ class ResearchResult(BaseModel):
     @property
     def calculations(self) -> list[Artifact[Calculation]]:
         return self.ledger.find_all(Calculation)
-
-
-def turn_id(turn: str) -> str:
-    return f"turn:{turn}"
-
-
-def answer_id(turn: str) -> str:
-    return f"answer:{turn}"
-
-
-def insufficient_id(turn: str) -> str:
-    return f"insufficient:{turn}"
 
 
 # --- The status machine ---------------------------------------------------------------
@@ -344,66 +338,6 @@ class EvaluateTurn(StatusMachine[ResearchTurn]):
 
     def on_transition(self, ledger: Ledger, key: str, old: str, new: str) -> None:
         self.ctx.set_status(new, f"research status: {old} -> {new}")
-
-
-# --- Pure helpers: numbers and calculations --------------------------------------------
-
-
-def numbers_in(text: str) -> set[Decimal]:
-    """The numbers written in `text` (placeholders aside), as values: "14" == "14.00",
-    "1,047" == 1047, "12,5" == 12.5."""
-    values = set()
-    for token in NUMBER.findall(PLACEHOLDER.sub(" ", text)):
-        cleaned = token.replace(",", "") if _GROUPED.fullmatch(token) else token.replace(",", ".")
-        if cleaned.count(".") > 1:  # a date or version: each part is a number
-            values.update(Decimal(part) for part in cleaned.split(".") if part)
-            continue
-        try:
-            values.add(Decimal(cleaned))
-        except InvalidOperation:  # pragma: no cover - NUMBER admits digits only
-            continue
-    return values
-
-
-def unsupported_numbers(text: str, support: str) -> list[str]:
-    """The numbers `text` states that `support` does not hold, as written in `text`."""
-    known = numbers_in(support)
-    missing = []
-    for token in NUMBER.findall(PLACEHOLDER.sub(" ", text)):
-        if not numbers_in(token) <= known:
-            missing.append(token)
-    return missing
-
-
-def compute(op: Operation, values: list[Decimal]) -> tuple[Decimal, bool]:
-    """(value, rounded). Exact `Decimal` arithmetic; a mean that does not terminate is
-    cut to two more decimal places than its inputs have (half to even)."""
-    with localcontext() as decimal:
-        decimal.prec = 28
-        if op == "count":
-            return Decimal(len(values)), False
-        if not values:
-            raise ValueError("no values to compute over")
-        if op == "sum":
-            return sum(values, Decimal(0)), False
-        if op == "min":
-            return min(values), False
-        if op == "max":
-            return max(values), False
-        total = sum(values, Decimal(0))
-        decimal.clear_flags()
-        mean = total / len(values)
-        if not decimal.flags[Inexact]:
-            return mean, False
-        places = max(
-            -v.as_tuple().exponent for v in values if isinstance(v.as_tuple().exponent, int)
-        )
-        return mean.quantize(Decimal(1).scaleb(-(max(places, 0) + 2))), True
-
-
-def plain(value: Decimal) -> str:
-    """A decimal written out, never in scientific notation."""
-    return format(value, "f")
 
 
 # --- The workflow ----------------------------------------------------------------------
@@ -455,13 +389,13 @@ class ResearchWorkflow(Recipe):
 
     def __init__(self) -> None:
         super().__init__()
-        self.turns = EvaluateTurn(self.ctx)
+        self.turns = EvaluateTurn(self._ctx)
         self._skills: list[Skill] = []
 
     @workflow.run
     async def run(self, request: ResearchInput) -> ResearchResult:
-        ctx, ledger = self.ctx, self.ctx.ledger
-        self.begin()
+        ctx, ledger = self._ctx, self._ctx.ledger
+        workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         self._skills = list(request.skills)
         turn = text_key(request.question)
         try:
@@ -497,7 +431,7 @@ class ResearchWorkflow(Recipe):
     # --- the stages ---------------------------------------------------------------------
 
     async def _research(self, request: ResearchInput, turn: str) -> ResearchAnswer | Insufficient:
-        ctx = self.ctx
+        ctx = self._ctx
         refs = await fan_out_sources(
             ctx,
             request.question,
@@ -548,7 +482,7 @@ class ResearchWorkflow(Recipe):
         self, request: ResearchInput, turn: str, refs: list[Artifact[SourceRef]]
     ) -> list[Artifact[SourceRef]]:
         """One model call names the refs worth reading; at most `max_docs` are kept."""
-        ctx = self.ctx
+        ctx = self._ctx
         by_id = {ref.id: ref for ref in refs}
         with ctx.scoped(f"select:{turn}"):
             choice = await ctx.llm.structured(
@@ -567,7 +501,7 @@ class ResearchWorkflow(Recipe):
             ctx.announce(f"the model chose {len(picked)} refs; reading {request.max_docs}")
             picked = picked[: request.max_docs]
         if picked:
-            cid = f"choice:{turn}"
+            cid = choice_id(turn)
             ctx.ledger.create(
                 cid, RefSelection(query_id=turn, ref_ids=picked, reason=choice.reason)
             )
@@ -579,7 +513,7 @@ class ResearchWorkflow(Recipe):
         self, request: ResearchInput, turn: str, docs: list[Artifact[Any]]
     ) -> list[Artifact[Evidence]]:
         """One model call quotes the documents; only verbatim quotes are kept."""
-        ctx, ledger = self.ctx, self.ctx.ledger
+        ctx, ledger = self._ctx, self._ctx.ledger
         texts = {doc.id: doc.typed(Doc).data.text for doc in docs}
         with ctx.scoped(f"evidence:{turn}"):
             found = await ctx.llm.structured(
@@ -603,7 +537,7 @@ class ResearchWorkflow(Recipe):
                 rejected += 1
                 self._reject(turn, "evidence", rejected, issues, draft)
                 continue
-            eid = f"evidence:{turn}:{len(kept) + 1}"
+            eid = evidence_id(turn, len(kept) + 1)
             ledger.create(
                 eid,
                 Evidence(query_id=turn, doc_id=draft.doc_id, quote=draft.quote, point=draft.point),
@@ -625,7 +559,7 @@ class ResearchWorkflow(Recipe):
     ) -> list[Artifact[Claim]]:
         """One model call states claims and names calculations; code checks the claims
         and computes the calculations."""
-        ctx, ledger = self.ctx, self.ctx.ledger
+        ctx, ledger = self._ctx, self._ctx.ledger
         rows = [doc.id for doc in docs if doc.typed(Doc).data.fields is not None]
         context: list[ContextRef] = [e.id for e in evidence] + rows
         table = f" and {_count(len(rows), 'table row')}" if rows else ""
@@ -661,7 +595,7 @@ class ResearchWorkflow(Recipe):
                 rejected += 1
                 self._reject(turn, "claim", rejected, issues, draft)
                 continue
-            cid = f"claim:{turn}:{len(kept) + 1}"
+            cid = claim_id(turn, len(kept) + 1)
             calc_ids = [calculations[n].id for n in names]
             ledger.create(
                 cid,
@@ -681,7 +615,7 @@ class ResearchWorkflow(Recipe):
         self, turn: str, requests: list[CalculationRequest]
     ) -> dict[str, Artifact[Calculation]]:
         """Compute each named calculation from the exact cells of its rows."""
-        ctx, ledger = self.ctx, self.ctx.ledger
+        ctx, ledger = self._ctx, self._ctx.ledger
         done: dict[str, Artifact[Calculation]] = {}
         rejected = 0
         for request in requests:
@@ -692,7 +626,7 @@ class ResearchWorkflow(Recipe):
                 self._reject(turn, "calculation", rejected, [str(exc)], request)
                 ctx.announce(f"calculation {request.name!r} refused: {exc}", kind="warning")
                 continue
-            kid = f"calc:{turn}:{calculation.name}"
+            kid = calc_id(turn, calculation.name)
             ledger.create(kid, calculation)
             for row in calculation.row_ids:
                 ledger.link(kid, "computed_from", row)
@@ -704,7 +638,7 @@ class ResearchWorkflow(Recipe):
         return done
 
     def _compute(self, turn: str, request: CalculationRequest, done: dict[str, Any]) -> Calculation:
-        ledger = self.ctx.ledger
+        ledger = self._ctx.ledger
         if not CALC_NAME.fullmatch(request.name):
             raise ValueError(f"the name {request.name!r} is not a short identifier")
         if request.name in done:
@@ -758,7 +692,7 @@ class ResearchWorkflow(Recipe):
     ) -> ResearchAnswer:
         """One model call writes the answer from the claims; code puts the computed
         values in and checks that the text adds no number of its own."""
-        ctx, ledger = self.ctx, self.ctx.ledger
+        ctx, ledger = self._ctx, self._ctx.ledger
         calc_ids = list(dict.fromkeys(k for c in claims for k in c.data.calculation_ids))
         calcs = [ledger.get(k).typed(Calculation).data for k in calc_ids]
         situation = COMPUTED_SITUATION if calcs else ANSWER_SITUATION
@@ -806,7 +740,7 @@ class ResearchWorkflow(Recipe):
         for calc in calcs:
             if calc.name not in stated:  # the value is always in the answer, exactly
                 text += f"\n{calc.display()}: {calc.description()}, computed in code."
-        aid = answer_id(turn)
+        aid = research_answer_id(turn)
         ledger.create(
             aid,
             ResearchAnswer(
@@ -825,7 +759,7 @@ class ResearchWorkflow(Recipe):
         return ledger.get(aid).typed(ResearchAnswer).data
 
     def _comma(self, doc: Doc) -> bool:
-        spec = source_spec(self.ctx, doc.source_id)
+        spec = source_spec(self._ctx, doc.source_id)
         return bool(spec and spec.decimal_comma)
 
     # --- helpers --------------------------------------------------------------------
@@ -836,14 +770,14 @@ class ResearchWorkflow(Recipe):
 
     def _insufficient(self, turn: str, stage: str, reason: str) -> Insufficient:
         ending = Insufficient(query_id=turn, stage=stage, reason=reason)  # type: ignore[arg-type]
-        self.ctx.ledger.create(insufficient_id(turn), ending)
-        self.ctx.announce(f"insufficient: {reason}", kind="warning")
-        self.turns.advance(self.ctx.ledger)
+        self._ctx.ledger.create(insufficient_id(turn), ending)
+        self._ctx.announce(f"insufficient: {reason}", kind="warning")
+        self.turns.advance(self._ctx.ledger)
         return ending
 
     def _reject(self, turn: str, stage: str, n: int, issues: list[str], item: BaseModel) -> None:
-        self.ctx.ledger.create(
-            f"rejected:{stage}:{turn}:{n}",
+        self._ctx.ledger.create(
+            rejected_id(stage, turn, n),
             Rejection(query_id=turn, stage=stage, issues=issues, item=item.model_dump()),  # type: ignore[arg-type]
         )
-        self.ctx.announce(f"rejected {stage} {n}: {'; '.join(issues)}", kind="warning")
+        self._ctx.announce(f"rejected {stage} {n}: {'; '.join(issues)}", kind="warning")

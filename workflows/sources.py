@@ -31,230 +31,27 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from durafact.ids import ref_id, resolve_failure_id, resolved_id, search_failure_id, source_id_of
 from durafact.ledger import Artifact
-from durafact.sources.base import SourceRef
+from durafact.sources import (
+    Doc,
+    ResolvedDoc,
+    ResolveRequest,
+    SearchRequest,
+    SourceFailure,
+    SourceRef,
+    SourceSpec,
+)
 from workflows.recipe import RecipeContext
-
-SourceKind = Literal["files", "csv", "web", "embedding"]
-SOURCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-# What each kind's constructor takes besides `source_id`; the rest must stay unset.
-KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    "files": ("root", "patterns", "max_bytes", "embedding_model", "embedding_base_url"),
-    "csv": ("path", "key", "columns", "delimiter", "decimal_comma"),
-    "web": ("search_endpoint", "urls", "allow_private", "allowed_networks", "timeout", "max_bytes"),
-    "embedding": ("corpus", "embedding_model", "embedding_base_url", "min_score"),
-}
-REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
-    "files": ("root",),
-    "csv": ("path", "key"),
-    "web": (),  # search_endpoint or urls: checked below
-    "embedding": ("corpus",),
-}
-
-
-class WebPage(BaseModel):
-    """A URL known in advance for a web source without a search endpoint. A search
-    matches its title and description; without a title, the worker uses the words of
-    the URL's host and path."""
-
-    url: str
-    title: str = ""
-    description: str = ""
-
-
-class SourceSpec(BaseModel):
-    """Where one source searches: what a workflow holds instead of a `Source`.
-
-    `kind` picks the implementation and which fields apply (a field of another kind
-    is an error, not ignored):
-
-    - `files`: `FileSystemSource(root, patterns=..., max_bytes=...)`; with
-      `embedding_model`, file vectors from the worker's OpenAI-compatible endpoint
-      (or `embedding_base_url`) are mixed into the keyword score.
-    - `csv`: `CSVSource(path, key=..., columns=..., delimiter=...)`; `decimal_comma`
-      says how the workflow parses its numbers.
-    - `web`: `WebSource(search_endpoint=... | urls=[...], allow_private=...,
-      allowed_networks=..., timeout=..., max_bytes=...)`.
-    - `embedding`: `EmbeddingSource` over `corpus`, a directory of `.md`/`.txt` files
-      or a JSON file (a `{uid: text}` object, or a saved `EmbeddedCorpus`), embedded
-      with `embedding_model` (default: the local model's).
-
-    Paths are read by the worker, so give them absolute (the starter does).
-    """
-
-    kind: SourceKind
-    source_id: str = Field(description="Names the source in ids: letters, digits, _ . -")
-    # files
-    root: str | None = None
-    patterns: list[str] | None = None
-    # csv
-    path: str | None = None
-    key: str | None = None
-    columns: list[str] | None = None
-    delimiter: str | None = None
-    decimal_comma: bool | None = None
-    # web
-    search_endpoint: str | None = None
-    urls: list[WebPage] | None = None
-    allow_private: bool | None = None
-    allowed_networks: list[str] | None = None
-    timeout: float | None = Field(default=None, gt=0)
-    # files and web
-    max_bytes: int | None = Field(default=None, gt=0)
-    # embedding (and files, optionally)
-    corpus: str | None = None
-    embedding_model: str | None = None
-    embedding_base_url: str | None = None
-    min_score: float | None = None
-
-    @field_validator("urls", mode="before")
-    @classmethod
-    def _url_strings(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"url": item} if isinstance(item, str) else item for item in value]
-        return value
-
-    @model_validator(mode="after")
-    def _fits_kind(self) -> SourceSpec:
-        if not SOURCE_ID.fullmatch(self.source_id):
-            raise ValueError(
-                f"source id {self.source_id!r}: 1-64 letters, digits, '_', '.' or '-', "
-                "starting with a letter or digit"
-            )
-        allowed = KIND_FIELDS[self.kind]
-        foreign = [
-            name
-            for name in self.model_fields_set
-            if name not in ("kind", "source_id", *allowed) and getattr(self, name) is not None
-        ]
-        if foreign:
-            raise ValueError(
-                f"source {self.source_id!r} ({self.kind}): {', '.join(sorted(foreign))} "
-                f"{'does' if len(foreign) == 1 else 'do'} not apply; it takes "
-                f"{', '.join(allowed)}"
-            )
-        for name in REQUIRED_FIELDS[self.kind]:
-            value = getattr(self, name)
-            if value is None or (isinstance(value, str) and not value.strip()):
-                raise ValueError(f"source {self.source_id!r} ({self.kind}) needs {name}")
-        if self.kind == "web" and not self.search_endpoint and not self.urls:
-            raise ValueError(f"source {self.source_id!r} (web) needs search_endpoint or urls")
-        if self.columns is not None and not self.columns:
-            raise ValueError(f"source {self.source_id!r}: columns, when given, must not be empty")
-        return self
-
-    def settings(self) -> dict[str, Any]:
-        """The fields of this spec's kind that are set (the constructor's parameters)."""
-        return {
-            name: getattr(self, name)
-            for name in KIND_FIELDS[self.kind]
-            if getattr(self, name) is not None
-        }
-
-    @classmethod
-    def files(cls, root: str, source_id: str = "docs", **settings: Any) -> SourceSpec:
-        return cls(kind="files", source_id=source_id, root=root, **settings)
-
-    @classmethod
-    def csv(cls, path: str, key: str, source_id: str = "prices", **settings: Any) -> SourceSpec:
-        return cls(kind="csv", source_id=source_id, path=path, key=key, **settings)
-
-    @classmethod
-    def web(cls, source_id: str = "web", **settings: Any) -> SourceSpec:
-        return cls(kind="web", source_id=source_id, **settings)
-
-    @classmethod
-    def embedding(cls, corpus: str, source_id: str = "vectors", **settings: Any) -> SourceSpec:
-        return cls(kind="embedding", source_id=source_id, corpus=corpus, **settings)
-
-
-# --- What crosses the workflow/activity boundary -----------------------------------
-
-
-class SearchRequest(BaseModel):
-    spec: SourceSpec
-    query: str
-    limit: int = Field(default=5, ge=1)
-
-
-class ResolveRequest(BaseModel):
-    spec: SourceSpec
-    ref: SourceRef
-    max_chars: int = Field(
-        default=50_000, ge=1, description="Longer texts are cut here (`truncated`)."
-    )
-
-
-class ResolvedDoc(BaseModel):
-    """One resolved document: its readable text, and a table row's exact cells."""
-
-    source_id: str
-    uid: str
-    title: str = ""
-    text: str
-    fields: dict[str, str] | None = Field(
-        default=None, description="A CSV row's cells, exactly as the file has them."
-    )
-    chars: int = Field(description="Length of the whole text, before any cut.")
-    truncated: bool = False
-
-
-# --- What the ledger holds ---------------------------------------------------------
-
-
-class Doc(BaseModel):
-    """A materialized document, stored as `resolved:{ref id}` (`materialize_doc`'s default)."""
-
-    ref_id: str
-    source_id: str
-    uid: str
-    title: str = ""
-    text: str
-    fields: dict[str, str] | None = None
-    truncated: bool = False
-
-
-class SourceFailure(BaseModel):
-    """A search or resolve that failed for good: `failure:{stage}:...`."""
-
-    stage: Literal["search", "resolve"]
-    source_id: str
-    owner_id: str | None = None
-    ref_id: str | None = None
-    uid: str | None = None
-    error_type: str
-    message: str
-
-
-def source_id_of(source_id: str) -> str:
-    return f"source:{source_id}"
-
-
-def ref_id(ref: SourceRef, owner_id: str) -> str:
-    return f"ref:{ref.stable_id()}:{owner_id}"
-
-
-def resolved_id(ref_artifact_id: str) -> str:
-    return f"resolved:{ref_artifact_id}"
-
-
-def search_failure_id(source_id: str, owner_id: str) -> str:
-    return f"failure:search:{source_id}:{owner_id}"
-
-
-def resolve_failure_id(ref_artifact_id: str) -> str:
-    return f"failure:resolve:{ref_artifact_id}"
 
 
 def failure_of(error: BaseException) -> tuple[str, str]:

@@ -75,7 +75,7 @@ from durafact.ids import facts_id, reply_id, report_id, request_id, task_id, tex
 from durafact.ledger import Ledger
 from durafact.llm import Usage
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
-from workflows.recipe import Recipe, RecipeContext, quote, subject_text
+from workflows.recipe import RECIPE_ATTRIBUTE, Recipe, RecipeContext, quote, subject_text
 
 Req = TypeVar("Req", bound=BaseModel)
 Rep = TypeVar("Rep", bound=BaseModel)
@@ -430,8 +430,8 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
 
     @workflow.run
     async def run(self, request: SupervisorRequest) -> SupervisorResult:
-        ctx, ledger = self.ctx, self.ctx.ledger
-        self.begin()
+        ctx, ledger = self._ctx, self._ctx.ledger
+        workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         self._request = request
         text = self._text = request.request
         key = text_key(text)
@@ -480,7 +480,7 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
 
     async def build(self, first: str) -> Report:
         """Run the stages from `first` to the report, in order; return the report."""
-        ctx, ledger, text = self.ctx, self.ctx.ledger, self._text
+        ctx, ledger, text = self._ctx, self._ctx.ledger, self._text
         rebuild = self.attempt > 1
         for stage in self.stages[self.stages.index(first) :]:
             if stage == "route":
@@ -566,7 +566,7 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
         return choice.route
 
     def fallback_route(self, request: SupervisorRequest) -> str:
-        scope = self.ctx.ledger.get(facts_id(request.request)).typed(Facts).data.scope
+        scope = self._ctx.ledger.get(facts_id(request.request)).typed(Facts).data.scope
         return keyword_route(f"{request.request} {scope or ''}", request.routes)
 
     async def write_report(self, ctx: RecipeContext, route: str) -> Report:

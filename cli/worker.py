@@ -1,0 +1,119 @@
+"""Run every durafact workflow and activity on the task queue.
+
+    python worker.py
+
+Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE, OPENAI_BASE_URL,
+OPENAI_API_KEY and DURAFACT_MODEL. SIGINT or SIGTERM stops polling, lets running
+activities finish (up to the graceful timeout) and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import openai
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities import ModelActivities, SourceActivities
+from cli.settings import Settings
+from workflows import WORKFLOWS
+
+log = logging.getLogger("durafact.worker")
+
+# The sandbox re-imports a workflow's modules on every new run. For durafact's own
+# packages that cost about 0.1 s of CPU per run (rebuilding every pydantic model);
+# with 50 runs starting at once on 2 cores, first workflow tasks came close to
+# Temporal's 10 s task timeout. `durafact` and `workflows` hold no module state a
+# run writes, so they are shared instead; what the sandbox would have caught in
+# them, tests/test_workflow_determinism.py checks statically, and replay tests
+# check behaviour. A user's own workflow modules stay fully sandboxed.
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules("durafact", "workflows")
+)
+
+
+def openai_client(settings: Settings) -> openai.AsyncOpenAI:
+    """The model client: no client-side retries, since Temporal owns them."""
+    if not settings.openai_base_url and not settings.openai_api_key:
+        raise SystemExit(
+            "worker: set OPENAI_BASE_URL (any OpenAI-compatible server) or OPENAI_API_KEY"
+        )
+    return openai.AsyncOpenAI(
+        base_url=settings.openai_base_url,
+        # Local OpenAI-compatible servers accept any key; the client insists on one.
+        api_key=settings.openai_api_key or "unused",
+        max_retries=0,
+        timeout=openai.Timeout(90.0, connect=5.0),
+    )
+
+
+@asynccontextmanager
+async def build_worker(
+    client: Client, settings: Settings, extra_workflows: Sequence[type] = ()
+) -> AsyncIterator[Worker]:
+    """Run every workflow and activity on the task queue while the block runs; on
+    exit, stop the worker and close the model client it made."""
+    llm = openai_client(settings)
+    models = ModelActivities(llm, client, settings.model)
+    # Embedding sources without an endpoint of their own use the model endpoint.
+    sources = SourceActivities(embeddings=llm)
+    worker = Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[*WORKFLOWS, *extra_workflows],
+        activities=[models.request_model, sources.search_source, sources.resolve_ref],
+        workflow_runner=WORKFLOW_RUNNER,
+        graceful_shutdown_timeout=timedelta(seconds=10),
+    )
+    try:
+        async with worker:
+            yield worker
+    finally:
+        await llm.close()
+
+
+async def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = Settings.from_env()
+    client = await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "worker polling %s on %s (namespace %s, model %s at %s)",
+        settings.task_queue,
+        settings.temporal_address,
+        settings.temporal_namespace,
+        settings.model,
+        settings.openai_base_url or "api.openai.com",
+    )
+    async with build_worker(client, settings):
+        await stop.wait()
+        log.info("stopping: finishing running activities")
+    log.info("worker stopped")
+
+
+def run() -> None:
+    """The console script `durafact-worker` and `python worker.py`."""
+    try:
+        asyncio.run(main())
+    except RuntimeError as exc:  # e.g. the server cannot be reached
+        sys.exit(f"worker: {exc}")
+
+
+if __name__ == "__main__":
+    run()

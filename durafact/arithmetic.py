@@ -1,0 +1,132 @@
+"""Exact arithmetic for numbers that must never pass through a model.
+
+Table cells are parsed into `Decimal` (`parse_number`, `column_values`), computed
+in code (`compute`), written out without scientific notation (`plain`), and the
+numbers a text states can be compared with what its support holds
+(`unsupported_numbers`). Pure: safe inside the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, Inexact, InvalidOperation, localcontext
+from typing import Literal
+
+from durafact.sources import SourceError, SourceRef
+
+Operation = Literal["sum", "mean", "min", "max", "count"]
+# A `{{name}}` placeholder where code puts a computed value.
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z][A-Za-z0-9_]{0,31})\s*\}\}")
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WRITTEN_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_SPACES = re.compile(r"[\s\u00a0\u202f\u2009]+")
+_GROUPED = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$")
+_PLAIN = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def parse_number(text: str, *, decimal_comma: bool = False) -> Decimal:
+    """An exact `Decimal` from a table cell, or a `SourceError` saying why not.
+
+    Spaces (also no-break and thin spaces) are thousands separators. By default `.`
+    is the decimal point and `,` may only group thousands ("1,234.50"); with
+    `decimal_comma=True`, `,` is the decimal point ("1 234,50"). Anything else
+    ("12,5" without `decimal_comma`, "$5", "n/a", "NaN") is an error, never a guess.
+    """
+    cleaned = _SPACES.sub("", str(text))
+    if decimal_comma:
+        if "." in cleaned:
+            raise SourceError(f"not a number (decimal comma expected): {text!r}")
+        cleaned = cleaned.replace(",", ".")
+    elif _GROUPED.match(cleaned):
+        cleaned = cleaned.replace(",", "")
+    if not _PLAIN.match(cleaned):
+        raise SourceError(f"not a number: {text!r}")
+    try:
+        return Decimal(cleaned)
+    except InvalidOperation:  # pragma: no cover - _PLAIN admits only valid literals
+        raise SourceError(f"not a number: {text!r}") from None
+
+
+def column_values(
+    rows: Iterable[Mapping[str, str] | SourceRef],
+    column: str,
+    *,
+    decimal_comma: bool = False,
+) -> list[Decimal]:
+    """The numbers in `column` of `rows` (dicts, or refs from `CSVSource.search`), in order.
+
+    `sum(column_values(refs, "price"))` is the exact total; a row without the column
+    or with a cell that is not a number raises `SourceError` naming it.
+    """
+    values = []
+    for item in rows:
+        row = item.metadata.get("row") if isinstance(item, SourceRef) else item
+        if not isinstance(row, Mapping):
+            raise SourceError(f"not a table row: {item!r}")
+        if column not in row:
+            raise SourceError(f"row has no column {column!r}: {dict(row)!r}")
+        try:
+            values.append(parse_number(row[column], decimal_comma=decimal_comma))
+        except SourceError as exc:
+            raise SourceError(f"column {column!r}: {exc}") from None
+    return values
+
+
+def numbers_in(text: str) -> set[Decimal]:
+    """The numbers written in `text` (placeholders aside), as values: "14" == "14.00",
+    "1,047" == 1047, "12,5" == 12.5."""
+    values = set()
+    for token in NUMBER.findall(PLACEHOLDER.sub(" ", text)):
+        cleaned = (
+            token.replace(",", "") if _WRITTEN_GROUPED.fullmatch(token) else token.replace(",", ".")
+        )
+        if cleaned.count(".") > 1:  # a date or version: each part is a number
+            values.update(Decimal(part) for part in cleaned.split(".") if part)
+            continue
+        try:
+            values.add(Decimal(cleaned))
+        except InvalidOperation:  # pragma: no cover - NUMBER admits digits only
+            continue
+    return values
+
+
+def unsupported_numbers(text: str, support: str) -> list[str]:
+    """The numbers `text` states that `support` does not hold, as written in `text`."""
+    known = numbers_in(support)
+    missing = []
+    for token in NUMBER.findall(PLACEHOLDER.sub(" ", text)):
+        if not numbers_in(token) <= known:
+            missing.append(token)
+    return missing
+
+
+def compute(op: Operation, values: list[Decimal]) -> tuple[Decimal, bool]:
+    """(value, rounded). Exact `Decimal` arithmetic; a mean that does not terminate is
+    cut to two more decimal places than its inputs have (half to even)."""
+    with localcontext() as decimal:
+        decimal.prec = 28
+        if op == "count":
+            return Decimal(len(values)), False
+        if not values:
+            raise ValueError("no values to compute over")
+        if op == "sum":
+            return sum(values, Decimal(0)), False
+        if op == "min":
+            return min(values), False
+        if op == "max":
+            return max(values), False
+        total = sum(values, Decimal(0))
+        decimal.clear_flags()
+        mean = total / len(values)
+        if not decimal.flags[Inexact]:
+            return mean, False
+        places = max(
+            -v.as_tuple().exponent for v in values if isinstance(v.as_tuple().exponent, int)
+        )
+        return mean.quantize(Decimal(1).scaleb(-(max(places, 0) + 2))), True
+
+
+def plain(value: Decimal) -> str:
+    """A decimal written out, never in scientific notation."""
+    return format(value, "f")

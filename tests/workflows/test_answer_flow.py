@@ -1,0 +1,405 @@
+"""AnswerFlowWorkflow end to end on a real dev server with the scripted model: repair
+rounds that regenerate only what failed, the three endings, review policies, the token
+budget, bad batches, status, and a worker killed in the middle of a round."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections import Counter
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
+
+from cli.settings import Settings
+from durafact.answer_flow import BUDGET, REVIEW_UNRESOLVED, SOURCE_UNAVAILABLE, AnswerBatchError
+from durafact.grounding import NOT_IN_SOURCE, QUOTE_TOO_SHORT, grounding_issues
+from tests.helpers import result_despite_worker_crash, scheduled_activities
+from tests.scripted_answers import answerer, context_of, questions
+from tests.scripted_model import Call, ScriptedModel
+from workflows.answer_flow import (
+    NOT_ENOUGH_INFORMATION,
+    REVIEW_FAILED,
+    AnswerBatchInput,
+    AnswerFlowResult,
+    AnswerFlowWorkflow,
+    Question,
+    check_answer_batch,
+    load_answer_batch,
+)
+from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+
+
+async def start(
+    client: Client, settings: Settings, items: list[Question], **kw
+) -> WorkflowHandle[AnswerFlowWorkflow, AnswerFlowResult]:
+    return await client.start_workflow(
+        AnswerFlowWorkflow.run,
+        AnswerBatchInput(questions=items, **kw),
+        id=f"answer-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+
+
+async def answer(client: Client, settings: Settings, items: list[Question], **kw):
+    return await (await start(client, settings, items, **kw)).result()
+
+
+def by_id(result: AnswerFlowResult) -> dict:
+    return {r.item_id: r for r in result.results}
+
+
+def codes(issues) -> list[str]:
+    return [issue.code for issue in issues]
+
+
+async def summaries(client: Client, handle: WorkflowHandle) -> list[tuple[str, str]]:
+    return [(a.activity_id, a.summary) for a in await scheduled_activities(client, handle)]
+
+
+# --- the grounding rule and the batch checks (no server) ----------------------------
+
+
+def test_grounding_quotes_the_source_verbatim_up_to_case_spacing_and_typography() -> None:
+    source = "The Eiffel Tower was completed in 1889 — for the “World's Fair”."
+    assert grounding_issues("1889", "the eiffel  tower WAS\ncompleted", source) == []
+    assert grounding_issues("1889", '"completed in 1889 - for the"', source) == []
+    assert grounding_issues("1889", 'the "World\'s Fair".', source) == []
+    assert codes(grounding_issues("1889", "in 1889", source)) == [QUOTE_TOO_SHORT]
+    assert codes(grounding_issues("1889", "", source)) == [QUOTE_TOO_SHORT]
+    assert codes(grounding_issues("1889", "was finished in 1889", source)) == [NOT_IN_SOURCE]
+    assert codes(grounding_issues("1889", "The Eiffel ... in 1889", source)) == [NOT_IN_SOURCE]
+    assert codes(grounding_issues("  ", "The Eiffel Tower", source)) == ["EMPTY_ANSWER"]
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("[", "the batch is not valid JSON: Expecting value: line 1 column 2 (char 1)"),
+        (
+            '"q1"',
+            "the batch must be a JSON list of questions or an object with 'questions', got str",
+        ),
+        ("{}", "the batch has no 'questions' list"),
+        ("[]", "the batch has no questions"),
+        ('{"questions": [], "max_repair": 1}', "unknown field 'max_repair' in the batch"),
+        ('[{"id": "q1", "question": "x", "text": "y"}]', "question 1 has unknown field 'text'"),
+        ('[{"id": "q1"}]', "question 1: question: Field required"),
+        ('[{"id": 7, "question": "x"}]', "question 1: id: Input should be a valid string"),
+        ('[{"id": "q 1", "question": "x"}]', "question 1 has the id 'q 1': an id is 1-64"),
+        ('[{"id": "q1", "question": " "}]', "question 'q1' is empty"),
+        (
+            '[{"id": "q1", "question": "x"}, {"id": "q1", "question": "y"}]',
+            "input id 'q1' appears more than once in the request",
+        ),
+        ('{"questions": [{"id": "q1", "question": "x"}], "max_repairs": -1}', "max_repairs must"),
+        ('{"questions": [{"id": "q1", "question": "x"}], "max_repairs": true}', "max_repairs: "),
+        ('{"questions": [{"id": "q1", "question": "x"}], "budget_tokens": 0}', "budget_tokens"),
+        ('{"questions": [{"id": "q1", "question": "x"}], "review_policy": "on"}', "review_policy"),
+        (
+            '{"questions": [{"id": "a", "question": "x"}, {"id": "b", "question": "y"}], '
+            '"max_items": 1}',
+            "the request has 2 items, more than max_items=1",
+        ),
+    ],
+)
+def test_a_bad_batch_file_gets_one_clear_error(document: str, message: str) -> None:
+    with pytest.raises(AnswerBatchError) as error:
+        load_answer_batch(document)
+    assert str(error.value).startswith(message)
+
+
+def test_a_batch_file_is_a_list_or_an_object_and_flags_override_it() -> None:
+    listed = load_answer_batch('[{"id": "q1", "question": "Why?", "source": "Because."}]')
+    assert listed == AnswerBatchInput(
+        questions=[Question(id="q1", question="Why?", source="Because.")]
+    )
+    document = {
+        "questions": [{"id": "q1", "question": "Why?"}],
+        "max_repairs": 3,
+        "review_policy": "off",
+    }
+    batch = load_answer_batch(document, max_repairs=0, budget_tokens=500)
+    assert (batch.max_repairs, batch.review_policy, batch.budget_tokens) == (0, "off", 500)
+    assert check_answer_batch(batch)[0].source_status == "unavailable"
+
+
+# --- end to end --------------------------------------------------------------------
+
+
+async def test_a_repair_round_regenerates_only_the_failing_item(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(answerer(ungrounded={"q2": 1}))
+    handle = await start(client, worker, questions("q1", "q2", "q3"))
+    result = await handle.result()
+
+    assert result.counts == {"accepted": 3, "fallback": 0, "blocked": 0}
+    assert [(r.item_id, r.status, r.rounds) for r in result.results] == [
+        ("q1", "accepted", 1),
+        ("q2", "accepted", 2),
+        ("q3", "accepted", 1),
+    ]
+    assert [c.activity_id for c in model.calls] == [
+        "llm:generate:0",
+        "llm:review:0",
+        "llm:repair:1",
+        "llm:review:1",
+    ]
+    generate, review, repair, review_again = model.calls
+    assert set(context_of(generate, "question")) == {"q1", "q2", "q3"}
+    assert set(context_of(review, "question")) == {"q1", "q3"}  # q2 failed the local check
+    # The repair call is about q2 alone: its question, its rejected answer, its issue.
+    assert set(context_of(repair, "question")) == {"q2"}
+    assert set(context_of(repair, "answer")) == {"q2:0"}
+    assert "- q2: NOT_IN_SOURCE: the quote does not occur verbatim" in repair.last_user
+    assert not re.search(r"\bq[13]\b", repair.text)
+    assert set(context_of(review_again, "answer")) == {"q2:1"}
+
+    ledger = result.ledger
+    assert {"answer:q2:0", "answer:q2:1", "answer:q1:0"} <= set(ledger.artifacts)
+    assert "answer:q1:1" not in ledger and "review:answer:q2:0" not in ledger
+    assert [link.target for link in ledger.links_from("answer:q2:1", "revises")] == ["answer:q2:0"]
+    assert [link.target for link in ledger.links_from("review:answer:q2:1")] == ["answer:q2:1"]
+    tree = [node.id for node in ledger.provenance("outcome:q2").walk()]
+    assert tree == [
+        "outcome:q2",
+        "question:q2",
+        "answer:q2:1",  # based_on
+        "question:q2",
+        "answer:q2:0",  # revised by answer:q2:1
+        "question:q2",
+    ]
+    assert by_id(result)["q2"].value == result.answers["q2"].answer
+    assert result.answers["q2"].quote == "Kraków was the capital of Poland"
+    assert codes(by_id(result)["q2"].checks[0].issues) == [NOT_IN_SOURCE]
+
+    assert await summaries(client, handle) == [
+        ("llm:generate:0", "request model: answer 3 questions (round 0)"),
+        ("llm:review:0", "request model: review 2 answers (round 0)"),
+        ("llm:repair:1", "request model: repair 1 answer (round 1)"),
+        ("llm:review:1", "request model: review 1 answer (round 1)"),
+    ]
+
+
+async def test_every_item_ends_accepted_fallback_or_blocked(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    # q1 is fine; q2's quote is never in its source; q3 fails its review twice; q4 and
+    # q5 have no source (left out, and blank).
+    model.reply(answerer(ungrounded={"q2": 9}, review_fails={"q3": 9}))
+    items = questions("q1", "q2", "q3", q4=None, q5="   ")
+    result = await answer(client, worker, items, max_repairs=1)
+
+    assert result.counts == {"accepted": 1, "fallback": 2, "blocked": 2}
+    results = by_id(result)
+    assert results["q1"].status == "accepted" and results["q1"].value.startswith("from q1")
+    assert (results["q2"].status, codes(results["q2"].issues)) == ("blocked", [NOT_IN_SOURCE])
+    assert (results["q3"].status, codes(results["q3"].issues)) == ("blocked", [REVIEW_FAILED])
+    assert results["q3"].issues[0].message == "round 1 verdict on q3"
+    assert results["q2"].value is None and results["q2"].rounds == 2
+    for unavailable in ("q4", "q5"):
+        assert results[unavailable].status == "fallback"
+        assert results[unavailable].value == NOT_ENOUGH_INFORMATION
+        assert codes(results[unavailable].issues) == [SOURCE_UNAVAILABLE]
+        assert results[unavailable].rounds == 0
+    # Unavailable questions never reach the model; the repair round has q2 and q3 only.
+    shown = [set(context_of(c, "question")) for c in model.calls]
+    assert shown == [{"q1", "q2", "q3"}, {"q1", "q3"}, {"q2", "q3"}, {"q3"}]
+    repair = model.calls_for("llm:repair:1")[0]
+    assert "- q3: REVIEW_FAILED (see [review:answer:q3:0])" in repair.last_user
+    assert set(context_of(repair, "review")) == {"answer:q3:0"}
+    assert "round 0 verdict on q3" not in repair.last_user  # referenced, not repeated
+
+    ledger = result.ledger
+    assert [link.target for link in ledger.links_from("outcome:q1", "based_on")] == ["answer:q1:0"]
+    assert [link.target for link in ledger.links_from("outcome:q2", "last_attempt")] == [
+        "answer:q2:1"
+    ]
+    assert ledger.links_from("outcome:q4", "based_on") == []
+    assert [link.target for link in ledger.links_from("outcome:q4", "answers")] == ["question:q4"]
+    assert set(result.answers) == {"q1"}
+
+
+async def test_missing_duplicate_and_unknown_answers(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    good = answerer()
+
+    def reply(call: Call) -> dict:
+        if call.activity_id != "llm:generate:0":
+            return good(call)
+        q1 = good(call)["answers"][0]
+        bad = {**q1, "quote": "nothing of the sort"}
+        return {"answers": [bad, q1, {**q1, "item_id": "zz"}]}  # q2 left out
+
+    model.reply(reply)
+    handle = await start(client, worker, questions("q1", "q2"), review_policy="off")
+    result = await handle.result()
+
+    results = by_id(result)
+    assert codes(results["q1"].checks[0].issues) == [NOT_IN_SOURCE]  # the first answer counts
+    assert codes(results["q2"].checks[0].issues) == ["MISSING_VALUE"]
+    assert result.counts["accepted"] == 2
+    assert "answer:q2:0" not in result.ledger
+    repair = model.calls_for("llm:repair:1")[0]
+    assert set(context_of(repair, "answer")) == {"q1:0"}  # q2 had no answer to show
+    assert "- q2: MISSING_VALUE: generate returned no value for 'q2'" in repair.last_user
+    page = await handle.query(AnswerFlowWorkflow.progress, 0)
+    assert "round 0: ignored answers for q1, zz" in [e.message for e in page.events]
+
+
+@pytest.mark.parametrize(("policy", "status"), [("required", "blocked"), ("optional", "accepted")])
+async def test_a_review_that_leaves_an_item_out(
+    client: Client, worker: Settings, model: ScriptedModel, policy: str, status: str
+) -> None:
+    model.reply(answerer(unreviewed={"q2"}))
+    result = await answer(client, worker, questions("q1", "q2"), review_policy=policy)
+
+    results = by_id(result)
+    assert results["q1"].status == "accepted"
+    assert (results["q2"].status, codes(results["q2"].issues)) == (status, [REVIEW_UNRESOLVED])
+    assert "review:answer:q1:0" in result.ledger and "review:answer:q2:0" not in result.ledger
+    assert [c.activity_id for c in model.calls] == ["llm:generate:0", "llm:review:0"]
+
+
+async def test_a_failed_review_call_blocks_under_required(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(answerer())
+    model.fail(403, when=lambda call: call.schema_name == "Verdicts")
+    result = await answer(client, worker, questions("q1"), review_policy="required")
+    assert (result.results[0].status, codes(result.results[0].issues)) == (
+        "blocked",
+        [REVIEW_UNRESOLVED],
+    )
+    assert "PermissionDenied" in result.results[0].issues[0].message
+
+
+async def test_review_off_makes_no_review_call(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(answerer(ungrounded={"q1": 1}))
+    result = await answer(client, worker, questions("q1", "q2"), review_policy="off")
+    assert result.counts["accepted"] == 2
+    assert [c.activity_id for c in model.calls] == ["llm:generate:0", "llm:repair:1"]
+
+
+@pytest.mark.parametrize("policy", ["off", "optional"])
+async def test_a_token_budget_stops_after_round_zero(
+    client: Client, worker: Settings, model: ScriptedModel, policy: str
+) -> None:
+    model.reply(answerer(ungrounded={"q2": 9}))
+    items = questions("q1", "q2", q3=None)
+    result = await answer(client, worker, items, budget_tokens=1, review_policy=policy)
+
+    assert [c.activity_id for c in model.calls] == ["llm:generate:0"]
+    results = by_id(result)
+    assert (results["q2"].status, codes(results["q2"].issues)) == (
+        "blocked",
+        [NOT_IN_SOURCE, BUDGET],
+    )
+    assert results["q3"].status == "fallback"
+    # q1 passed its check; without a review it is accepted, and an optional review the
+    # budget refused leaves its local verdict standing, with the budget as a note.
+    assert results["q1"].status == "accepted"
+    assert codes(results["q1"].issues) == ([] if policy == "off" else [BUDGET])
+    assert result.usage.total_tokens >= 1
+
+
+async def test_an_invalid_batch_fails_at_once(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    batch = AnswerBatchInput(questions=questions("q1", "q2", "q1"))
+    with pytest.raises(AnswerBatchError) as expected:
+        check_answer_batch(batch)
+    handle = await client.start_workflow(
+        AnswerFlowWorkflow.run,
+        batch,
+        id=f"answer-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.non_retryable) == ("InvalidAnswerBatch", True)
+    assert (
+        cause.message
+        == str(expected.value)
+        == "input id 'q1' appears more than once in the request"
+    )
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.FAILED
+    assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "failed"
+    assert model.calls == []
+    assert await summaries(client, handle) == []
+
+
+async def test_status_follows_the_rounds(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(answerer(ungrounded={"q2": 1, "q3": 2}))
+    release = model.hold(lambda call: call.activity_id == "llm:repair:1")
+    handle = await start(client, worker, questions("q1", "q2", "q3", q4=None), max_repairs=1)
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id == "llm:repair:1")
+
+    # Mid-round: the status and the search attribute show round 0's counts.
+    assert (
+        await handle.query(AnswerFlowWorkflow.status) == "round:0 accepted=1 fallback=1 failing=2"
+    )
+    running = (await handle.describe()).typed_search_attributes
+    assert running.get(STATUS_ATTRIBUTE) == "round:0 accepted=1 fallback=1 failing=2"
+    ledger = await handle.query(AnswerFlowWorkflow.artifacts)
+    assert "answer:q2:0" in ledger and "outcome:q1" not in ledger
+    release.set()
+    await handle.result()
+
+    page = await handle.query(AnswerFlowWorkflow.progress, 0)
+    statuses = [e.message for e in page.events if e.kind == "status"]
+    assert statuses == [
+        "answering 4 questions (1 without a source)",
+        "generate:0: round:0 accepted=1 fallback=1 failing=2; failing: q2, q3",
+        "repair:1: round:1 accepted=2 fallback=1 failing=1; failing: q3",
+        "final accepted=2 fallback=1 blocked=1; blocked: q3",
+    ]
+    assert "round 1: repair 2 answers (round 1)" in [e.message for e in page.events]
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(RECIPE_ATTRIBUTE) == "answer_flow"
+    assert attributes.get(STATUS_ATTRIBUTE) == "final accepted=2 fallback=1 blocked=1"
+
+
+async def test_a_failed_generate_call_is_visible_as_failed(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.fail(401, when=lambda call: call.schema_name == "BatchAnswers")
+    handle = await start(client, worker, questions("q1"))
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    description = await handle.describe()
+    assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "failed"
+
+
+async def test_a_killed_worker_mid_round_does_not_repeat_finished_calls(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    model.reply(answerer(ungrounded={"q2": 1}))
+    repair = "llm:repair:1"
+
+    async def begin() -> WorkflowHandle:
+        return await start(client, settings, questions("q1", "q2", "q3"))
+
+    result = await result_despite_worker_crash(
+        client, settings, model, start=begin, during=lambda call: call.activity_id == repair
+    )
+
+    assert result.counts == {"accepted": 3, "fallback": 0, "blocked": 0}
+    assert Counter(call.activity_id for call in model.calls) == {
+        "llm:generate:0": 1,
+        "llm:review:0": 1,
+        repair: 2,  # the interrupted call, then its retry on the new worker
+        "llm:review:1": 1,
+    }

@@ -1,0 +1,98 @@
+"""Workflow code stays deterministic: no clock, randomness, network, processes or
+activity code reachable from `workflows/`.
+
+The worker passes the `durafact` and `workflows` packages through the Temporal
+sandbox (worker.py says why), so the sandbox no longer intercepts what those
+modules import. This test takes its place for them, statically, on every module
+a workflow module imports from this project; the committed histories in
+tests/histories/ cover behaviour (tests/test_replay.py).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+# Nothing a workflow can reach may import these: clocks, randomness, the network,
+# processes, threads, or the activities themselves.
+NONDETERMINISTIC = {
+    "activities",
+    "httpx",
+    "openai",
+    "random",
+    "requests",
+    "secrets",
+    "signal",
+    "socket",
+    "subprocess",
+    "threading",
+    "time",
+    "urllib",
+    "uuid",
+}
+# The workflow modules themselves do no file access either. Core modules they use
+# may (load_skills reads skill files, CSVSource reads its CSV) in functions that
+# only activities and the starter call; the workflows use their pure parts.
+FILE_ACCESS = {"os", "pathlib", "shutil", "yaml"}
+# Clock reads that bypass workflow.now().
+FORBIDDEN_CALLS = {"now", "utcnow", "today"}
+
+
+def module_path(name: str) -> Path | None:
+    base = ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def imported_names(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def workflow_closure() -> dict[str, ast.AST]:
+    """Every project module reachable by imports from the workflow modules."""
+    seen: dict[str, ast.AST] = {}
+    todo = [f"workflows.{p.stem}" for p in (ROOT / "workflows").glob("*.py")]
+    while todo:
+        name = todo.pop()
+        path = module_path(name)
+        if name in seen or path is None:
+            continue
+        seen[name] = tree = ast.parse(path.read_text(), filename=str(path))
+        todo += [n for n in imported_names(tree) if n.split(".")[0] in ("durafact", "workflows")]
+    return seen
+
+
+MODULES = workflow_closure()
+
+
+def test_the_closure_covers_the_workflows_and_the_core_they_use() -> None:
+    assert {"workflows.plan_execute", "workflows.recipe", "durafact.ledger"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_workflow_code_imports_nothing_nondeterministic(name: str) -> None:
+    tree = MODULES[name]
+    forbidden = NONDETERMINISTIC | (FILE_ACCESS if name.startswith("workflows.") else set())
+    bad = {n for n in imported_names(tree) if n.split(".")[0] in forbidden}
+    assert not bad, f"{name} imports {sorted(bad)}"
+    clock = [
+        f"line {node.lineno}: .{node.func.attr}()"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in FORBIDDEN_CALLS
+    ]
+    assert not clock, f"{name} reads the clock outside workflow.now(): {clock}"

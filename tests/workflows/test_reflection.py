@@ -1,0 +1,371 @@
+"""ReflectionLoop: the ready ReflectionWorkflow end to end on a real dev server with the
+scripted model, and a user's own loop with deterministic hooks (no model at all)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections import Counter
+
+import pytest
+from pydantic import BaseModel, ValidationError
+from temporalio import workflow
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
+
+from workflows import (
+    Draft,
+    RecipeContext,
+    ReflectionInput,
+    ReflectionLoop,
+    ReflectionOutcome,
+    ReflectionResult,
+    ReflectionWorkflow,
+    Review,
+)
+from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+
+# The workflow sandbox re-imports this module; the worker side is not workflow code.
+with workflow.unsafe.imports_passed_through():
+    from cli.settings import Settings
+    from cli.worker import build_worker
+    from tests.helpers import result_despite_worker_crash, scheduled_activities
+    from tests.scripted_model import Call, ScriptedModel
+
+TOPIC = "Why tea cools faster in a wide cup"
+DRAFT = f"draft:{TOPIC}"
+
+
+def critic(*scores: float):
+    """A model whose critique in round r scores `scores[r - 1]`; texts name their version."""
+
+    def reply(call: Call) -> str | dict:
+        round_ = call.activity_id.rsplit(":", 1)[-1]
+        if call.schema_name == "Critique":
+            return {"score": scores[int(round_) - 1], "feedback": f"add numbers (round {round_})"}
+        if call.activity_id.startswith("llm:rewrite:"):
+            return f"text v{int(round_) + 1}"
+        return "text v1"
+
+    return reply
+
+
+async def start(client: Client, settings: Settings, **kw) -> WorkflowHandle:
+    return await client.start_workflow(
+        ReflectionWorkflow.run,
+        ReflectionInput(topic=TOPIC, **kw),
+        id=f"reflect-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+
+
+async def reflect(client: Client, settings: Settings, **kw) -> ReflectionResult:
+    return await (await start(client, settings, **kw)).result()
+
+
+def reviews_of(result: ReflectionResult) -> list[Review]:
+    return [a.data for a in result.ledger.find_all(Review)]
+
+
+async def test_accepted_in_round_one_makes_no_rewrite(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.9))
+    result = await reflect(client, worker)
+
+    assert (result.ending, result.scores, result.rounds) == ("accepted", [0.9], 1)
+    assert [c.activity_id for c in model.calls] == [f"llm:{DRAFT}", f"llm:review:{DRAFT}:1"]
+    assert result.ledger.get(DRAFT).version == 1
+    assert result.draft.text == result.final.text == "text v1"
+    assert (result.final.rounds, result.final.score) == (1, 0.9)
+
+
+async def test_a_low_score_leads_to_one_rewrite_that_is_accepted(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.4, 0.85))
+    result = await reflect(client, worker)
+
+    assert (result.ending, result.scores, result.rounds) == ("accepted", [0.4, 0.85], 2)
+    assert [c.activity_id for c in model.calls] == [
+        f"llm:{DRAFT}",
+        f"llm:review:{DRAFT}:1",
+        f"llm:rewrite:{DRAFT}:1",
+        f"llm:review:{DRAFT}:2",
+    ]
+    ledger = result.ledger
+    # One draft, updated in place: its version is the round it was accepted in.
+    draft = ledger.get(DRAFT)
+    assert draft.version == 2
+    assert draft.typed(Draft).data == Draft(topic=TOPIC, round=2, text="text v2")
+    assert result.draft.text == result.final.text == "text v2"
+    assert [(r.round, r.score) for r in reviews_of(result)] == [(1, 0.4), (2, 0.85)]
+    for r in (1, 2):
+        assert [link.target for link in ledger.links_from(f"review:{DRAFT}:{r}", "reviews")] == [
+            DRAFT
+        ]
+    assert [link.target for link in ledger.links_from(f"final:{TOPIC}")] == [DRAFT]
+    assert ledger.links_from(f"final:{TOPIC}")[0].relation == "based_on"
+    ids = [node.id for node in ledger.provenance(f"final:{TOPIC}").walk()]
+    assert ids == [f"final:{TOPIC}", DRAFT, f"topic:{TOPIC}"]
+    assert result.usage.total_tokens > 0
+
+
+async def test_the_rewrite_sees_the_feedback_and_the_draft_by_reference(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.4, 0.85))
+    handle = await start(client, worker)
+    await handle.result()
+
+    [rewrite] = model.calls_for(f"llm:rewrite:{DRAFT}:1")
+    assert "text v1" in rewrite.text and "add numbers (round 1)" in rewrite.text
+    # Round 2 critiques the rewritten text, not the first one.
+    [second] = model.calls_for(f"llm:review:{DRAFT}:2")
+    assert "text v2" in second.text and "text v1" not in second.text
+    # Both reached the model as artifact ids: the rewrite activity's input in history
+    # holds neither text, so history grows with the rounds, not with their square.
+    inputs = {s.activity_id: s.input for s in await scheduled_activities(client, handle)}
+    request = str(inputs[f"llm:rewrite:{DRAFT}:1"])
+    assert "text v1" not in request and "add numbers" not in request
+    assert DRAFT in request and f"review:{DRAFT}:1" in request
+
+
+@pytest.mark.parametrize("max_rounds", [1, 2, 3])
+async def test_the_round_limit_ends_the_loop_with_every_score(
+    client: Client, worker: Settings, model: ScriptedModel, max_rounds: int
+) -> None:
+    model.reply(critic(*[0.1 * (i + 1) for i in range(max_rounds + 1)]))
+    handle = await start(client, worker, max_rounds=max_rounds)
+    result = await handle.result()
+
+    # max_rounds bounds the rewrites; every rewrite is critiqued.
+    rounds = max_rounds + 1
+    assert result.ending == "round_limit"
+    assert result.scores == pytest.approx([0.1 * r for r in range(1, rounds + 1)])
+    assert result.rounds == rounds
+    assert len(model.calls) == 2 * max_rounds + 2
+    assert [c.activity_id for c in model.calls] == [
+        f"llm:{DRAFT}",
+        *[f"llm:{verb}:{DRAFT}:{r}" for r in range(1, rounds) for verb in ("review", "rewrite")],
+        f"llm:review:{DRAFT}:{rounds}",
+    ]
+    assert result.ledger.get(DRAFT).version == rounds
+    assert [r.round for r in reviews_of(result)] == list(range(1, rounds + 1))
+    assert result.final.text == f"text v{rounds}"
+    assert await handle.query(ReflectionWorkflow.status) == "round_limit"
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(STATUS_ATTRIBUTE) == "round_limit"
+
+
+async def test_the_last_allowed_round_can_still_accept(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.2, 0.3, 0.95))
+    result = await reflect(client, worker)
+    assert (result.ending, result.rounds, len(model.calls)) == ("accepted", 3, 6)
+
+
+async def test_scores_outside_zero_to_one_are_clamped_and_kept_raw(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(-0.5, 1.2))
+    handle = await start(client, worker, accept_at=1.0)
+    result = await handle.result()
+
+    assert (result.ending, result.scores) == ("accepted", [0.0, 1.0])
+    assert [(r.score, r.raw_score) for r in reviews_of(result)] == [(0.0, -0.5), (1.0, 1.2)]
+    page = await handle.query(ReflectionWorkflow.progress, 0)
+    messages = [e.message for e in page.events]
+    assert "round 1: score -0.5 clamped to 0.0" in messages
+    assert "round 2: score 1.2 clamped to 1.0" in messages
+
+
+async def test_status_follows_the_rounds(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.4, 0.85))
+    release = model.hold(lambda call: call.activity_id == f"llm:rewrite:{DRAFT}:1")
+    handle = await start(client, worker)
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id.startswith("llm:rewrite"))
+    assert await handle.query(ReflectionWorkflow.status) == "rewriting:1"
+    running = (await handle.describe()).typed_search_attributes
+    assert running.get(STATUS_ATTRIBUTE) == "rewriting:1"
+    ledger = await handle.query(ReflectionWorkflow.artifacts)
+    assert ledger.get(DRAFT).version == 1 and f"review:{DRAFT}:1" in ledger
+
+    release.set()
+    await handle.result()
+    page = await handle.query(ReflectionWorkflow.progress, 0)
+    statuses = [e.message for e in page.events if e.kind == "status"]
+    assert statuses == [
+        f"drafting: {TOPIC}",
+        "critiquing:1",
+        "rewriting:1",
+        "critiquing:2",
+        "finishing: accepted in round 2",
+        "accepted: round 2, score 0.85",
+    ]
+    assert "round 1: score 0.40 (accept at 0.80)" in [e.message for e in page.events]
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(RECIPE_ATTRIBUTE) == "reflection"
+    assert attributes.get(STATUS_ATTRIBUTE) == "accepted"
+
+
+async def test_history_shows_readable_activity_summaries(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.4, 0.85))
+    handle = await start(client, worker)
+    await handle.result()
+    summaries = [s.summary for s in await scheduled_activities(client, handle)]
+    assert summaries == [
+        f"request model: draft {TOPIC!r}",
+        "request model: critique round 1",
+        "request model: rewrite round 1",
+        "request model: critique round 2",
+    ]
+
+
+async def test_a_failed_critique_is_visible_as_failed(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.4, 0.85))
+    model.fail(403, when=lambda call: call.schema_name == "Critique")
+    handle = await start(client, worker)
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.FAILED
+    assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "failed"
+
+
+def test_bad_input_is_rejected_before_anything_starts() -> None:
+    assert ReflectionInput(topic="  Tea  ").topic == "Tea"
+    for bad in (
+        {"topic": "   "},
+        {"topic": "Tea", "accept_at": 1.5},
+        {"topic": "Tea", "accept_at": -0.1},
+        {"topic": "Tea", "accept_at": math.nan},
+        {"topic": "Tea", "max_rounds": 0},
+    ):
+        with pytest.raises(ValidationError):
+            ReflectionInput(**bad)
+
+
+async def test_a_killed_worker_mid_rewrite_does_not_repeat_finished_calls(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    rewrite = f"llm:rewrite:{DRAFT}:1"
+    model.reply(critic(0.4, 0.85))
+    result = await result_despite_worker_crash(
+        client,
+        settings,
+        model,
+        start=lambda: start(client, settings),
+        during=lambda call: call.activity_id == rewrite,
+    )
+
+    assert (result.ending, result.scores) == ("accepted", [0.4, 0.85])
+    assert result.ledger.get(DRAFT).version == 2
+    assert Counter(call.activity_id for call in model.calls) == {
+        f"llm:{DRAFT}": 1,
+        f"llm:review:{DRAFT}:1": 1,
+        rewrite: 2,  # the interrupted call, then its retry on the new worker
+        f"llm:review:{DRAFT}:2": 1,
+    }
+
+
+# --- A user's own loop: deterministic hooks, no model -------------------------------
+
+
+class Brief(BaseModel):
+    text: str
+    max_rounds: int | None = None
+
+
+class Verse(BaseModel):
+    topic: str = ""
+    round: int = 0
+    lines: list[str]
+
+
+class Poem(BaseModel):
+    text: str
+
+
+@workflow.defn
+class Versifier(ReflectionLoop[Brief, Verse, Poem]):
+    """Accepts a verse of four lines; each rewrite adds one line."""
+
+    accept_at = 1.0
+
+    @workflow.run
+    async def run(self, brief: Brief) -> ReflectionOutcome[Poem]:
+        return await self.execute(brief)
+
+    async def draft(self, ctx: RecipeContext, brief: Brief) -> Verse:
+        return Verse(lines=[brief.text])
+
+    async def critique(self, ctx: RecipeContext, verse: Verse) -> tuple[float, str]:
+        if verse.lines[0] == "nan":
+            return math.nan, "?"
+        return len(verse.lines) / 4, f"{4 - len(verse.lines)} lines short"
+
+    async def rewrite(self, ctx: RecipeContext, verse: Verse, review: Review) -> Verse:
+        return Verse(lines=[*verse.lines, f"line {len(verse.lines) + 1} ({review.feedback})"])
+
+    async def finish(self, ctx: RecipeContext, verse: Verse, review: Review) -> Poem:
+        return Poem(text=" / ".join(verse.lines))
+
+
+async def test_a_user_loop_runs_its_hooks_without_a_model(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    async with build_worker(client, settings, extra_workflows=[Versifier]):
+
+        async def run(brief: Brief) -> tuple[ReflectionOutcome[Poem], WorkflowHandle]:
+            handle = await client.start_workflow(
+                Versifier.run,
+                brief,
+                id=f"verse-{uuid.uuid4().hex[:8]}",
+                task_queue=settings.task_queue,
+            )
+            return await handle.result(), handle
+
+        # Class settings: max_rounds=2 rewrites -> 3 lines at most, never 4: the limit.
+        limited, handle = await run(Brief(text="Rain"))
+        ledger = await handle.query(Versifier.artifacts)
+        # Overridden per run: a third rewrite reaches four lines and is accepted.
+        accepted, _ = await run(Brief(text="Snow", max_rounds=3))
+        # No rewrites allowed: one critique, then the limit.
+        single, _ = await run(Brief(text="Fog", max_rounds=0))
+        nan = await client.start_workflow(
+            Versifier.run,
+            Brief(text="nan"),
+            id=f"verse-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await nan.result()
+        failed = (await nan.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE)
+
+    assert (limited.ending, limited.scores, limited.rounds) == ("round_limit", [0.25, 0.5, 0.75], 3)
+    assert limited.final == Poem(text="Rain / line 2 (3 lines short) / line 3 (2 lines short)")
+    verse = ledger.get("draft:Rain")
+    assert verse.version == 3
+    assert (verse.typed(Verse).data.topic, verse.typed(Verse).data.round) == ("Rain", 3)
+    assert [link.source for link in ledger.links if link.relation == "reviews"] == [
+        "review:draft:Rain:1",
+        "review:draft:Rain:2",
+        "review:draft:Rain:3",
+    ]
+    assert ledger.links_from("final:Rain", "based_on")[0].target == "draft:Rain"
+    assert (accepted.ending, accepted.scores) == ("accepted", [0.25, 0.5, 0.75, 1.0])
+    assert (single.ending, single.scores, single.final) == ("round_limit", [0.25], Poem(text="Fog"))
+    # A score that is not a number fails the run, visibly.
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidScore"
+    assert failed == "failed"
+    assert model.calls == []

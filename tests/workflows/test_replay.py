@@ -1,0 +1,32 @@
+"""Committed histories replay against today's workflow code: a non-deterministic
+change to a workflow fails here, before it can break running workflows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.helpers import ROOT
+from workflows import WORKFLOWS
+
+HISTORIES = sorted((ROOT / "tests" / "histories").glob("*.json"))
+
+
+def test_histories_are_committed_for_every_workflow() -> None:
+    types = set()
+    for path in HISTORIES:
+        first = json.loads(path.read_text())["events"][0]
+        types.add(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
+    assert {w.__name__ for w in WORKFLOWS} <= types
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
