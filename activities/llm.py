@@ -4,14 +4,20 @@ The client runs with `max_retries=0`: Temporal owns retries, so every attempt is
 visible in the workflow's history and honours the workflow's retry policy. This
 module only classifies failures: transient ones are retryable (with the server's
 `retry-after` as the next delay), request errors fail at once.
+
+Structured output is asked for by name: the request carries the `type_path` of a
+pydantic model and the activity looks it up among the models the worker was
+registered with (`OUTPUT_MODELS` of its recipes modules). Nothing named in
+workflow input is ever imported; an unregistered name fails the call at once
+(`UnknownOutputType`, not retryable) with how to register the model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import importlib
 import time
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
@@ -30,6 +36,7 @@ from durafact.llm import (
     LLMResponse,
     Usage,
     strict_json_schema,
+    type_path,
 )
 
 # Status codes that no retry can fix, and the error type each one is reported as.
@@ -102,34 +109,41 @@ async def heartbeating(awaitable: Any, every: float = 2.0) -> Any:
         task.cancel()
 
 
-def _load_type(path: str) -> type[BaseModel]:
-    module_name, _, qualname = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ApplicationError(
-            f"output type {path!r} cannot be imported on this worker: {exc}",
-            type="UnknownOutputType",
-            non_retryable=True,
-        ) from exc
-    if not (isinstance(target, type) and issubclass(target, BaseModel)):
-        raise ApplicationError(
-            f"output type {path!r} is not a pydantic model",
-            type="UnknownOutputType",
-            non_retryable=True,
-        )
-    return target
+UNKNOWN_OUTPUT_TYPE = "UnknownOutputType"
 
 
 class ModelActivities:
-    """Activities that talk to the model; one instance per worker."""
+    """Activities that talk to the model; one instance per worker.
 
-    def __init__(self, llm: openai.AsyncOpenAI, temporal: Client, default_model: str) -> None:
+    `output_models` are the pydantic models structured calls may ask for: the worker's
+    registered ones. A request names its model (`type_path`); the activity looks the
+    name up here and never imports what a workflow sends.
+    """
+
+    def __init__(
+        self,
+        llm: openai.AsyncOpenAI,
+        temporal: Client,
+        default_model: str,
+        output_models: Iterable[type[BaseModel]] = (),
+    ) -> None:
         self._llm = llm
         self._temporal = temporal
         self._default_model = default_model
+        self._output_models = {type_path(model): model for model in output_models}
+
+    def _output_type(self, name: str) -> type[BaseModel]:
+        try:
+            return self._output_models[name]
+        except KeyError:
+            raise ApplicationError(
+                f"output type {name!r} is not registered with this worker: list the model in "
+                "OUTPUT_MODELS of the recipes module that lists the workflow, and load that "
+                "module on the worker (--recipes MODULE, DURAFACT_RECIPES, or an entry point "
+                "in the group durafact.recipes)",
+                type=UNKNOWN_OUTPUT_TYPE,
+                non_retryable=True,
+            ) from None
 
     async def _context_texts(self, refs: list[ContextRef]) -> list[ContextText]:
         # Earlier artifacts come from the workflow's own ledger by query, so they are
@@ -150,8 +164,8 @@ class ModelActivities:
 
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
+        output_type = self._output_type(request.output_type) if request.output_type else None
         messages = await self._render(request.messages)
-        output_type = _load_type(request.output_type) if request.output_type else None
         info = activity.info()
         kwargs: dict[str, Any] = {
             "model": request.model or self._default_model,

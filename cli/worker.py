@@ -1,14 +1,19 @@
-"""Run every durafact workflow and activity on the task queue.
+"""Run every registered durafact workflow and activity on the task queue.
 
-    python worker.py
+    python worker.py [--recipes MODULE[,MODULE...]] ...     (installed: durafact-worker)
 
-Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE, OPENAI_BASE_URL,
-OPENAI_API_KEY and DURAFACT_MODEL. SIGINT or SIGTERM stops polling, lets running
-activities finish (up to the graceful timeout) and exits 0.
+Runs the built-in recipes, the recipes modules named by `--recipes` (repeatable) and
+DURAFACT_RECIPES (comma-separated), and those of installed distributions' entry
+points in the group `durafact.recipes` (see cli/registry.py). Reads
+TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE, OPENAI_BASE_URL,
+OPENAI_API_KEY and DURAFACT_MODEL. A registration mistake is one line and exit code
+2, before connecting. SIGINT or SIGTERM stops polling, lets running activities
+finish (up to the graceful timeout) and exits 0.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import signal
@@ -18,14 +23,21 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import openai
+from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import ModelActivities, SourceActivities
+from cli.registry import (
+    RegistrationError,
+    Registry,
+    builtin_registry,
+    load_registry,
+    recipe_modules,
+)
 from cli.settings import Settings
-from workflows import WORKFLOWS
 
 log = logging.getLogger("durafact.worker")
 
@@ -58,18 +70,30 @@ def openai_client(settings: Settings) -> openai.AsyncOpenAI:
 
 @asynccontextmanager
 async def build_worker(
-    client: Client, settings: Settings, extra_workflows: Sequence[type] = ()
+    client: Client,
+    settings: Settings,
+    registry: Registry | None = None,
+    *,
+    extra_workflows: Sequence[type] = (),
+    output_models: Sequence[type[BaseModel]] = (),
 ) -> AsyncIterator[Worker]:
-    """Run every workflow and activity on the task queue while the block runs; on
-    exit, stop the worker and close the model client it made."""
+    """Run the registered workflows and every activity on the task queue while the
+    block runs; on exit, stop the worker and close the model client it made.
+
+    `registry` defaults to the built-ins; `extra_workflows` and `output_models` add
+    to it (a test's own recipe, and the models its structured calls ask for).
+    """
+    registry = (registry or builtin_registry()).add(
+        extra_workflows, output_models, origin="build_worker"
+    )
     llm = openai_client(settings)
-    models = ModelActivities(llm, client, settings.model)
+    models = ModelActivities(llm, client, settings.model, registry.output_models.values())
     # Embedding sources without an endpoint of their own use the model endpoint.
     sources = SourceActivities(embeddings=llm)
     worker = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[*WORKFLOWS, *extra_workflows],
+        workflows=registry.classes,
         activities=[models.request_model, sources.search_source, sources.resolve_ref],
         workflow_runner=WORKFLOW_RUNNER,
         graceful_shutdown_timeout=timedelta(seconds=10),
@@ -81,7 +105,25 @@ async def build_worker(
         await llm.close()
 
 
-async def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="worker.py", description=__doc__.splitlines()[0])
+    top.add_argument(
+        "--recipes",
+        action="append",
+        default=[],
+        metavar="MODULE[,MODULE...]",
+        help="a recipes module to run besides the built-ins (repeatable; also DURAFACT_RECIPES)",
+    )
+    return top
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        registry = load_registry(recipe_modules(args.recipes))
+    except RegistrationError as exc:
+        print(f"worker: {exc}", file=sys.stderr)
+        sys.exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = Settings.from_env()
     client = await Client.connect(
@@ -101,7 +143,8 @@ async def main() -> None:
         settings.model,
         settings.openai_base_url or "api.openai.com",
     )
-    async with build_worker(client, settings):
+    log.info("recipes: %s (from %s)", ", ".join(registry.names()), ", ".join(registry.modules))
+    async with build_worker(client, settings, registry):
         await stop.wait()
         log.info("stopping: finishing running activities")
     log.info("worker stopped")

@@ -60,7 +60,11 @@ class LLMRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     output_type: str | None = Field(
         default=None,
-        description="'module:QualName' of a pydantic model for structured output, else free text.",
+        description=(
+            "For structured output, the name (`type_path`) of a pydantic model the worker "
+            "was registered with; None for free text. A name, never an import path: the "
+            "activity looks it up and imports nothing."
+        ),
     )
     model: str | None = Field(default=None, description="None: the worker's DURAFACT_MODEL.")
     temperature: float | None = None
@@ -81,6 +85,7 @@ class LLMResponse(BaseModel):
 
 
 def type_path(model: type[BaseModel]) -> str:
+    """The name an output model is registered and requested under: `module:QualName`."""
     return f"{model.__module__}:{model.__qualname__}"
 
 

@@ -42,9 +42,13 @@ from workflows.reflection import (
     Review,
 )
 from workflows.research import (
+    AnswerDraft,
     Calculation,
     Claim,
+    ClaimSet,
     Evidence,
+    EvidenceSet,
+    RefChoice,
     ResearchAnswer,
     ResearchInput,
     ResearchResult,
@@ -67,16 +71,35 @@ from workflows.supervisor import (
     keyword_route,
 )
 
-# Every ready workflow the worker runs.
-WORKFLOWS = [
+# The built-ins' registration, in the form every recipes module uses (`--recipes
+# MODULE`, DURAFACT_RECIPES or the `durafact.recipes` entry point group): the ready
+# workflows, and the pydantic models their `ctx.llm.structured(...)` calls ask for.
+# The model activity answers only for registered output models.
+RECIPES = [
     PlanExecuteWorkflow,
     ReflectionWorkflow,
     AnswerFlowWorkflow,
     SupervisorWorkflow,
     ResearchWorkflow,
 ]
+OUTPUT_MODELS = [
+    Plan,
+    Critique,
+    BatchAnswers,
+    Verdicts,
+    Facts,
+    RouteChoice,
+    RefChoice,
+    EvidenceSet,
+    ClaimSet,
+    AnswerDraft,
+]
+# The name the replay tests and benches know the ready workflows by.
+WORKFLOWS = RECIPES
 
 __all__ = [
+    "OUTPUT_MODELS",
+    "RECIPES",
     "SEARCH_ATTRIBUTES",
     "WORKFLOWS",
     "Announcement",

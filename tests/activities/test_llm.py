@@ -1,23 +1,34 @@
 """The model activity's contract: Temporal owns retries, request errors fail at once,
-structured output is validated and re-asked, usage is reported."""
+structured output is validated and re-asked, usage is reported, and an output model is
+looked up among the registered ones, never imported from what a workflow sends."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
-import httpx
-import openai
-import pytest
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ActivityError, ApplicationError
+from pydantic import BaseModel
+from temporalio import workflow
 
-from activities import classify_error, retry_after
-from cli.settings import Settings
-from durafact.llm import strict_json_schema
-from tests.scripted_model import ScriptedModel
-from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow
+from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, RecipeContext
+from workflows.recipe import Recipe
+
+# The workflow sandbox re-imports this module (HaikuWorkflow); the rest is not workflow code.
+with workflow.unsafe.imports_passed_through():
+    import httpx
+    import openai
+    import pytest
+    from temporalio.client import Client, WorkflowFailureError
+    from temporalio.exceptions import ActivityError, ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from activities import ModelActivities, classify_error, retry_after
+    from cli.settings import Settings
+    from cli.worker import build_worker
+    from durafact.llm import ChatMessage, LLMRequest, strict_json_schema, type_path
+    from tests.scripted_model import ScriptedModel
 
 is_plan = lambda call: call.schema_name == "Plan"  # noqa: E731
 
@@ -114,6 +125,82 @@ async def test_structured_requests_send_a_strict_json_schema(
     assert schema["required"] == ["steps"]
     step_call = model.calls_for("llm:step:")[0]
     assert "response_format" not in step_call.body
+
+
+class Haiku(BaseModel):
+    lines: list[str]
+
+
+@workflow.defn
+class HaikuWorkflow(Recipe[Goal, Haiku]):
+    @workflow.run
+    async def run(self, goal: Goal) -> Haiku:
+        return await self.execute(goal)
+
+    async def lifecycle(self, ctx: RecipeContext, goal: Goal) -> Haiku:
+        return await ctx.llm.structured(Haiku, goal.text)
+
+
+async def run_haiku(client: Client, settings: Settings) -> Haiku:
+    return await client.execute_workflow(
+        HaikuWorkflow.run,
+        Goal(text="A haiku on retries"),
+        id=f"haiku-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+
+
+async def test_an_unregistered_output_model_fails_at_once_saying_how_to_register_it(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    async with build_worker(client, settings, extra_workflows=[HaikuWorkflow]):
+        with pytest.raises(WorkflowFailureError) as raised:
+            await run_haiku(client, settings)
+    error = raised.value.cause.cause
+    assert isinstance(error, ApplicationError)
+    assert (error.type, error.non_retryable) == ("UnknownOutputType", True)
+    assert f"output type {type_path(Haiku)!r} is not registered with this worker" in error.message
+    assert "OUTPUT_MODELS" in error.message and "--recipes" in error.message
+    assert model.calls == []  # refused before the model was asked
+
+
+async def test_a_registered_output_model_is_asked_for_and_validated(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    model.reply(lambda call: {"lines": ["one", "two", "three"]})
+    async with build_worker(
+        client, settings, extra_workflows=[HaikuWorkflow], output_models=[Haiku]
+    ):
+        haiku = await run_haiku(client, settings)
+    assert haiku == Haiku(lines=["one", "two", "three"])
+    assert model.calls[0].schema_name == "Haiku"
+
+
+async def test_the_activity_never_imports_a_module_named_in_its_input(
+    model: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A module that would leave a mark if anything imported it.
+    (tmp_path / "planted.py").write_text(
+        "import pathlib\n"
+        f"pathlib.Path({str(tmp_path / 'imported')!r}).write_text('yes')\n"
+        "from pydantic import BaseModel\n"
+        "class Payload(BaseModel):\n"
+        "    x: int\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    llm = openai.AsyncOpenAI(base_url=model.url, api_key="test", max_retries=0)
+    models = ModelActivities(llm, None, "scripted", output_models=[Plan])  # type: ignore[arg-type]
+    request = LLMRequest(
+        messages=[ChatMessage(role="user", content="hi")], output_type="planted:Payload"
+    )
+    try:
+        with pytest.raises(ApplicationError) as raised:
+            await ActivityEnvironment().run(models.request_model, request)
+    finally:
+        await llm.close()
+    assert raised.value.type == "UnknownOutputType"
+    assert not (tmp_path / "imported").exists()
+    assert model.calls == []
 
 
 def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:

@@ -70,7 +70,9 @@ async def test_a_user_recipe_runs_its_hooks_in_order(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
     model.reply(tour)
-    async with build_worker(client, settings, extra_workflows=[TripPlanner]):
+    async with build_worker(
+        client, settings, extra_workflows=[TripPlanner], output_models=[Cities]
+    ):
         handle = await client.start_workflow(
             TripPlanner.run,
             Trip(text="Baltic coast", days=2),

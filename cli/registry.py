@@ -1,0 +1,210 @@
+"""Which recipes the worker runs and the command line starts.
+
+A recipes module lists its workflow classes, and the pydantic models their
+`ctx.llm.structured(...)` calls ask for:
+
+    RECIPES = [TripPlanner]          # @workflow.defn classes
+    OUTPUT_MODELS = [Cities]         # optional: only what structured calls need
+
+The built-ins register the same way (`workflows`). The worker and the command line
+load, besides the built-ins:
+
+- the modules named by `--recipes MODULE[,MODULE...]` (repeatable) and by
+  `DURAFACT_RECIPES=MODULE,...` (imported from the current directory too);
+- the module each entry point of the group `durafact.recipes` names, in every
+  installed distribution (`[project.entry-points."durafact.recipes"]
+  trips = "my_pkg.recipes"`).
+
+A module that cannot be imported, has no RECIPES, lists something that is not a
+workflow class or a model, or two recipes with one workflow type name: each is a
+`RegistrationError` of one line, raised before anything starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+from durafact.llm import type_path
+
+ENTRY_POINT_GROUP = "durafact.recipes"
+ENV_VAR = "DURAFACT_RECIPES"
+BUILTIN_MODULE = "workflows"
+HOW = "a recipes module lists RECIPES = [...] and OUTPUT_MODELS = [...]"
+
+
+class RegistrationError(Exception):
+    """A one-line reason the registered recipes cannot be used."""
+
+
+@dataclass(frozen=True)
+class Registered:
+    """One registered workflow: its type name, class, and where it was registered."""
+
+    name: str
+    cls: type
+    origin: str
+
+    @property
+    def definition(self) -> Any:
+        return workflow._Definition.must_from_class(self.cls)
+
+    @property
+    def run_fn(self) -> Any:
+        return self.definition.run_fn
+
+    @property
+    def inputs(self) -> list[Any] | None:
+        """The run method's parameter types (without self); None when not all are
+        annotated. An unannotated parameter counts as `Any`."""
+        arg_types = self.definition.arg_types
+        if arg_types is not None:
+            return list(arg_types)
+        params = list(inspect.signature(self.run_fn).parameters.values())[1:]
+        return [Any] * len(params)
+
+    @property
+    def result_type(self) -> Any:
+        return self.definition.ret_type
+
+
+@dataclass
+class Registry:
+    """The registered workflows by type name, and output models by `type_path`."""
+
+    workflows: dict[str, Registered] = field(default_factory=dict)
+    output_models: dict[str, type[BaseModel]] = field(default_factory=dict)
+    modules: list[str] = field(default_factory=list)
+
+    @property
+    def classes(self) -> list[type]:
+        return [r.cls for r in self.workflows.values()]
+
+    def names(self) -> list[str]:
+        return sorted(self.workflows)
+
+    def get(self, name: str) -> Registered | None:
+        return self.workflows.get(name)
+
+    def add(
+        self,
+        workflows: Iterable[Any],
+        output_models: Iterable[Any] = (),
+        origin: str = "build_worker",
+    ) -> Registry:
+        """Register workflow classes and output models; the same class twice is one."""
+        for cls in workflows:
+            self._add_workflow(cls, origin)
+        for model in output_models:
+            if not (isinstance(model, type) and issubclass(model, BaseModel)):
+                raise RegistrationError(f"{origin}: {model!r} is not a pydantic model class")
+            self.output_models[type_path(model)] = model
+        return self
+
+    def add_module(self, name: str, origin: str | None = None) -> Registry:
+        """Import a recipes module and register what it lists."""
+        where = f"{origin}: " if origin else ""
+        if name in self.modules:
+            return self
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:
+            hint = ""
+            if isinstance(exc, ModuleNotFoundError) and exc.name and name.startswith(exc.name):
+                hint = " (is it on PYTHONPATH, installed, or under the current directory?)"
+            raise RegistrationError(
+                f"{where}recipes module {name!r} cannot be imported: "
+                f"{type(exc).__name__}: {one_line(str(exc))}{hint}"
+            ) from None
+        recipes = getattr(module, "RECIPES", None)
+        if recipes is None:
+            raise RegistrationError(f"{where}recipes module {name!r} has no RECIPES ({HOW})")
+        models = getattr(module, "OUTPUT_MODELS", ())
+        for attribute, value in (("RECIPES", recipes), ("OUTPUT_MODELS", models)):
+            if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+                raise RegistrationError(f"{where}{name}.{attribute} is not a list ({HOW})")
+        self.modules.append(name)
+        return self.add(recipes, models, origin=f"{where}{name}")
+
+    def _add_workflow(self, cls: Any, origin: str) -> None:
+        definition = workflow._Definition.from_class(cls) if isinstance(cls, type) else None
+        if definition is None:
+            raise RegistrationError(
+                f"{origin}: RECIPES lists {describe(cls)}, not a workflow class "
+                "(a class decorated with @workflow.defn)"
+            )
+        if definition.name is None:
+            raise RegistrationError(
+                f"{origin}: {cls.__qualname__} is a dynamic workflow; only named types register"
+            )
+        known = self.workflows.get(definition.name)
+        if known is not None and known.cls is not cls:
+            raise RegistrationError(
+                f"workflow type {definition.name!r} is registered twice: "
+                f"{qualified(known.cls)} ({known.origin}) and {qualified(cls)} ({origin})"
+            )
+        self.workflows.setdefault(definition.name, Registered(definition.name, cls, origin))
+
+
+def builtin_registry() -> Registry:
+    """The ready workflows and their output models: what every worker runs."""
+    return Registry().add_module(BUILTIN_MODULE)
+
+
+def recipe_modules(options: Sequence[str] = (), env: Mapping[str, str] | None = None) -> list[str]:
+    """The module names of `--recipes` options and DURAFACT_RECIPES, comma lists split,
+    in order, each once."""
+    env = os.environ if env is None else env
+    names: list[str] = []
+    for value in [env.get(ENV_VAR, ""), *options]:
+        for name in value.split(","):
+            if name.strip() and name.strip() not in names:
+                names.append(name.strip())
+    return names
+
+
+def load_registry(modules: Sequence[str] = (), *, entry_points: bool = True) -> Registry:
+    """The built-ins, the entry points' modules (unless `entry_points` is False), and
+    `modules` (see `recipe_modules`)."""
+    registry = builtin_registry()
+    if entry_points:
+        for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = entry_point.dist
+            origin = f"entry point {entry_point.name!r} ({ENTRY_POINT_GROUP})"
+            if dist is not None:
+                origin += f" of {dist.name} {dist.version}"
+            if entry_point.attr:
+                raise RegistrationError(
+                    f"{origin}: {entry_point.value!r} must name a module, not an attribute"
+                )
+            registry.add_module(entry_point.module, origin)
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        # Like `python -m`: a recipes module in the current directory is found, but
+        # after everything else, so nothing there shadows an installed module.
+        sys.path.append(os.getcwd())
+    for name in modules:
+        registry.add_module(name)
+    return registry
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, type):
+        return qualified(value)
+    return f"{value!r} ({type(value).__name__})"
+
+
+def qualified(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
