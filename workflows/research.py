@@ -1,66 +1,80 @@
-"""ResearchWorkflow: answer a question from configured sources, with full provenance.
+"""Research: answer a question from sources, every statement traced to what it rests on.
 
-Top to bottom, a run:
+The recipe owns the search, what gets read, the checks, the arithmetic, the ids,
+the links and the status; you write only the four judgement hooks, and a
+three-line `run`:
 
-1. **Searches** every source in parallel (`fan_out_sources`): one `search_source`
-   activity per source, the refs merged, ranked and stored as
-   `ref:{stable_id}:{turn}`. A source that fails for good is recorded and the
-   others still count.
-2. **Chooses** (`llm:select:{turn}`, one structured call): the model sees the refs
-   by id with their previews (as context, never inlined) and names at most
-   `max_docs` of them. Unknown ids are ignored. The choice is `choice:{turn}`,
-   linked `chooses` -> each chosen ref.
-3. **Materializes** only the chosen refs (`materialize_doc`, in parallel): pages and
-   files that were not chosen are never fetched or read. Each document is
-   `resolved:{ref}`, linked `materialized_from` -> its ref.
-4. **Extracts evidence** (`llm:evidence:{turn}`): quotes with the document they come
-   from. The grounding rule of AnswerFlow (`grounding_issues`) is checked in code:
-   a quote must be a passage of a few words that occurs verbatim in its document
-   (case, spacing and typography aside). What passes is `evidence:{turn}:{n}`,
-   linked `quoted_from` -> the document; what fails is kept as
-   `rejected:evidence:{turn}:{n}` with its issue codes.
-5. **States claims** (`llm:claims:{turn}`): each claim cites evidence ids, and may
-   rest on a calculation over table rows that the model only *names*: `op` (sum,
-   mean, min, max, count), `column` and `row_ids` (the materialized CSV rows). Code
-   computes it from the rows' exact cells (`Decimal`, via `durafact.sources.csv`)
-   into `calc:{turn}:{name}` (linked `computed_from` -> each row); the claim holds
-   the placeholder `{{name}}`, so the model never sees, copies or computes the
-   number. A claim is kept (`claim:{turn}:{n}`, linked `supported_by` -> its
-   evidence and calculations) when it cites at least one valid support, every
-   placeholder names a computed calculation, and every number it states occurs in
-   its evidence quotes or in the question.
-6. **Answers** (`llm:answer:{turn}`): the model writes the answer from the claims
-   (as context, placeholders included) and a description of each calculation
-   without its value. Code puts the exact computed values in place of the
-   placeholders and adds a line for a calculation the text left out. An answer that
-   states a number its claims and evidence do not hold, or names an unknown
-   placeholder, is replaced by the claims themselves (`composed`). The answer is
-   `answer:{turn}`, linked `supported_by` -> every kept claim.
+    @workflow.defn
+    class PriceDesk(Research[ResearchInput, ResearchResult]):
+        @workflow.run
+        async def run(self, request: ResearchInput) -> ResearchResult:
+            return await self.execute(request)
 
-So the provenance of an answer walks Answer -> Claim -> Evidence | Calculation ->
-Doc -> SourceRef -> SourceSpec (`ResearchResult.provenance()`).
+        async def choose(self, ctx, request, refs): ...                   # -> RefChoice
+        async def extract(self, ctx, request, docs): ...                  # -> list[EvidenceDraft]
+        async def state_claims(self, ctx, request, evidence, docs): ...   # -> ClaimSet
+        async def write_answer(self, ctx, request, claims, calculations): ...  # -> str | AnswerText
 
-Skills. The workflow does no I/O, so skills arrive loaded, in the input (the
-starter reads `skills/`). Each model call describes its situation in words and adds
-the instruction of each skill `match_skills` picks for it; the answer call's
-situation says a computed number backs the answer whenever one does, which is what
-the shipped `cost-reporting` skill is for.
+The input is a `ResearchInput` (or a subclass): the question, the sources and
+how much to read. Hooks get artifacts (`Artifact[SourceRef]`, `Artifact[Doc]`, ...)
+because what they return cites ids; give them to the model as
+`context=[a.id for a in docs]`, so a text is stored in history once.
 
-Status. A `StatusMachine` (`EvaluateTurn`) drives the `turn:{turn}` artifact
-(`ResearchTurn`) from the ledger alone, advanced after every change: `researching`
--> `answerable` once evidence survived the check -> `answered` once an answer
-exists, or `insufficient` once an `insufficient:{turn}` artifact says no source
-has the answer (nothing found, nothing chosen, nothing resolved, no quote
-grounded, or no claim backed). `DurafactStatus` follows it; `failed` if the run
-fails.
+Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
+
+1. **Search**: every source at once (`fan_out_sources`); the best `limit` refs
+   are `ref:{stable_id}:{turn}`, linked `found_by` -> `source:{source_id}`. A
+   source that fails for good is a `SourceFailure`; the others still count.
+2. **`choose`** names the refs worth reading. Unknown ids are ignored, at most
+   `max_docs` are kept: `choice:{turn}`, linked `chooses` -> each.
+3. **Read** only those (`materialize_doc`, in parallel): `resolved:{ref}`, a
+   `Doc` linked `materialized_from` -> its ref. Nothing else is fetched.
+4. **`extract`** quotes the docs. A quote is kept only when the grounding rule
+   finds it verbatim in its own document: `evidence:{turn}:{n}`, linked
+   `quoted_from` -> the doc. Else `rejected:evidence:{turn}:{n}` with its issue
+   codes (`NOT_IN_SOURCE`, `QUOTE_TOO_SHORT`, `UNKNOWN_DOC`).
+5. **`state_claims`** gets the evidence and the docs (table rows have `fields`),
+   and returns claims citing evidence ids and calculations it only *names* (`op`,
+   `column`, `row_ids`). Code computes each in `Decimal` from the rows' exact
+   cells: `calc:{turn}:{name}`, linked `computed_from` -> each row. A claim is
+   kept (`claim:{turn}:{n}`, linked `supported_by` -> its evidence and
+   calculations) when it cites a valid support, each `{{name}}` in it is a
+   computed calculation, and every number it states is in its quotes or the
+   question; else `rejected:claim:{turn}:{n}`.
+6. **`write_answer`** gets the kept claims and their calculations and writes the
+   text with computed values as `{{name}}`. Code puts the exact values in, adds
+   a line for one the text left out, and replaces a text that states a number
+   its claims and quotes do not hold (or names an unknown placeholder) by the
+   claims themselves (`composed`). `answer:{turn}` is linked `supported_by` ->
+   each claim and `answers` -> `turn:{turn}`.
+
+So a provenance walk goes Answer -> Claim -> Evidence | Calculation -> Doc ->
+SourceRef -> SourceSpec (`ResearchResult.provenance()`).
+
+Endings. A stage that leaves nothing (no ref found, none chosen, none read, no
+quote grounded, no claim backed) ends the run with `insufficient:{turn}` (its
+stage and reason), and no later hook runs. `result(ctx, request, ending)` turns
+the `ResearchAnswer` or `Insufficient` into the run's output; the default is a
+`ResearchResult`.
+
+Status. `EvaluateTurn` drives `turn:{turn}` (`ResearchTurn`) from the ledger
+alone: `researching` -> `answerable` once evidence is kept -> `answered` or
+`insufficient`. `DurafactStatus` follows it; `failed` when a hook raises.
+Activities: `search:{source_id}:{turn}`, `resolve:{ref}`, and the hooks' model
+calls `llm:select:{turn}`, `llm:evidence:{turn}`, `llm:claims:{turn}`,
+`llm:answer:{turn}`.
+
+`ResearchWorkflow`, at the bottom, is the ready LLM-driven Research: one
+structured model call per hook, skills matched per call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
@@ -90,19 +104,14 @@ from durafact.llm import ContextRef, Usage
 from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
 from durafact.status_machine import StatusMachine
-from workflows.recipe import RECIPE_ATTRIBUTE, Recipe, RecipeContext, quote
-from workflows.sources import fan_out_sources, materialize_doc, register_sources, source_spec
+from workflows.recipe import Recipe, RecipeContext, quote
+from workflows.sources import fan_out_sources, materialize_doc, source_spec
 
 TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
-
-# Situations, written by code, that skills are matched against (never the question).
-SELECT_SITUATION = "choosing which search results to read for a research question"
-EVIDENCE_SITUATION = "extracting verbatim quotes from documents as evidence"
-CLAIMS_SITUATION = "stating claims that cite quoted evidence and naming table calculations"
-ANSWER_SITUATION = "writing the answer to a research question from claims with quoted evidence"
-COMPUTED_SITUATION = "reporting an answer backed by a number computed in code from structured data"
+Stage = Literal["search", "select", "resolve", "evidence", "claims"]
 
 # Claim and answer issue codes.
+UNKNOWN_DOC = "UNKNOWN_DOC"
 NO_SUPPORT = "NO_SUPPORT"
 UNKNOWN_CALCULATION = "UNKNOWN_CALCULATION"
 UNSUPPORTED_NUMBER = "UNSUPPORTED_NUMBER"
@@ -110,7 +119,7 @@ UNSUPPORTED_NUMBER = "UNSUPPORTED_NUMBER"
 CALC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 
-# --- Input and result -----------------------------------------------------------------
+# --- Input, what hooks return, and the artifacts ---------------------------------------
 
 
 class ResearchInput(BaseModel):
@@ -119,10 +128,10 @@ class ResearchInput(BaseModel):
     question: str
     sources: list[SourceSpec] = Field(min_length=1)
     limit: int = Field(default=8, ge=1, le=20, description="Refs kept after ranking.")
-    max_docs: int = Field(default=4, ge=1, le=10, description="Refs the model may choose.")
+    max_docs: int = Field(default=4, ge=1, le=10, description="Refs that may be read.")
     max_doc_chars: int = Field(default=20_000, ge=200, description="Longer documents are cut.")
     skills: list[Skill] = Field(
-        default_factory=list, description="Loaded skills (`load_skills`); matched per call."
+        default_factory=list, description="Loaded skills (`load_skills`) hooks may match."
     )
 
     @field_validator("question")
@@ -142,51 +151,24 @@ class ResearchInput(BaseModel):
         return value
 
 
-class ResearchTurn(BaseModel):
-    """The lifecycle artifact `turn:{turn}`; `EvaluateTurn` moves its status."""
-
-    query_id: str
-    question: str
-    status: TurnStatus = "researching"
-
-
 class RefChoice(BaseModel):
-    """The model's structured output for choosing what to read."""
+    """What `choose` returns: the refs to read."""
 
     ref_ids: list[str] = Field(description="Ids of the search results to read, best first.")
     reason: str = Field(description="One sentence: why these.")
 
 
-class RefSelection(BaseModel):
-    """`choice:{turn}`: the refs that will be materialized."""
-
-    query_id: str
-    ref_ids: list[str]
-    reason: str
-
-
 class EvidenceDraft(BaseModel):
+    """One quote `extract` proposes; kept only if it is verbatim in its document."""
+
     doc_id: str = Field(description="The id of the document the quote is from.")
     quote: str = Field(description="A passage of a few words copied verbatim from that document.")
     point: str = Field(description="What the quote shows, in one short sentence.")
 
 
-class EvidenceSet(BaseModel):
-    """The model's structured output for evidence extraction."""
-
-    evidence: list[EvidenceDraft]
-
-
-class Evidence(BaseModel):
-    """`evidence:{turn}:{n}`: a quote that occurs verbatim in its document."""
-
-    query_id: str
-    doc_id: str
-    quote: str
-    point: str
-
-
 class CalculationRequest(BaseModel):
+    """A number `state_claims` names; code computes it."""
+
     name: str = Field(description="A short name; claims write {{name}} where the value goes.")
     op: Operation
     column: str = Field(description="The column to compute over (any column for count).")
@@ -203,10 +185,42 @@ class ClaimDraft(BaseModel):
 
 
 class ClaimSet(BaseModel):
-    """The model's structured output for stating claims."""
+    """What `state_claims` returns: claims, and the calculations they name."""
 
     claims: list[ClaimDraft]
     calculations: list[CalculationRequest]
+
+
+class AnswerText(BaseModel):
+    """What `write_answer` returns (or just the text): computed values as {{name}}."""
+
+    text: str
+    skills: list[str] = Field(default_factory=list, description="Skills the hook used.")
+
+
+class ResearchTurn(BaseModel):
+    """The lifecycle artifact `turn:{turn}`; `EvaluateTurn` moves its status."""
+
+    query_id: str
+    question: str
+    status: TurnStatus = "researching"
+
+
+class RefSelection(BaseModel):
+    """`choice:{turn}`: the refs that will be read."""
+
+    query_id: str
+    ref_ids: list[str]
+    reason: str
+
+
+class Evidence(BaseModel):
+    """`evidence:{turn}:{n}`: a quote that occurs verbatim in its document."""
+
+    query_id: str
+    doc_id: str
+    quote: str
+    point: str
 
 
 class Calculation(BaseModel):
@@ -229,7 +243,7 @@ class Calculation(BaseModel):
         return f"{shown} (rounded)" if self.rounded else shown
 
     def description(self) -> str:
-        """What was computed, without the value (what the answer call is told)."""
+        """What was computed, without the value."""
         rows = ", ".join(self.row_keys)
         what = "number of rows" if self.op == "count" else f"{self.op} of column {self.column!r}"
         sources = ", ".join(self.source_ids)
@@ -240,7 +254,7 @@ class Claim(BaseModel):
     """`claim:{turn}:{n}`: a statement that cites its evidence and calculations."""
 
     query_id: str
-    text: str = Field(description="As the model wrote it: computed values are {{name}}.")
+    text: str = Field(description="As the hook wrote it: computed values are {{name}}.")
     evidence_ids: list[str]
     calculation_ids: list[str] = Field(default_factory=list)
 
@@ -254,12 +268,6 @@ class Rejection(BaseModel):
     item: dict[str, Any]
 
 
-class AnswerDraft(BaseModel):
-    """The model's structured output for the answer."""
-
-    text: str = Field(description="The answer, from the claims only, placeholders kept.")
-
-
 class ResearchAnswer(BaseModel):
     """`answer:{turn}`: the final text, with the exact computed values in it."""
 
@@ -268,7 +276,7 @@ class ResearchAnswer(BaseModel):
     text: str
     claim_ids: list[str]
     calculation_ids: list[str] = Field(default_factory=list)
-    skills: list[str] = Field(default_factory=list, description="Skills the answer call used.")
+    skills: list[str] = Field(default_factory=list, description="Skills the answer hook used.")
     composed: bool = Field(default=False, description="True when code composed it from the claims.")
 
 
@@ -276,7 +284,7 @@ class Insufficient(BaseModel):
     """`insufficient:{turn}`: no source has the answer, and where the search ran dry."""
 
     query_id: str
-    stage: Literal["search", "select", "resolve", "evidence", "claims"]
+    stage: Stage
     reason: str
 
 
@@ -292,7 +300,7 @@ class ResearchResult(BaseModel):
     ledger: Ledger
 
     @property
-    def research_answer_id(self) -> str:
+    def answer_id(self) -> str:
         return research_answer_id(self.turn)
 
     def provenance(self) -> ProvenanceNode | None:
@@ -314,18 +322,16 @@ class ResearchResult(BaseModel):
         return self.ledger.find_all(Calculation)
 
 
-# --- The status machine ---------------------------------------------------------------
-
-
 class EvaluateTurn(StatusMachine[ResearchTurn]):
-    """researching -> answerable -> answered | insufficient, from the ledger alone."""
+    """researching -> answerable -> answered | insufficient, from the ledger alone;
+    each transition is handed to `set_status(status, message)`."""
 
     artifact_type = ResearchTurn
     terminal = frozenset({"answered", "insufficient"})
 
-    def __init__(self, ctx: RecipeContext) -> None:
+    def __init__(self, set_status: Callable[[str, str], None]) -> None:
         super().__init__()
-        self.ctx = ctx
+        self.set_status = set_status
 
     def next_status(self, ledger: Ledger, key: str) -> str | None:
         if any(a.data.query_id == key for a in ledger.find_all(ResearchAnswer)):
@@ -337,10 +343,387 @@ class EvaluateTurn(StatusMachine[ResearchTurn]):
         return None
 
     def on_transition(self, ledger: Ledger, key: str, old: str, new: str) -> None:
-        self.ctx.set_status(new, f"research status: {old} -> {new}")
+        self.set_status(new, f"research status: {old} -> {new}")
 
 
-# --- The workflow ----------------------------------------------------------------------
+# --- The lifecycle -------------------------------------------------------------------
+
+In = TypeVar("In", bound=ResearchInput)
+Out = TypeVar("Out")
+
+
+class Research(Recipe[In, Out]):
+    """Search -> choose -> read the chosen -> quote -> claim and compute -> answer."""
+
+    recipe_name = "research"
+
+    async def choose(
+        self, ctx: RecipeContext, request: In, refs: list[Artifact[SourceRef]]
+    ) -> RefChoice:
+        raise NotImplementedError
+
+    async def extract(
+        self, ctx: RecipeContext, request: In, docs: list[Artifact[Doc]]
+    ) -> list[EvidenceDraft]:
+        raise NotImplementedError
+
+    async def state_claims(
+        self,
+        ctx: RecipeContext,
+        request: In,
+        evidence: list[Artifact[Evidence]],
+        docs: list[Artifact[Doc]],
+    ) -> ClaimSet:
+        raise NotImplementedError
+
+    async def write_answer(
+        self,
+        ctx: RecipeContext,
+        request: In,
+        claims: list[Artifact[Claim]],
+        calculations: list[Calculation],
+    ) -> str | AnswerText:
+        raise NotImplementedError
+
+    def result(self, ctx: RecipeContext, request: In, ending: ResearchAnswer | Insufficient) -> Out:
+        """The run's output from its ending: a `ResearchResult` unless overridden."""
+        answered = isinstance(ending, ResearchAnswer)
+        return cast(
+            Out,
+            ResearchResult(
+                question=request.question,
+                turn=ending.query_id,
+                status="answered" if answered else "insufficient",
+                answer=ending.text if isinstance(ending, ResearchAnswer) else None,
+                reason=ending.reason if isinstance(ending, Insufficient) else None,
+                usage=ctx.usage,
+                ledger=ctx.ledger,
+            ),
+        )
+
+    async def lifecycle(self, ctx: RecipeContext, request: In) -> Out:
+        ledger = ctx.ledger
+        turn = text_key(request.question)
+        turns = EvaluateTurn(ctx.set_status)
+
+        def insufficient(stage: Stage, reason: str) -> Out:
+            ending = Insufficient(query_id=turn, stage=stage, reason=reason)
+            ledger.create(insufficient_id(turn), ending)
+            ctx.announce(f"insufficient: {reason}", kind="warning")
+            turns.advance(ledger)
+            return self.result(ctx, request, ending)
+
+        ledger.create(turn_id(turn), ResearchTurn(query_id=turn, question=request.question))
+        ctx.set_status(
+            "researching",
+            f"researching {quote(request.question)} in {_count(len(request.sources), 'source')}",
+        )
+        refs = await fan_out_sources(
+            ctx,
+            request.question,
+            sources=request.sources,
+            owner_id=turn,
+            limit=request.limit,
+            on_start=lambda source: ctx.announce(f"searching {source}"),
+            on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
+        )
+        if not refs:
+            return insufficient("search", "no source found anything for the question")
+
+        with ctx.scoped(f"select:{turn}"):
+            choice = await self.choose(ctx, request, refs)
+        chosen = _keep_choice(ctx, turn, refs, choice, request.max_docs)
+        if not chosen:
+            return insufficient("select", "no search result looked relevant")
+
+        ctx.announce(f"reading {_count(len(chosen), 'document')}")
+        read = await asyncio.gather(
+            *(materialize_doc(ctx, ref, max_chars=request.max_doc_chars) for ref in chosen)
+        )
+        docs = [doc.typed(Doc) for doc in read if doc is not None]
+        if not docs:
+            return insufficient("resolve", "none of the chosen documents could be read")
+
+        with ctx.scoped(f"evidence:{turn}"):
+            drafts = await self.extract(ctx, request, docs)
+        evidence = _keep_grounded(ctx, turn, docs, drafts)
+        turns.advance(ledger)
+        if not evidence:
+            return insufficient("evidence", "no quote from the documents answers the question")
+
+        with ctx.scoped(f"claims:{turn}"):
+            stated = await self.state_claims(ctx, request, evidence, docs)
+        calculations = _calculate(ctx, turn, stated.calculations)
+        claims = _keep_backed(ctx, turn, request.question, stated.claims, evidence, calculations)
+        if not claims:
+            return insufficient("claims", "no claim was backed by the evidence")
+
+        used = list(dict.fromkeys(k for c in claims for k in c.data.calculation_ids))
+        calcs = [ledger.get(k).typed(Calculation).data for k in used]
+        with ctx.scoped(f"answer:{turn}"):
+            written = await self.write_answer(ctx, request, claims, calcs)
+        answer = _keep_answer(ctx, turn, request.question, written, claims, calcs)
+        turns.advance(ledger)
+        return self.result(ctx, request, answer)
+
+
+# --- What the lifecycle checks and computes, in code ------------------------------------
+
+
+def _keep_choice(
+    ctx: RecipeContext,
+    turn: str,
+    refs: list[Artifact[SourceRef]],
+    choice: RefChoice,
+    max_docs: int,
+) -> list[Artifact[SourceRef]]:
+    """The chosen refs that exist, once each, at most `max_docs`; stored as `choice:{turn}`."""
+    by_id = {ref.id: ref for ref in refs}
+    picked = list(dict.fromkeys(i for i in choice.ref_ids if i in by_id))
+    unknown = [i for i in choice.ref_ids if i not in by_id]
+    if unknown:
+        ctx.announce(f"ignored unknown ref ids: {', '.join(unknown)}", kind="warning")
+    if len(picked) > max_docs:
+        ctx.announce(f"{len(picked)} refs chosen; reading {max_docs}")
+        picked = picked[:max_docs]
+    if picked:
+        cid = choice_id(turn)
+        ctx.ledger.create(cid, RefSelection(query_id=turn, ref_ids=picked, reason=choice.reason))
+        for rid in picked:
+            ctx.ledger.link(cid, "chooses", rid)
+    return [by_id[i] for i in picked]
+
+
+def _keep_grounded(
+    ctx: RecipeContext, turn: str, docs: list[Artifact[Doc]], drafts: list[EvidenceDraft]
+) -> list[Artifact[Evidence]]:
+    """The quotes that occur verbatim in their own document, as `evidence:{turn}:{n}`."""
+    ledger = ctx.ledger
+    texts = {doc.id: doc.data.text for doc in docs}
+    kept: list[Artifact[Evidence]] = []
+    rejected = 0
+    for draft in drafts:
+        if draft.doc_id not in texts:
+            issues = [UNKNOWN_DOC]
+        else:
+            found = grounding_issues(draft.point, draft.quote, texts[draft.doc_id])
+            issues = [i.code for i in found]
+        if issues:
+            rejected += 1
+            _reject(ctx, turn, "evidence", rejected, issues, draft)
+            continue
+        eid = evidence_id(turn, len(kept) + 1)
+        ledger.create(
+            eid, Evidence(query_id=turn, doc_id=draft.doc_id, quote=draft.quote, point=draft.point)
+        )
+        ledger.link(eid, "quoted_from", draft.doc_id)
+        kept.append(ledger.get(eid).typed(Evidence))
+    ctx.announce(
+        f"evidence: {len(kept)} kept"
+        + (f", {rejected} rejected (not verbatim in its document)" if rejected else "")
+    )
+    return kept
+
+
+def _calculate(
+    ctx: RecipeContext, turn: str, requests: list[CalculationRequest]
+) -> dict[str, Artifact[Calculation]]:
+    """Each named calculation computed from the exact cells of its rows, by name."""
+    done: dict[str, Artifact[Calculation]] = {}
+    rejected = 0
+    for request in requests:
+        try:
+            calculation = _compute(ctx, turn, request, done)
+        except ValueError as exc:
+            rejected += 1
+            _reject(ctx, turn, "calculation", rejected, [str(exc)], request)
+            ctx.announce(f"calculation {request.name!r} refused: {exc}", kind="warning")
+            continue
+        kid = calc_id(turn, calculation.name)
+        ctx.ledger.create(kid, calculation)
+        for row in calculation.row_ids:
+            ctx.ledger.link(kid, "computed_from", row)
+        done[calculation.name] = ctx.ledger.get(kid).typed(Calculation)
+        ctx.announce(
+            f"computed {calculation.name} = {calculation.op}({calculation.column}) over "
+            f"{_count(len(calculation.row_ids), 'row')}"
+        )
+    return done
+
+
+def _compute(
+    ctx: RecipeContext, turn: str, request: CalculationRequest, done: dict[str, Any]
+) -> Calculation:
+    if not CALC_NAME.fullmatch(request.name):
+        raise ValueError(f"the name {request.name!r} is not a short identifier")
+    if request.name in done:
+        raise ValueError(f"a calculation named {request.name!r} already exists")
+    row_ids = list(dict.fromkeys(request.row_ids))
+    if not row_ids:
+        raise ValueError("no rows named")
+    docs: list[Doc] = []
+    for rid in row_ids:
+        artifact = ctx.ledger.artifacts.get(rid)
+        doc = artifact.typed(Doc).data if artifact is not None and artifact.type == "Doc" else None
+        if doc is None or doc.fields is None:
+            raise ValueError(f"{rid} is not a table row that was read")
+        docs.append(doc)
+    if request.op == "count":
+        values = [Decimal(0)] * len(docs)
+    else:
+        try:
+            values = [
+                column_values(
+                    [doc.fields or {}], request.column, decimal_comma=_decimal_comma(ctx, doc)
+                )[0]
+                for doc in docs
+            ]
+        except SourceError as exc:
+            raise ValueError(str(exc)) from None
+    value, rounded = compute(request.op, values)
+    at: list[str] = []
+    if request.op in ("min", "max"):
+        at = [doc.uid for doc, v in zip(docs, values, strict=True) if v == value]
+    return Calculation(
+        query_id=turn,
+        name=request.name,
+        op=request.op,
+        column=request.column,
+        row_ids=row_ids,
+        row_keys=[doc.uid for doc in docs],
+        source_ids=list(dict.fromkeys(doc.source_id for doc in docs)),
+        value=plain(value),
+        unit=request.unit.strip(),
+        rounded=rounded,
+        at=at,
+    )
+
+
+def _decimal_comma(ctx: RecipeContext, doc: Doc) -> bool:
+    spec = source_spec(ctx, doc.source_id)
+    return bool(spec and spec.decimal_comma)
+
+
+def _keep_backed(
+    ctx: RecipeContext,
+    turn: str,
+    question: str,
+    drafts: list[ClaimDraft],
+    evidence: list[Artifact[Evidence]],
+    calculations: dict[str, Artifact[Calculation]],
+) -> list[Artifact[Claim]]:
+    """The claims that cite a valid support and state no number it does not hold."""
+    ledger = ctx.ledger
+    quotes = {e.id: e.data.quote for e in evidence}
+    kept: list[Artifact[Claim]] = []
+    rejected = 0
+    for draft in drafts:
+        issues: list[str] = []
+        cited = list(dict.fromkeys(i for i in draft.evidence_ids if i in quotes))
+        names = list(dict.fromkeys(PLACEHOLDER.findall(draft.text)))
+        if draft.calculation and draft.calculation not in names:
+            names.append(draft.calculation)
+        unknown = [n for n in names if n not in calculations]
+        if unknown:
+            issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
+        if not cited and not names:
+            issues.append(NO_SUPPORT)
+        loose = unsupported_numbers(draft.text, " ".join([question, *(quotes[i] for i in cited)]))
+        if loose:
+            issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
+        if issues:
+            rejected += 1
+            _reject(ctx, turn, "claim", rejected, issues, draft)
+            continue
+        cid = claim_id(turn, len(kept) + 1)
+        calc_ids = [calculations[n].id for n in names]
+        ledger.create(
+            cid,
+            Claim(query_id=turn, text=draft.text, evidence_ids=cited, calculation_ids=calc_ids),
+        )
+        for target in [*cited, *calc_ids]:
+            ledger.link(cid, "supported_by", target)
+        kept.append(ledger.get(cid).typed(Claim))
+    ctx.announce(
+        f"claims: {len(kept)} kept"
+        + (f", {rejected} rejected" if rejected else "")
+        + (f"; {_count(len(calculations), 'calculation')}" if calculations else "")
+    )
+    return kept
+
+
+def _keep_answer(
+    ctx: RecipeContext,
+    turn: str,
+    question: str,
+    written: str | AnswerText,
+    claims: list[Artifact[Claim]],
+    calcs: list[Calculation],
+) -> ResearchAnswer:
+    """`answer:{turn}`: the text with the exact values in it, or the claims themselves
+    when the text adds a number of its own or names an unknown placeholder."""
+    ledger = ctx.ledger
+    draft = AnswerText(text=written) if isinstance(written, str) else written
+    by_name = {c.name: c for c in calcs}
+    quotes = [ledger.get(e).typed(Evidence).data.quote for c in claims for e in c.data.evidence_ids]
+    support = " ".join([question, *(c.data.text for c in claims), *quotes])
+    issues = []
+    unknown = [n for n in PLACEHOLDER.findall(draft.text) if n not in by_name]
+    if unknown:
+        issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
+    loose = unsupported_numbers(draft.text, support)
+    if loose:
+        issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
+    if not draft.text.strip():
+        issues.append("EMPTY_ANSWER")
+    text = draft.text
+    if issues:
+        _reject(ctx, turn, "answer", 1, issues, draft)
+        text = " ".join(c.data.text for c in claims)
+    stated = set(PLACEHOLDER.findall(text))
+    text = PLACEHOLDER.sub(lambda m: by_name[m[1]].display(), text).strip()
+    for calc in calcs:
+        if calc.name not in stated:  # the value is always in the answer, exactly
+            text += f"\n{calc.display()}: {calc.description()}, computed in code."
+    aid = research_answer_id(turn)
+    answer = ResearchAnswer(
+        query_id=turn,
+        question=question,
+        text=text,
+        claim_ids=[c.id for c in claims],
+        calculation_ids=[calc_id(turn, c.name) for c in calcs],
+        skills=draft.skills,
+        composed=bool(issues),
+    )
+    ledger.create(aid, answer)
+    for claim in claims:
+        ledger.link(aid, "supported_by", claim.id)
+    ledger.link(aid, "answers", turn_id(turn))
+    return answer
+
+
+def _reject(
+    ctx: RecipeContext, turn: str, stage: str, n: int, issues: list[str], item: BaseModel
+) -> None:
+    ctx.ledger.create(
+        rejected_id(stage, turn, n),
+        Rejection(query_id=turn, stage=stage, issues=issues, item=item.model_dump()),  # type: ignore[arg-type]
+    )
+    ctx.announce(f"rejected {stage} {n}: {'; '.join(issues)}", kind="warning")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# --- The ready, LLM-driven Research -----------------------------------------------------
+
+# Situations, written by code, that skills are matched against (never the question).
+SELECT_SITUATION = "choosing which search results to read for a research question"
+EVIDENCE_SITUATION = "extracting verbatim quotes from documents as evidence"
+CLAIMS_SITUATION = "stating claims that cite quoted evidence and naming table calculations"
+ANSWER_SITUATION = "writing the answer to a research question from claims with quoted evidence"
+COMPUTED_SITUATION = "reporting an answer backed by a number computed in code from structured data"
 
 SELECTOR = (
     "You choose which search results are worth reading to answer a research question. "
@@ -377,407 +760,109 @@ ANSWERER = (
 )
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+class EvidenceSet(BaseModel):
+    """The model's structured output for `extract`."""
+
+    evidence: list[EvidenceDraft]
+
+
+class AnswerDraft(BaseModel):
+    """The model's structured output for `write_answer`."""
+
+    text: str = Field(description="The answer, from the claims only, placeholders kept.")
+
+
+def _system(base: str, skills: list[Skill]) -> str:
+    return "\n\n".join([base, *(skill.instruction() for skill in skills)])
 
 
 @workflow.defn
-class ResearchWorkflow(Recipe):
-    """A question and sources in; a grounded answer with its provenance, or `insufficient`."""
+class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
+    """A question and sources in; a grounded answer with its provenance, or `insufficient`.
 
-    recipe_name = "research"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.turns = EvaluateTurn(self._ctx)
-        self._skills: list[Skill] = []
+    One structured model call per hook. The model sees refs, documents, evidence and
+    claims by id, as context, and never a computed value: it is told what each
+    calculation is, not what it came to. Each call adds the instruction of the skill
+    `match_skills` picks for its situation; the answer's situation says a computed
+    number backs it whenever one does (the shipped `cost-reporting` skill).
+    """
 
     @workflow.run
     async def run(self, request: ResearchInput) -> ResearchResult:
-        ctx, ledger = self._ctx, self._ctx.ledger
-        workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
-        self._skills = list(request.skills)
-        turn = text_key(request.question)
-        try:
-            ledger.create(turn_id(turn), ResearchTurn(query_id=turn, question=request.question))
-            ctx.set_status(
-                "researching",
-                f"researching {quote(request.question)} in "
-                f"{_count(len(request.sources), 'source')}",
-            )
-            register_sources(ctx, request.sources)
-            ending = await self._research(request, turn)
-        except Exception:
-            ctx.set_status("failed")
-            raise
-        if isinstance(ending, ResearchAnswer):
-            return ResearchResult(
-                question=request.question,
-                turn=turn,
-                status="answered",
-                answer=ending.text,
-                usage=ctx.usage,
-                ledger=ledger,
-            )
-        return ResearchResult(
-            question=request.question,
-            turn=turn,
-            status="insufficient",
-            reason=ending.reason,
-            usage=ctx.usage,
-            ledger=ledger,
+        return await self.execute(request)
+
+    async def choose(
+        self, ctx: RecipeContext, request: ResearchInput, refs: list[Artifact[SourceRef]]
+    ) -> RefChoice:
+        return await ctx.llm.structured(
+            RefChoice,
+            f"Question: {request.question}\n\nChoose at most {request.max_docs} of the "
+            f"{_count(len(refs), 'search result')} to read.",
+            system=_system(
+                SELECTOR.format(n=request.max_docs),
+                match_skills(request.skills, SELECT_SITUATION),
+            ),
+            context=[ref.id for ref in refs],
+            summary=f"request model: choose sources for {quote(request.question)}",
         )
-
-    # --- the stages ---------------------------------------------------------------------
-
-    async def _research(self, request: ResearchInput, turn: str) -> ResearchAnswer | Insufficient:
-        ctx = self._ctx
-        refs = await fan_out_sources(
-            ctx,
-            request.question,
-            sources=request.sources,
-            owner_id=turn,
-            limit=request.limit,
-            on_start=lambda source: ctx.announce(f"searching {source}"),
-            on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
-        )
-        self.turns.advance(ctx.ledger)
-        if not refs:
-            return self._insufficient(turn, "search", "no source found anything for the question")
-
-        chosen = await self.select(request, turn, refs)
-        self.turns.advance(ctx.ledger)
-        if not chosen:
-            return self._insufficient(turn, "select", "no search result looked relevant")
-
-        ctx.announce(f"reading {_count(len(chosen), 'document')}")
-        docs = [
-            doc
-            for doc in await asyncio.gather(
-                *(materialize_doc(ctx, ref, max_chars=request.max_doc_chars) for ref in chosen)
-            )
-            if doc is not None
-        ]
-        self.turns.advance(ctx.ledger)
-        if not docs:
-            return self._insufficient(turn, "resolve", "none of the chosen documents could be read")
-
-        evidence = await self.extract(request, turn, docs)
-        self.turns.advance(ctx.ledger)
-        if not evidence:
-            return self._insufficient(
-                turn, "evidence", "no quote from the documents answers the question"
-            )
-
-        claims = await self.state_claims(request, turn, evidence, docs)
-        self.turns.advance(ctx.ledger)
-        if not claims:
-            return self._insufficient(turn, "claims", "no claim was backed by the evidence")
-
-        answer = await self.write_answer(request, turn, claims)
-        self.turns.advance(ctx.ledger)
-        return answer
-
-    async def select(
-        self, request: ResearchInput, turn: str, refs: list[Artifact[SourceRef]]
-    ) -> list[Artifact[SourceRef]]:
-        """One model call names the refs worth reading; at most `max_docs` are kept."""
-        ctx = self._ctx
-        by_id = {ref.id: ref for ref in refs}
-        with ctx.scoped(f"select:{turn}"):
-            choice = await ctx.llm.structured(
-                RefChoice,
-                f"Question: {request.question}\n\nChoose at most {request.max_docs} of the "
-                f"{_count(len(refs), 'search result')} to read.",
-                system=self._system(SELECTOR.format(n=request.max_docs), SELECT_SITUATION),
-                context=list(by_id),
-                summary=f"request model: choose sources for {quote(request.question)}",
-            )
-        picked = list(dict.fromkeys(i for i in choice.ref_ids if i in by_id))
-        unknown = [i for i in choice.ref_ids if i not in by_id]
-        if unknown:
-            ctx.announce(f"ignored unknown ref ids: {', '.join(unknown)}", kind="warning")
-        if len(picked) > request.max_docs:
-            ctx.announce(f"the model chose {len(picked)} refs; reading {request.max_docs}")
-            picked = picked[: request.max_docs]
-        if picked:
-            cid = choice_id(turn)
-            ctx.ledger.create(
-                cid, RefSelection(query_id=turn, ref_ids=picked, reason=choice.reason)
-            )
-            for rid in picked:
-                ctx.ledger.link(cid, "chooses", rid)
-        return [by_id[i] for i in picked]
 
     async def extract(
-        self, request: ResearchInput, turn: str, docs: list[Artifact[Any]]
-    ) -> list[Artifact[Evidence]]:
-        """One model call quotes the documents; only verbatim quotes are kept."""
-        ctx, ledger = self._ctx, self._ctx.ledger
-        texts = {doc.id: doc.typed(Doc).data.text for doc in docs}
-        with ctx.scoped(f"evidence:{turn}"):
-            found = await ctx.llm.structured(
-                EvidenceSet,
-                f"Question: {request.question}\n\nQuote the evidence from the "
-                f"{_count(len(docs), 'document')} given as context.",
-                system=self._system(EXTRACTOR, EVIDENCE_SITUATION),
-                context=list(texts),
-                summary=f"request model: extract evidence from {_count(len(docs), 'doc')}",
-            )
-        kept: list[Artifact[Evidence]] = []
-        rejected = 0
-        for draft in found.evidence:
-            if draft.doc_id not in texts:
-                issues = ["UNKNOWN_DOC"]
-            else:
-                issues = [
-                    i.code for i in grounding_issues(draft.point, draft.quote, texts[draft.doc_id])
-                ]
-            if issues:
-                rejected += 1
-                self._reject(turn, "evidence", rejected, issues, draft)
-                continue
-            eid = evidence_id(turn, len(kept) + 1)
-            ledger.create(
-                eid,
-                Evidence(query_id=turn, doc_id=draft.doc_id, quote=draft.quote, point=draft.point),
-            )
-            ledger.link(eid, "quoted_from", draft.doc_id)
-            kept.append(ledger.get(eid).typed(Evidence))
-        ctx.announce(
-            f"evidence: {len(kept)} kept"
-            + (f", {rejected} rejected (not verbatim in its document)" if rejected else "")
+        self, ctx: RecipeContext, request: ResearchInput, docs: list[Artifact[Doc]]
+    ) -> list[EvidenceDraft]:
+        found = await ctx.llm.structured(
+            EvidenceSet,
+            f"Question: {request.question}\n\nQuote the evidence from the "
+            f"{_count(len(docs), 'document')} given as context.",
+            system=_system(EXTRACTOR, match_skills(request.skills, EVIDENCE_SITUATION)),
+            context=[doc.id for doc in docs],
+            summary=f"request model: extract evidence from {_count(len(docs), 'doc')}",
         )
-        return kept
+        return found.evidence
 
     async def state_claims(
         self,
+        ctx: RecipeContext,
         request: ResearchInput,
-        turn: str,
         evidence: list[Artifact[Evidence]],
-        docs: list[Artifact[Any]],
-    ) -> list[Artifact[Claim]]:
-        """One model call states claims and names calculations; code checks the claims
-        and computes the calculations."""
-        ctx, ledger = self._ctx, self._ctx.ledger
-        rows = [doc.id for doc in docs if doc.typed(Doc).data.fields is not None]
+        docs: list[Artifact[Doc]],
+    ) -> ClaimSet:
+        rows = [doc.id for doc in docs if doc.data.fields is not None]
         context: list[ContextRef] = [e.id for e in evidence] + rows
         table = f" and {_count(len(rows), 'table row')}" if rows else ""
-        with ctx.scoped(f"claims:{turn}"):
-            drafted = await ctx.llm.structured(
-                ClaimSet,
-                f"Question: {request.question}\n\nState the claims that answer it from the "
-                f"{_count(len(evidence), 'evidence item')}{table} given as context.",
-                system=self._system(CLAIMER, CLAIMS_SITUATION),
-                context=context,
-                summary=f"request model: state claims from {_count(len(evidence), 'evidence')}",
-            )
-        calculations = self._calculate(turn, drafted.calculations)
-        quotes = {e.id: e.data.quote for e in evidence}
-        kept: list[Artifact[Claim]] = []
-        rejected = 0
-        for draft in drafted.claims:
-            issues: list[str] = []
-            cited = list(dict.fromkeys(i for i in draft.evidence_ids if i in quotes))
-            names = list(dict.fromkeys(PLACEHOLDER.findall(draft.text)))
-            if draft.calculation and draft.calculation not in names:
-                names.append(draft.calculation)
-            unknown = [n for n in names if n not in calculations]
-            if unknown:
-                issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
-            if not cited and not names:
-                issues.append(NO_SUPPORT)
-            support = " ".join([request.question, *(quotes[i] for i in cited)])
-            loose = unsupported_numbers(draft.text, support)
-            if loose:
-                issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
-            if issues:
-                rejected += 1
-                self._reject(turn, "claim", rejected, issues, draft)
-                continue
-            cid = claim_id(turn, len(kept) + 1)
-            calc_ids = [calculations[n].id for n in names]
-            ledger.create(
-                cid,
-                Claim(query_id=turn, text=draft.text, evidence_ids=cited, calculation_ids=calc_ids),
-            )
-            for target in [*cited, *calc_ids]:
-                ledger.link(cid, "supported_by", target)
-            kept.append(ledger.get(cid).typed(Claim))
-        ctx.announce(
-            f"claims: {len(kept)} kept"
-            + (f", {rejected} rejected" if rejected else "")
-            + (f"; {_count(len(calculations), 'calculation')}" if calculations else "")
-        )
-        return kept
-
-    def _calculate(
-        self, turn: str, requests: list[CalculationRequest]
-    ) -> dict[str, Artifact[Calculation]]:
-        """Compute each named calculation from the exact cells of its rows."""
-        ctx, ledger = self._ctx, self._ctx.ledger
-        done: dict[str, Artifact[Calculation]] = {}
-        rejected = 0
-        for request in requests:
-            try:
-                calculation = self._compute(turn, request, done)
-            except ValueError as exc:
-                rejected += 1
-                self._reject(turn, "calculation", rejected, [str(exc)], request)
-                ctx.announce(f"calculation {request.name!r} refused: {exc}", kind="warning")
-                continue
-            kid = calc_id(turn, calculation.name)
-            ledger.create(kid, calculation)
-            for row in calculation.row_ids:
-                ledger.link(kid, "computed_from", row)
-            done[calculation.name] = ledger.get(kid).typed(Calculation)
-            ctx.announce(
-                f"computed {calculation.name} = {calculation.op}({calculation.column}) over "
-                f"{_count(len(calculation.row_ids), 'row')}"
-            )
-        return done
-
-    def _compute(self, turn: str, request: CalculationRequest, done: dict[str, Any]) -> Calculation:
-        ledger = self._ctx.ledger
-        if not CALC_NAME.fullmatch(request.name):
-            raise ValueError(f"the name {request.name!r} is not a short identifier")
-        if request.name in done:
-            raise ValueError(f"a calculation named {request.name!r} already exists")
-        row_ids = list(dict.fromkeys(request.row_ids))
-        if not row_ids:
-            raise ValueError("no rows named")
-        docs: list[Doc] = []
-        for rid in row_ids:
-            artifact = ledger.artifacts.get(rid)
-            doc = (
-                artifact.typed(Doc).data
-                if artifact is not None and artifact.type == "Doc"
-                else None
-            )
-            if doc is None or doc.fields is None:
-                raise ValueError(f"{rid} is not a table row that was read")
-            docs.append(doc)
-        if request.op == "count":
-            values = [Decimal(0)] * len(docs)
-        else:
-            try:
-                values = [
-                    column_values(
-                        [doc.fields or {}], request.column, decimal_comma=self._comma(doc)
-                    )[0]
-                    for doc in docs
-                ]
-            except SourceError as exc:
-                raise ValueError(str(exc)) from None
-        value, rounded = compute(request.op, values)
-        at: list[str] = []
-        if request.op in ("min", "max"):
-            at = [doc.uid for doc, v in zip(docs, values, strict=True) if v == value]
-        return Calculation(
-            query_id=turn,
-            name=request.name,
-            op=request.op,
-            column=request.column,
-            row_ids=row_ids,
-            row_keys=[doc.uid for doc in docs],
-            source_ids=list(dict.fromkeys(doc.source_id for doc in docs)),
-            value=plain(value),
-            unit=request.unit.strip(),
-            rounded=rounded,
-            at=at,
+        return await ctx.llm.structured(
+            ClaimSet,
+            f"Question: {request.question}\n\nState the claims that answer it from the "
+            f"{_count(len(evidence), 'evidence item')}{table} given as context.",
+            system=_system(CLAIMER, match_skills(request.skills, CLAIMS_SITUATION)),
+            context=context,
+            summary=f"request model: state claims from {_count(len(evidence), 'evidence')}",
         )
 
     async def write_answer(
-        self, request: ResearchInput, turn: str, claims: list[Artifact[Claim]]
-    ) -> ResearchAnswer:
-        """One model call writes the answer from the claims; code puts the computed
-        values in and checks that the text adds no number of its own."""
-        ctx, ledger = self._ctx, self._ctx.ledger
-        calc_ids = list(dict.fromkeys(k for c in claims for k in c.data.calculation_ids))
-        calcs = [ledger.get(k).typed(Calculation).data for k in calc_ids]
-        situation = COMPUTED_SITUATION if calcs else ANSWER_SITUATION
-        skills = match_skills(self._skills, situation)
+        self,
+        ctx: RecipeContext,
+        request: ResearchInput,
+        claims: list[Artifact[Claim]],
+        calculations: list[Calculation],
+    ) -> AnswerText:
+        situation = COMPUTED_SITUATION if calculations else ANSWER_SITUATION
+        skills = match_skills(request.skills, situation)
         lines = [
             f"Question: {request.question}",
             "",
             "Write the answer from the claims given as context.",
         ]
-        if calcs:
+        if calculations:
             lines += [
                 "",
                 "Computed values (code puts each exact value in place of its placeholder):",
             ]
-            lines += [f"- {{{{{c.name}}}}}: {c.description()}" for c in calcs]
-        with ctx.scoped(f"answer:{turn}"):
-            draft = await ctx.llm.structured(
-                AnswerDraft,
-                "\n".join(lines),
-                system=self._system(ANSWERER, situation, skills),
-                context=[c.id for c in claims],
-                summary=f"request model: write the answer to {quote(request.question)}",
-            )
-        by_name = {c.name: c for c in calcs}
-        evidence = [
-            ledger.get(e).typed(Evidence).data.quote for c in claims for e in c.data.evidence_ids
-        ]
-        support = " ".join([request.question, *(c.data.text for c in claims), *evidence])
-        issues = []
-        unknown = [n for n in PLACEHOLDER.findall(draft.text) if n not in by_name]
-        if unknown:
-            issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
-        loose = unsupported_numbers(draft.text, support)
-        if loose:
-            issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
-        if not draft.text.strip():
-            issues.append("EMPTY_ANSWER")
-        composed = bool(issues)
-        text = draft.text
-        if composed:
-            self._reject(turn, "answer", 1, issues, draft)
-            text = " ".join(c.data.text for c in claims)
-        stated = set(PLACEHOLDER.findall(text))
-        text = PLACEHOLDER.sub(lambda m: by_name[m[1]].display(), text).strip()
-        for calc in calcs:
-            if calc.name not in stated:  # the value is always in the answer, exactly
-                text += f"\n{calc.display()}: {calc.description()}, computed in code."
-        aid = research_answer_id(turn)
-        ledger.create(
-            aid,
-            ResearchAnswer(
-                query_id=turn,
-                question=request.question,
-                text=text,
-                claim_ids=[c.id for c in claims],
-                calculation_ids=calc_ids,
-                skills=[s.name for s in skills],
-                composed=composed,
-            ),
+            lines += [f"- {{{{{c.name}}}}}: {c.description()}" for c in calculations]
+        draft = await ctx.llm.structured(
+            AnswerDraft,
+            "\n".join(lines),
+            system=_system(ANSWERER, skills),
+            context=[c.id for c in claims],
+            summary=f"request model: write the answer to {quote(request.question)}",
         )
-        for claim in claims:
-            ledger.link(aid, "supported_by", claim.id)
-        ledger.link(aid, "answers", turn_id(turn))
-        return ledger.get(aid).typed(ResearchAnswer).data
-
-    def _comma(self, doc: Doc) -> bool:
-        spec = source_spec(self._ctx, doc.source_id)
-        return bool(spec and spec.decimal_comma)
-
-    # --- helpers --------------------------------------------------------------------
-
-    def _system(self, base: str, situation: str, skills: list[Skill] | None = None) -> str:
-        chosen = match_skills(self._skills, situation) if skills is None else skills
-        return "\n\n".join([base, *(skill.instruction() for skill in chosen)])
-
-    def _insufficient(self, turn: str, stage: str, reason: str) -> Insufficient:
-        ending = Insufficient(query_id=turn, stage=stage, reason=reason)  # type: ignore[arg-type]
-        self._ctx.ledger.create(insufficient_id(turn), ending)
-        self._ctx.announce(f"insufficient: {reason}", kind="warning")
-        self.turns.advance(self._ctx.ledger)
-        return ending
-
-    def _reject(self, turn: str, stage: str, n: int, issues: list[str], item: BaseModel) -> None:
-        self._ctx.ledger.create(
-            rejected_id(stage, turn, n),
-            Rejection(query_id=turn, stage=stage, issues=issues, item=item.model_dump()),  # type: ignore[arg-type]
-        )
-        self._ctx.announce(f"rejected {stage} {n}: {'; '.join(issues)}", kind="warning")
+        return AnswerText(text=draft.text, skills=[s.name for s in skills])

@@ -29,7 +29,7 @@ from durafact.sources import (
     SourceRef,
     SourceSpec,
 )
-from workflows.recipe import Recipe
+from workflows.recipe import Recipe, RecipeContext
 from workflows.sources import fan_out_sources, materialize_doc
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
@@ -61,14 +61,16 @@ class ProbeResult(BaseModel):
 
 
 @workflow.defn
-class FanOutProbe(Recipe):
+class FanOutProbe(Recipe[Probe, ProbeResult]):
     """fan_out_sources `rounds` times, then materialize_doc for the named refs."""
 
     recipe_name = "probe"
 
     @workflow.run
     async def run(self, probe: Probe) -> ProbeResult:
-        ctx = self.ctx
+        return await self.execute(probe)
+
+    async def lifecycle(self, ctx: RecipeContext, probe: Probe) -> ProbeResult:
         ranked = []
         for _ in range(probe.rounds):
             refs = await fan_out_sources(

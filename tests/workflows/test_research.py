@@ -1,8 +1,8 @@
-"""ResearchWorkflow end to end on a real dev server with the scripted model, real files,
-a real CSV and a real HTTP server on loopback: computed numbers that never pass
-through the model, the provenance walk for every claim, lazy page fetches, the
-`insufficient` ending, the status transitions, and the checks on evidence, claims
-and answers."""
+"""Research end to end on a real dev server: the ready ResearchWorkflow with the scripted
+model, real files, a real CSV and a real HTTP server on loopback (computed numbers that
+never pass through the model, the provenance walk for every claim, lazy page fetches,
+the `insufficient` ending, the status transitions, the checks on evidence, claims and
+answers), and a user's own Research whose hooks are plain code."""
 
 from __future__ import annotations
 
@@ -14,47 +14,60 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
-import openai
-import pytest
 from pydantic import ValidationError
+from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
 
-from activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings, cosine
-from cli.settings import Settings
 from durafact.arithmetic import compute, numbers_in, unsupported_numbers
-from durafact.ledger import Ledger, ProvenanceNode
+from durafact.ledger import Artifact, Ledger, ProvenanceNode
 from durafact.sources import Doc, SourceFailure, SourceRef, SourceSpec
-from tests.helpers import scheduled_activities
-from tests.loopback_web import LoopbackWeb, Page
-from tests.scripted_model import ScriptedModel, bag_of_words
-from tests.scripted_research import (
-    KAYAK_QUESTION,
-    LATE_QUESTION,
-    MEAN_QUESTION,
-    SAMPLE_PRICES,
-    SUM_QUESTION,
-    Script,
-    kayak_script,
-    mean_script,
-    sample_sources,
-    shipped_skills,
-    sum_script,
-    system_prompt,
-)
-from workflows.recipe import STATUS_ATTRIBUTE
+from workflows.recipe import STATUS_ATTRIBUTE, RecipeContext
 from workflows.research import (
     COMPUTED_SITUATION,
     Calculation,
     Claim,
+    ClaimDraft,
+    ClaimSet,
     Evidence,
+    EvidenceDraft,
     Insufficient,
+    RefChoice,
+    RefSelection,
     Rejection,
+    Research,
     ResearchAnswer,
     ResearchInput,
     ResearchResult,
     ResearchTurn,
     ResearchWorkflow,
 )
+
+# The workflow sandbox re-imports this module for the recipe defined here; the test
+# side is not workflow code.
+with workflow.unsafe.imports_passed_through():
+    import openai
+    import pytest
+
+    from activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings, cosine
+    from cli.settings import Settings
+    from cli.worker import build_worker
+    from tests.helpers import scheduled_activities
+    from tests.loopback_web import LoopbackWeb, Page
+    from tests.scripted_model import ScriptedModel, bag_of_words
+    from tests.scripted_research import (
+        KAYAK_QUESTION,
+        LATE_QUESTION,
+        MEAN_QUESTION,
+        SAMPLE_PRICES,
+        SUM_QUESTION,
+        Script,
+        kayak_script,
+        mean_script,
+        sample_sources,
+        shipped_skills,
+        sum_script,
+        system_prompt,
+    )
 
 SKILL_LINE = "State the exact computed value as it came out of the calculation"
 
@@ -493,3 +506,117 @@ async def test_an_embedding_source_is_searched_by_vector_chosen_quoted_and_walke
     spec = result.ledger.get("source:vectors").typed(SourceSpec).data
     assert spec.kind == "embedding" and spec.corpus == str(corpus)
     assert result.ledger.get(ref_id).typed(SourceRef).data.uid == "kayak-rental"
+
+
+# --- a user's own Research: the hooks are plain code, the recipe does the rest ------------
+
+HANDBOOK = {
+    "helmets.md": "# Helmets\n\nEvery helmet is cleaned and checked after a rental.",
+    "bikes.md": "# Bikes\n\nOur bikes and helmets: city bike, e-bike, cargo bike.",
+    "opening.md": "# Opening hours\n\nOpen from nine to seven, helmets included.",
+}
+GROUNDED = "Every helmet is cleaned and checked after a rental"
+INVENTED = "Helmets are washed in the river every Sunday"
+
+
+@workflow.defn
+class HelmetDesk(Research[ResearchInput, ResearchResult]):
+    """Reads only the helmet page, quotes it (once truly, once not), answers from the claim."""
+
+    @workflow.run
+    async def run(self, request: ResearchInput) -> ResearchResult:
+        return await self.execute(request)
+
+    async def choose(
+        self, ctx: RecipeContext, request: ResearchInput, refs: list[Artifact[SourceRef]]
+    ) -> RefChoice:
+        wanted = [r.id for r in refs if r.data.uid == "helmets.md"]
+        return RefChoice(ref_ids=[*wanted, "ref:not-found"], reason="the helmet page")
+
+    async def extract(
+        self, ctx: RecipeContext, request: ResearchInput, docs: list[Artifact[Doc]]
+    ) -> list[EvidenceDraft]:
+        (doc,) = docs
+        assert GROUNDED in doc.data.text  # the hook reads the document it was given
+        return [
+            EvidenceDraft(doc_id=doc.id, quote=INVENTED, point="washed weekly"),
+            EvidenceDraft(doc_id=doc.id, quote=GROUNDED, point="cleaned after each rental"),
+        ]
+
+    async def state_claims(
+        self,
+        ctx: RecipeContext,
+        request: ResearchInput,
+        evidence: list[Artifact[Evidence]],
+        docs: list[Artifact[Doc]],
+    ) -> ClaimSet:
+        return ClaimSet(
+            claims=[
+                ClaimDraft(
+                    text="Helmets are cleaned and checked after every rental.",
+                    evidence_ids=[e.id for e in evidence],
+                    calculation=None,
+                )
+            ],
+            calculations=[],
+        )
+
+    async def write_answer(
+        self,
+        ctx: RecipeContext,
+        request: ResearchInput,
+        claims: list[Artifact[Claim]],
+        calculations: list[Calculation],
+    ) -> str:
+        return "Yes: " + " ".join(c.data.text for c in claims)
+
+
+async def test_a_user_research_with_plain_code_hooks_gets_the_recipes_guarantees(
+    client: Client, settings: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    for name, text in HANDBOOK.items():
+        (tmp_path / name).write_text(text)
+    request = ResearchInput(
+        question="Are helmets cleaned after a rental?",
+        sources=[SourceSpec.files(str(tmp_path), source_id="handbook")],
+    )
+    async with build_worker(client, settings, extra_workflows=[HelmetDesk]):
+        handle = await client.start_workflow(
+            HelmetDesk.run,
+            request,
+            id=f"helmets-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        result = await handle.result()
+        scheduled = [a.activity_id for a in await scheduled_activities(client, handle)]
+
+    assert result.status == "answered", result.reason
+    assert result.answer == "Yes: Helmets are cleaned and checked after every rental."
+    turn = result.turn
+    # Every page was found; only the one the hook chose was read, and no model was asked.
+    found = {r.data.uid: r.id for r in result.ledger.find_all(SourceRef)}
+    assert set(found) == set(HANDBOOK)
+    assert scheduled == [f"search:handbook:{turn}", f"resolve:{found['helmets.md']}"]
+    assert [d.data.uid for d in result.ledger.find_all(Doc)] == ["helmets.md"]
+    choice = result.ledger.get(f"choice:{turn}").typed(RefSelection).data
+    assert choice.ref_ids == [found["helmets.md"]]
+    assert model.calls == []
+    # The invented quote was refused in code; the verbatim one became the evidence.
+    rejected = result.ledger.get(f"rejected:evidence:{turn}:1").typed(Rejection).data
+    assert rejected.issues == ["NOT_IN_SOURCE"] and rejected.item["quote"] == INVENTED
+    assert [e.data.quote for e in result.evidence] == [GROUNDED]
+    # The provenance walk: answer -> claim -> evidence -> doc -> ref -> source.
+    path, node = [], result.provenance()
+    while node is not None:
+        path.append((node.relation, node.id, node.type))
+        node = node.children[0] if node.children else None
+    doc_id = f"resolved:{found['helmets.md']}"
+    assert path == [
+        (None, f"answer:{turn}", "ResearchAnswer"),
+        ("supported_by", f"claim:{turn}:1", "Claim"),
+        ("supported_by", f"evidence:{turn}:1", "Evidence"),
+        ("quoted_from", doc_id, "Doc"),
+        ("materialized_from", found["helmets.md"], "SourceRef"),
+        ("found_by", "source:handbook", "SourceSpec"),
+    ]
+    assert [c.id for c in result.provenance().children] == [f"claim:{turn}:1", f"turn:{turn}"]
