@@ -1,9 +1,13 @@
-"""AnswerFlow: answer a batch of items, repair only what fails, end every item explicitly.
+"""The AnswerFlow engine: answer a batch of items, repair only what fails, end every
+item explicitly.
 
-The Python form of seed 004's `defineAnswerFlow` (DESIGN.md section 3). A request's
-input ids are covered by items; `generate` proposes one value per item, a local
-`check` (and, by policy, a batch `review`) judges it, failing items get repair
-rounds, and every item ends as exactly one of `accepted`, `fallback` or `blocked`.
+The Python form of seed 004's `defineAnswerFlow` (DESIGN.md section 3); the recipe
+base `workflows.answer_flow.AnswerFlow` runs it with its hooks as methods.
+
+A request's input ids are covered by items; `generate` proposes one value per item,
+a local `check` (and, by policy, a batch `review`) judges it, failing items get
+repair rounds, and every item ends as exactly one of `accepted`, `fallback` or
+`blocked`.
 
 This module runs inside the Temporal workflow sandbox, so it is pure: no I/O, no
 clock, no randomness, no threads. The hooks are where the world is reached: in a
@@ -24,8 +28,8 @@ __all__ = [
     "SOURCE_UNAVAILABLE",
     "AnswerBatchError",
     "AnswerCheck",
-    "AnswerFlow",
     "AnswerFlowDefinitionError",
+    "AnswerFlowEngine",
     "AnswerIssue",
     "AnswerItem",
     "AnswerResult",
@@ -245,7 +249,7 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class AnswerFlow:
+class AnswerFlowEngine:
     """A defined answer flow; `run` answers one batch. Build it with `define_answer_flow`."""
 
     __slots__ = (
@@ -309,7 +313,7 @@ class AnswerFlow:
 
     def __repr__(self) -> str:
         return (
-            f"AnswerFlow(max_items={self._max_items}, max_repairs={self._max_repairs}, "
+            f"AnswerFlowEngine(max_items={self._max_items}, max_repairs={self._max_repairs}, "
             f"review_policy={self._review_policy!r})"
         )
 
@@ -352,9 +356,9 @@ class _State:
 
 
 class _Run:
-    """One `AnswerFlow.run`: the rounds, the review, the budget and the fallbacks."""
+    """One `AnswerFlowEngine.run`: the rounds, the review, the budget and the fallbacks."""
 
-    def __init__(self, flow: AnswerFlow, items: list[AnswerItem], ctx: Any) -> None:
+    def __init__(self, flow: AnswerFlowEngine, items: list[AnswerItem], ctx: Any) -> None:
         self.flow = flow
         self.ctx = ctx
         self.states = [_State(item) for item in items]
@@ -564,7 +568,7 @@ def define_answer_flow(
     review: Review | None = None,
     fallback: Fallback,
     observe: Observe | None = None,
-) -> AnswerFlow:
+) -> AnswerFlowEngine:
     """Define a reusable answer flow; `AnswerFlowDefinitionError` if it could never run.
 
     Limits: `max_items` (positive int) caps one batch; `max_repairs` (int >= 0) gives
@@ -625,7 +629,7 @@ def define_answer_flow(
         raise AnswerFlowDefinitionError(
             "review_policy='required' needs a review hook: without one no item could be accepted"
         )
-    return AnswerFlow(
+    return AnswerFlowEngine(
         max_items=max_items,
         max_repairs=max_repairs,
         review_policy=review_policy,

@@ -1,4 +1,5 @@
-"""AnswerFlow semantics (DESIGN.md section 3), with deterministic in-test hooks and no LLM.
+"""The AnswerFlow engine's semantics (DESIGN.md section 3), with deterministic in-test
+hooks and no LLM.
 
 Values are `"{item id}#{attempt}"`, so a check can decide from the value alone in
 which generate attempt an item becomes right, and every test can tell which round
@@ -22,8 +23,8 @@ from durafact.answer_flow import (
     SOURCE_UNAVAILABLE,
     AnswerBatchError,
     AnswerCheck,
-    AnswerFlow,
     AnswerFlowDefinitionError,
+    AnswerFlowEngine,
     AnswerIssue,
     AnswerItem,
     AnswerResult,
@@ -102,7 +103,7 @@ def not_handled(item, issues):
     return RecoveryResult(handled=False)
 
 
-def define(**overrides: Any) -> AnswerFlow:
+def define(**overrides: Any) -> AnswerFlowEngine:
     hooks: dict[str, Any] = {
         "max_items": 10,
         "max_repairs": 1,
@@ -116,7 +117,9 @@ def define(**overrides: Any) -> AnswerFlow:
     return define_answer_flow(**hooks)
 
 
-async def run(flow: AnswerFlow, *ids: str, unavailable: tuple[str, ...] = (), ctx: Any = None):
+async def run(
+    flow: AnswerFlowEngine, *ids: str, unavailable: tuple[str, ...] = (), ctx: Any = None
+):
     return await flow.run(inputs(*ids), items(*ids, unavailable=unavailable), ctx)
 
 
@@ -933,21 +936,36 @@ async def test_observe_that_mutates_its_snapshot_does_not_change_the_result():
 # --- validate_answer_batch ---------------------------------------------------------
 
 
-def test_a_valid_batch_with_an_unavailable_item_passes_validation():
-    batch = [
-        AnswerItem(id="define", input_ids=["q1"]),
-        AnswerItem(id="run", input_ids=["q2"], source_status="unavailable"),
-    ]
-    assert validate_answer_batch(["q1", "q2"], batch, 4) is None
+def test_an_unavailable_item_is_how_an_input_without_a_source_is_covered():
+    answered = AnswerItem(id="define", input_ids=["q1"])
+    unavailable = AnswerItem(id="run", input_ids=["q2"], source_status="unavailable")
+    validate_answer_batch(["q1", "q2"], [answered, unavailable], 4)
+    with pytest.raises(AnswerBatchError, match="input id 'q2' is covered by no item"):
+        validate_answer_batch(["q1", "q2"], [answered], 4)
 
 
-def test_an_input_may_be_split_across_several_items():
+async def test_an_input_may_be_split_across_several_items():
     batch = [AnswerItem(id="x", input_ids=["q1"]), AnswerItem(id="y", input_ids=["q1", "q2"])]
     validate_answer_batch(["q1", "q2"], batch, 2)
+    results = await define(max_items=2).run(["q1", "q2"], batch)
+    assert [(r.item_id, r.input_ids, r.status) for r in results] == [
+        ("x", ["q1"], "accepted"),
+        ("y", ["q1", "q2"], "accepted"),
+    ]
 
 
-def test_validate_accepts_items_as_dicts_from_a_json_file():
-    validate_answer_batch(["q1"], [{"id": "a", "input_ids": ["q1"], "data": "text"}], 1)
+async def test_items_from_a_json_file_validate_and_reach_generate_with_their_data():
+    seen = []
+
+    async def generate(batch, ctx, *, repairs, previous):
+        seen.extend((item.id, item.data) for item in batch)
+        return {item.id: f"{item.id}#0" for item in batch}
+
+    loaded = [{"id": "a", "input_ids": ["q1"], "data": {"source": "text"}}]
+    validate_answer_batch(["q1"], loaded, 1)
+    [result] = await define(generate=generate).run(["q1"], loaded)
+    assert seen == [("a", {"source": "text"})]
+    assert (result.item_id, result.status) == ("a", "accepted")
 
 
 ONE = [AnswerItem(id="a", input_ids=["q1"])]
@@ -1011,8 +1029,9 @@ def test_validate_answer_batch_refuses_with_a_specific_message(input_ids, batch,
         validate_answer_batch(input_ids, batch, max_items)
 
 
-def test_answer_batch_error_is_a_value_error():
-    assert issubclass(AnswerBatchError, ValueError)
+def test_a_bad_batch_can_be_caught_as_a_value_error_naming_the_problem():
+    with pytest.raises(ValueError, match="two items share the id 'a'"):
+        validate_answer_batch(["q1"], [ONE[0], ONE[0]], 4)
 
 
 # --- definition --------------------------------------------------------------------
@@ -1046,17 +1065,19 @@ def test_define_answer_flow_refuses_an_invalid_definition(overrides, match):
         define(**overrides)
 
 
-def test_answer_flow_definition_error_is_a_value_error():
-    assert issubclass(AnswerFlowDefinitionError, ValueError)
+def test_a_bad_definition_can_be_caught_as_a_value_error_naming_the_problem():
+    with pytest.raises(ValueError, match="max_repairs must be a non-negative integer"):
+        define(max_repairs=-1)
 
 
-def test_required_review_with_a_review_is_a_valid_definition():
-    flow = define(review_policy="required", review=reviewer(), max_items=3, max_repairs=0)
-    assert (flow.max_items, flow.max_repairs, flow.review_policy) == (3, 0, "required")
-
-
-@pytest.mark.parametrize("name", ["max_items", "max_repairs", "review_policy"])
-def test_flow_settings_are_read_only(name):
-    flow = define()
-    with pytest.raises(AttributeError):
-        setattr(flow, name, 1)
+async def test_a_defined_flow_answers_batch_after_batch():
+    calls: list = []
+    flow = define(review_policy="required", review=reviewer(calls=calls), max_items=2)
+    first = await run(flow, "a", "b")
+    second = await run(flow, "c")
+    assert [(r.item_id, r.status, r.value) for r in first + second] == [
+        ("a", "accepted", "a#0"),
+        ("b", "accepted", "b#0"),
+        ("c", "accepted", "c#0"),
+    ]
+    assert calls == [[("a", "a#0"), ("b", "b#0")], [("c", "c#0")]]  # each batch reviewed
