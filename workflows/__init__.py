@@ -3,6 +3,7 @@
 from durafact.sources import Doc, ResolvedDoc, SourceFailure, SourceSpec
 from workflows.answer_flow import (
     AnswerBatchInput,
+    AnswerFlow,
     AnswerFlowResult,
     AnswerFlowWorkflow,
     BatchAnswers,
@@ -104,6 +105,7 @@ __all__ = [
     "WORKFLOWS",
     "Announcement",
     "AnswerBatchInput",
+    "AnswerFlow",
     "AnswerFlowResult",
     "AnswerFlowWorkflow",
     "ApprovalGate",

@@ -1,72 +1,59 @@
-"""AnswerFlow on Temporal: answer a batch of questions from their sources, repair only
-the answers that fail, and end every question accepted, fallback or blocked.
+"""AnswerFlow: answer a batch of questions, repair only the answers that fail, and end
+every item accepted, fallback or blocked.
 
-`AnswerFlowWorkflow` is the ready, LLM-driven form of `durafact.answer_flow`: the
-workflow defines an answer flow whose hooks are its own methods and runs it once
-over the batch. Top to bottom, a run:
+The recipe owns the batch's validation, the rounds, the budget gate, the artifacts,
+the links and the status (the engine's rules, `durafact.answer_flow`); you write the
+hooks that need judgement, and a three-line `run`:
 
-1. **Validates** the batch at entry (`check_answer_batch`, the same function the
-   starter calls before it starts anything): a bad batch fails the workflow at once
-   with the non-retryable `ApplicationError` type `InvalidAnswerBatch`, before any
-   model call. `AnswerBatchInput` holds the types only; every rule (ids, limits,
-   the batch's shape through `validate_answer_batch`) lives in that function, so a
-   payload that decodes but breaks a rule fails the run instead of retrying a
-   workflow task forever.
-2. **Stores** each question, with its source, as `question:{id}`. One question is
-   one `AnswerItem` (id = question id, `input_ids=[id]`); a question whose source
-   is missing or blank is `unavailable` and is never sent to the model.
-3. **Rounds** (at most `max_repairs + 1`). `generate` is ONE structured model call
-   per round for the whole batch: `llm:generate:0`, then `llm:repair:1`,
-   `llm:repair:2`, ... for only the items that failed. Each answer is stored as
-   `answer:{id}:{round}` (linked `answers` -> the question, and `revises` -> the
-   item's previous answer). `check` judges it in workflow code (the grounding rule
-   below); the items that pass go to `review`, ONE structured model-judge call per
-   round (`llm:review:0`, `llm:review:1`, ...), whose verdicts are stored as
-   `review:answer:{id}:{round}` (linked `reviews` -> the answer).
-4. **Ends** every item: `outcome:{id}` (an `AnswerResult` whose `value` is the
-   answer text) linked `answers` -> the question, `based_on` -> the accepted
-   answer, or `last_attempt` -> the last rejected answer of an item that did not
-   end accepted. `AnswerFlowResult` reads its results from those outcomes.
+    @workflow.defn
+    class Glossary(AnswerFlow[Terms, Definitions]):
+        @workflow.run
+        async def run(self, terms: Terms) -> Definitions:
+            return await self.execute(terms)
 
-History discipline (DESIGN.md section 6). Questions, sources and earlier answers
-reach the model as ledger ids in `context=[...]`; the model activity fetches their
-text by query, so no activity input carries them. A repair round's input names
-the failing items' questions, their previous answers and, where the review failed
-them, that review, plus their issue codes as one short line each: it grows with
-the number of failing items, never with the round number, and never repeats a
-text that is already in history (a review's reason is referenced, not inlined).
+        def questions(self, terms): ...                   # -> {input id: question}
+        async def generate(self, ctx, items, repairs, previous): ...  # -> {item id: value}
+        def check(self, item, value): ...                 # -> AnswerCheck
+        async def finish(self, ctx, terms, results): ...  # -> Definitions
 
-The grounding rule (`check`). An answer passes when it is non-empty and its
-`quote` is a non-trivial passage copied verbatim from the item's source: after
-normalising Unicode (NFKC, typographic quotes and dashes), case and whitespace,
-and trimming quote marks and punctuation at its two ends, the quote has at least
-`MIN_QUOTE_WORDS` (3) words or `MIN_QUOTE_CHARS` (12) characters and occurs in the
-source as one substring. Issue codes: `EMPTY_ANSWER`, `QUOTE_TOO_SHORT`,
-`NOT_IN_SOURCE`. Why this rule: a verbatim quote can be checked without a model,
-deterministically and on replay, and it is how a reader traces the answer to the
-passage it rests on; the minimum length keeps a single common word ("the",
-"Paris") from counting as evidence. What the rule cannot see, whether the quote
-actually supports the answer, is what the model-judge `review` is for.
+Optional hooks and their defaults: `items(batch, questions)` (one `ready` item per
+question, same id, `data` = the question), `review(ctx, pairs)` (none: nothing is
+reviewed), `fallback(item, issues)` (not handled: blocked), `can_invoke(ctx)`
+(always yes) and `observe(ctx, stage_id, results)` (nothing). `settings(batch)` gives
+`(max_items, max_repairs, review_policy)`: the batch's fields of those names where it
+has them, else the class settings (20, 1, "optional").
 
-Review policies: `off` makes no review call; `optional` (default) reviews the
-answers that passed `check`, and a review that fails (after Temporal's retries)
-or leaves an answer out keeps the local verdict (`REVIEW_UNRESOLVED` as a note);
-`required` blocks an answer the review did not resolve. A failed verdict sends
-the item to repair with the issue `REVIEW_FAILED`.
+Guarantees. A batch that breaks the rules (`validate_answer_batch`, an
+`AnswerBatchError` from `questions` or `items`, or a flow that cannot be defined,
+such as `required` without a `review`) fails the run at once with the non-retryable
+`ApplicationError` type `InvalidAnswerBatch`, before anything is stored or asked.
+Round 0 generates every `ready` item; each of at most `max_repairs` repair rounds
+regenerates only the items that failed, given their issues (`repairs`) and their
+rejected values (`previous`), so a passing item is never generated again. `check`
+(sync, deterministic; raising is `CHECK_ERROR`) judges each value in workflow code;
+`review` judges the round's values that passed it. `can_invoke` is asked before
+every `generate` and `review`; a no sends what waits to fallback with `BUDGET`.
+Unavailable items, items still failing after the last round and items the budget
+stopped go to `fallback`: handled -> `fallback` with its value, not handled ->
+`blocked`; the rest end `accepted`. Every item ends exactly once; `observe` sees each
+stage (`generate:0`, `repair:1`, ..., `final`) and its failures change nothing.
 
-Budget: with `budget_tokens` set, `can_invoke` refuses every model call once the
-run's total tokens reach it; waiting items then get the issue `BUDGET`. The check
-comes before each call, so a run can end up to one call's tokens over its budget.
+Artifacts: `question:{input id}` per question; `answer:{item}:{round}` per value
+`generate` returned (values are pydantic models), linked `answers` -> its questions
+and `revises` -> the item's previous answer; `review:answer:{item}:{round}` per
+verdict (the `AnswerCheck`), linked `reviews` -> the answer; `outcome:{item}` (its
+`AnswerResult`) linked `answers` -> its questions and `based_on` -> the accepted
+answer or `last_attempt` -> the last rejected one. A hook gives the model earlier
+answers as `context=ctx.refs(previous[item.id])`, so each is stored in history once.
+The model activities are `llm:generate:0`, `llm:repair:{r}`, `llm:review:{r}` and
+`llm:final` (a `finish` that asks the model).
 
-Fallback: an unavailable source is `handled` with the text `NOT_ENOUGH_INFORMATION`
-(status `fallback`); an item still failing after the last round, or stopped by the
-budget, is not handled (status `blocked`), so a person sees exactly which answers
-need attention, with the issues that blocked them, instead of a guess.
+Status (`DurafactStatus`): `answering`; after each round `round:{r} accepted={a}
+failing={f}` (with `fallback={n}` after `accepted` once items ended as fallback);
+then `final accepted={a} fallback={f} blocked={b}`; `failed` when the run fails.
 
-Status (`DurafactStatus`): `answering`, then after each round
-`round:{r} accepted={a} failing={f}` (with `fallback={n}` after `accepted` when
-some items already ended as fallback), then `final accepted={a} fallback={f}
-blocked={b}`; `failed` when the run fails (an invalid batch included).
+`AnswerFlowWorkflow`, at the bottom, is the ready one: questions with sources in,
+one grounded answer, a fallback or a block per question out.
 """
 
 from __future__ import annotations
@@ -75,7 +62,8 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from functools import partial
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 from temporalio import workflow
@@ -98,7 +86,213 @@ from durafact.grounding import grounding_issues
 from durafact.ids import answer_review_id, item_answer_id, outcome_id, question_id
 from durafact.ledger import Ledger
 from durafact.llm import ContextRef, Usage
-from workflows.recipe import RECIPE_ATTRIBUTE, Recipe, RecipeContext
+from workflows.recipe import Recipe, RecipeContext
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out")
+
+# The error type of a batch the recipe refuses before it starts.
+INVALID_ANSWER_BATCH = "InvalidAnswerBatch"
+
+
+class AnswerFlow(Recipe[In, Out]):
+    """Questions in -> generate, check, review and repair in rounds -> one ending per item."""
+
+    recipe_name = "answer_flow"
+    max_items: ClassVar[int] = 20
+    max_repairs: ClassVar[int] = 1
+    review_policy: ClassVar[ReviewPolicy] = "optional"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._round = -1  # the round of the last generate call
+        self._latest: dict[str, str] = {}  # item id -> the id of its latest answer
+
+    # --- hooks ------------------------------------------------------------------------
+
+    def questions(self, batch: In) -> Mapping[str, BaseModel]:
+        """The batch's questions by input id, in order; each is stored as `question:{id}`."""
+        raise NotImplementedError
+
+    def items(self, batch: In, questions: Mapping[str, BaseModel]) -> list[AnswerItem]:
+        """The units of answering, covering every question; by default one `ready` item
+        per question. An `unavailable` item goes to `fallback` without being generated."""
+        return [AnswerItem(id=i, input_ids=[i], data=q) for i, q in questions.items()]
+
+    def settings(self, batch: In) -> tuple[int, int, ReviewPolicy]:
+        """`(max_items, max_repairs, review_policy)`: the batch's fields where it has
+        them and they are set, else the class settings."""
+        max_items = getattr(batch, "max_items", None)
+        max_repairs = getattr(batch, "max_repairs", None)
+        policy = getattr(batch, "review_policy", None)
+        return (
+            self.max_items if max_items is None else max_items,
+            self.max_repairs if max_repairs is None else max_repairs,
+            self.review_policy if policy is None else policy,
+        )
+
+    async def generate(
+        self,
+        ctx: RecipeContext,
+        items: list[AnswerItem],
+        repairs: dict[str, list[AnswerIssue]] | None,
+        previous: dict[str, Any] | None,
+    ) -> Mapping[str, BaseModel]:
+        """A value per item id. Round 0: `repairs` and `previous` are None; a repair
+        round gets only the failing items, their issues and their rejected values."""
+        raise NotImplementedError
+
+    def check(self, item: AnswerItem, value: Any) -> AnswerCheck:
+        """The local verdict on one value: synchronous, deterministic, no model."""
+        raise NotImplementedError
+
+    async def review(
+        self, ctx: RecipeContext, pairs: list[tuple[AnswerItem, Any]]
+    ) -> Mapping[str, AnswerCheck]:
+        """Verdicts, by item id, on the round's values that passed `check`. A recipe that
+        does not override it is not reviewed (and cannot run with `required`)."""
+        raise NotImplementedError
+
+    def fallback(self, item: AnswerItem, issues: list[AnswerIssue]) -> RecoveryResult:
+        """What to do with an item that cannot be accepted; by default, block it."""
+        return RecoveryResult(handled=False)
+
+    def can_invoke(self, ctx: RecipeContext) -> bool:
+        """May the next `generate` or `review` run? By default, always."""
+        return True
+
+    async def observe(self, ctx: RecipeContext, stage_id: str, results: list[AnswerResult]) -> None:
+        """Every item's result so far after a stage (items still failing show `blocked`)."""
+
+    async def finish(self, ctx: RecipeContext, batch: In, results: list[AnswerResult]) -> Out:
+        """The run's output from one result per item, in the items' order."""
+        raise NotImplementedError
+
+    # --- the lifecycle ----------------------------------------------------------------
+
+    async def lifecycle(self, ctx: RecipeContext, batch: In) -> Out:
+        try:
+            questions = dict(self.questions(batch))
+            items = list(self.items(batch, questions))
+            max_items, max_repairs, policy = self.settings(batch)
+            engine = define_answer_flow(
+                max_items=max_items,
+                max_repairs=max_repairs,
+                review_policy=policy,
+                can_invoke=self.can_invoke,
+                generate=self._generate,
+                check=self.check,
+                review=self._review if type(self).review is not AnswerFlow.review else None,
+                fallback=self.fallback,
+                observe=partial(self._observe, ctx),
+            )
+            validate_answer_batch(list(questions), items, max_items)
+        except (AnswerBatchError, AnswerFlowDefinitionError) as exc:
+            ctx.announce(f"invalid batch: {exc}", kind="error")
+            raise ApplicationError(
+                str(exc), type=INVALID_ANSWER_BATCH, non_retryable=True
+            ) from None
+
+        for input_id, question in questions.items():
+            ctx.ledger.create(question_id(input_id), question)
+        unavailable = sum(item.source_status == "unavailable" for item in items)
+        ctx.set_status(
+            "answering",
+            f"answering {_count(len(items), 'item')}"
+            + (f" ({unavailable} without a source)" if unavailable else ""),
+        )
+        results = await engine.run(list(questions), items, ctx)
+        for item, result in zip(items, results, strict=True):
+            self._store_outcome(ctx.ledger, item, result)
+        with ctx.scoped("final"):
+            return await self.finish(ctx, batch, results)
+
+    # The engine calls these around the hooks: they name the model activities after
+    # the round and store what each round produced.
+
+    async def _generate(
+        self,
+        items: list[AnswerItem],
+        ctx: RecipeContext,
+        *,
+        repairs: dict[str, list[AnswerIssue]] | None,
+        previous: dict[str, Any] | None,
+    ) -> Mapping[str, Any]:
+        self._round += 1
+        stage = f"generate:{self._round}" if repairs is None else f"repair:{self._round}"
+        ctx.announce(f"round {self._round}: {stage.split(':')[0]} {_count(len(items), 'item')}")
+        with ctx.scoped(stage):
+            values = await self.generate(ctx, items, repairs, previous)
+        if isinstance(values, Mapping):  # anything else fails the run in the engine
+            for item in items:
+                if item.id in values:
+                    self._store_answer(ctx.ledger, item, values[item.id])
+        return values
+
+    def _store_answer(self, ledger: Ledger, item: AnswerItem, value: Any) -> None:
+        if not isinstance(value, BaseModel):
+            raise TypeError(
+                f"generate's value for item {item.id!r} is a {type(value).__name__}: "
+                "values are pydantic models, stored as artifacts"
+            )
+        aid = item_answer_id(item.id, self._round)
+        ledger.create(aid, value)
+        for input_id in item.input_ids:
+            ledger.link(aid, "answers", question_id(input_id))
+        if item.id in self._latest:
+            ledger.link(aid, "revises", self._latest[item.id])
+        self._latest[item.id] = aid
+
+    async def _review(
+        self, pairs: list[tuple[AnswerItem, Any]], ctx: RecipeContext
+    ) -> Mapping[str, Any]:
+        ctx.announce(f"round {self._round}: review {_count(len(pairs), 'item')}")
+        with ctx.scoped(f"review:{self._round}"):
+            verdicts = await self.review(ctx, pairs)
+        if isinstance(verdicts, Mapping):  # anything else leaves the round unresolved
+            for item, _ in pairs:
+                try:
+                    verdict = AnswerCheck.model_validate(verdicts[item.id])
+                except (KeyError, ValidationError):
+                    continue  # unresolved: the policy decides what that means
+                aid = item_answer_id(item.id, self._round)
+                ctx.ledger.create(answer_review_id(aid), verdict)
+                ctx.ledger.link(answer_review_id(aid), "reviews", aid)
+        return verdicts
+
+    async def _observe(
+        self, ctx: RecipeContext, stage_id: str, results: list[AnswerResult]
+    ) -> None:
+        counts = Counter(r.status for r in results)
+        accepted, fallback = counts["accepted"], counts["fallback"]
+        if stage_id == "final":
+            status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
+            blocked = [r.item_id for r in results if r.status == "blocked"]
+            ctx.set_status(status, status + (f"; blocked: {', '.join(blocked)}" if blocked else ""))
+        else:
+            failing = [r.item_id for r in results if r.status == "blocked"]
+            status = f"round:{stage_id.rsplit(':', 1)[-1]} accepted={accepted}"
+            status += f" fallback={fallback}" if fallback else ""
+            status += f" failing={len(failing)}"
+            note = f"; failing: {', '.join(failing)}" if failing else ""
+            ctx.set_status(status, f"{stage_id}: {status}{note}")
+        await self.observe(ctx, stage_id, results)
+
+    def _store_outcome(self, ledger: Ledger, item: AnswerItem, result: AnswerResult) -> None:
+        oid = outcome_id(item.id)
+        ledger.create(oid, result)
+        for input_id in item.input_ids:
+            ledger.link(oid, "answers", question_id(input_id))
+        latest = self._latest.get(item.id)
+        if latest is not None:
+            ledger.link(oid, "based_on" if result.status == "accepted" else "last_attempt", latest)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# --- The ready, LLM-driven AnswerFlow ----------------------------------------------
 
 # The review's issue code (the grounding rule's are in durafact.grounding; the flow
 # adds BUDGET, MISSING_VALUE, REVIEW_UNRESOLVED, SOURCE_UNAVAILABLE, ...).
@@ -108,9 +302,6 @@ NOT_ENOUGH_INFORMATION = "Not enough information to answer this question."
 
 MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
 QUESTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
-# --- Input, output, and the model's structured outputs ------------------------------
 
 
 class Question(BaseModel):
@@ -152,7 +343,7 @@ class BatchAnswers(BaseModel):
 
 
 class Verdict(BaseModel):
-    """The judge's verdict on one answer, stored as `review:answer:{id}:{round}`."""
+    """The judge's verdict on one answer."""
 
     item_id: str = Field(description="The id of the question whose answer is judged.")
     status: Literal["passed", "failed"]
@@ -167,14 +358,16 @@ class Verdicts(BaseModel):
 
 class AnswerFlowResult(BaseModel):
     """Usage and the ledger; the results are read from its `outcome:{id}` artifacts, so
-    the result (stored in history) holds each text once."""
+    the result (stored in history) holds no second list of them."""
 
     usage: Usage
     ledger: Ledger
 
     @property
     def results(self) -> list[AnswerResult]:
-        """One result per question, in the batch's order."""
+        """One result per question, in the batch's order. An accepted one's `value` is
+        its `ItemAnswer` (a dict once decoded; `answers` has them typed), a fallback's
+        the text."""
         return [a.data for a in self.ledger.find_all(AnswerResult)]
 
     @property
@@ -204,8 +397,8 @@ def check_answer_batch(batch: AnswerBatchInput) -> list[AnswerItem]:
     id of letters, digits, `_`, `.` and `-` (at most 64, starting with a letter or
     digit) and a non-blank question; there is at least one question; then
     `validate_answer_batch` (a positive `max_items`, at most that many questions,
-    distinct ids). A question whose source is None
-    or blank becomes an `unavailable` item.
+    distinct ids). One item per question, with the question as its `data`; one whose
+    source is None or blank is `unavailable`.
     """
     if not _is_int(batch.max_repairs) or not 0 <= batch.max_repairs <= MAX_REPAIRS:
         raise AnswerBatchError(
@@ -237,6 +430,7 @@ def check_answer_batch(batch: AnswerBatchInput) -> list[AnswerItem]:
             id=question.id,
             input_ids=[question.id],
             source_status="ready" if (question.source or "").strip() else "unavailable",
+            data=question,
         )
         for question in batch.questions
     ]
@@ -327,8 +521,6 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# --- The workflow ----------------------------------------------------------------------
-
 GENERATOR = (
     "You answer questions from their sources. Each question is given as context with its "
     "id, the question and its source text. Answer every question you are asked about, "
@@ -348,128 +540,82 @@ class ReviewCallFailed(Exception):
     """The review's model call failed for good (after Temporal's retries)."""
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _short(text: str, limit: int = 160) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @workflow.defn
-class AnswerFlowWorkflow(Recipe):
-    """Questions with sources in; one grounded answer, a fallback or a block per question."""
+class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
+    """Questions with sources in; one grounded answer, a fallback or a block per question.
 
-    recipe_name = "answer_flow"
+    The batch is checked by `check_answer_batch`, the function the starter calls
+    before it starts anything. `generate` is one structured model call per round for
+    the batch; `check` is the grounding rule (`durafact.grounding`): the answer's
+    `quote` must be a non-trivial passage of the question's source, copied verbatim,
+    which code can verify the same way on every replay. What that cannot see, whether
+    the quote supports the answer, is what `review` (one model-judge call per round)
+    is for: a failed verdict sends the answer to repair with `REVIEW_FAILED`; a failed
+    review call leaves the answers unresolved, for the review policy to decide.
+    `budget_tokens` makes `can_invoke` refuse every call once the run's tokens reach
+    it (checked before each call, so a run can end up to one call over). A question
+    without a source falls back to `NOT_ENOUGH_INFORMATION`; an answer still failing,
+    or stopped by the budget, is blocked, so a person sees exactly which answers need
+    attention, and why, instead of a guess.
+
+    History discipline (DESIGN.md section 6): questions, earlier answers and reviews
+    reach the model as ledger ids, which the model activity reads by query. A repair
+    call's input names the failing items' questions, previous answers and failed
+    reviews, plus one short line of issue codes per item: it grows with the number of
+    failing items, never with the round, and repeats no text already in history.
+    """
+
     not_enough_information: ClassVar[str] = NOT_ENOUGH_INFORMATION
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, batch: AnswerBatchInput) -> None:
         super().__init__()
-        self.round = -1  # the round of the last generate call
-        self._batch: AnswerBatchInput | None = None
-        self._questions: dict[str, Question] = {}
-        self._latest: dict[str, str] = {}  # item id -> its latest answer artifact id
+        self.batch = batch
 
     @workflow.run
     async def run(self, batch: AnswerBatchInput) -> AnswerFlowResult:
-        ctx, ledger = self._ctx, self._ctx.ledger
-        workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
-        try:
-            items = self._entry(batch)
-            for question in batch.questions:
-                ledger.create(question_id(question.id), question)
-            self._questions = {q.id: q for q in batch.questions}
-            unavailable = sum(item.source_status == "unavailable" for item in items)
-            ctx.set_status(
-                "answering",
-                f"answering {_count(len(items), 'question')}"
-                + (f" ({unavailable} without a source)" if unavailable else ""),
-            )
-            flow = define_answer_flow(
-                max_items=batch.max_items,
-                max_repairs=batch.max_repairs,
-                review_policy=batch.review_policy,
-                can_invoke=self.can_invoke,
-                generate=self.generate,
-                check=self.check,
-                review=None if batch.review_policy == "off" else self.review,
-                fallback=self.fallback,
-                observe=self.observe,
-            )
-            results = await flow.run([item.id for item in items], items, ctx)
-            for result in results:
-                self._store_outcome(result)
-        except Exception:
-            ctx.set_status("failed")
-            raise
-        return AnswerFlowResult(usage=ctx.usage, ledger=ledger)
+        return await self.execute(batch)
 
-    def _entry(self, batch: AnswerBatchInput) -> list[AnswerItem]:
-        """The checked items, or the run fails at once with `InvalidAnswerBatch`."""
-        self._batch = batch
-        try:
-            return check_answer_batch(batch)
-        except (AnswerBatchError, AnswerFlowDefinitionError) as exc:
-            self._ctx.announce(f"invalid batch: {exc}", kind="error")
-            raise ApplicationError(
-                str(exc), type="InvalidAnswerBatch", non_retryable=True
-            ) from None
+    def questions(self, batch: AnswerBatchInput) -> dict[str, Question]:
+        return {question.id: question for question in batch.questions}
 
-    def _store_outcome(self, result: AnswerResult) -> None:
-        ledger, item_id = self._ctx.ledger, result.item_id
-        value = result.value
-        if isinstance(value, ItemAnswer):
-            value = value.answer
-        oid = outcome_id(item_id)
-        ledger.create(oid, result.model_copy(update={"value": value}))
-        ledger.link(oid, "answers", question_id(item_id))
-        latest = self._latest.get(item_id)
-        if latest is not None:
-            ledger.link(oid, "based_on" if result.status == "accepted" else "last_attempt", latest)
-
-    # --- hooks: the answer flow calls these ---------------------------------------
-
-    def can_invoke(self, ctx: RecipeContext) -> bool:
-        """False once the run's tokens reach `budget_tokens`; always True without one."""
-        budget = self._batch.budget_tokens if self._batch else None
-        return budget is None or ctx.usage.total_tokens < budget
+    def items(self, batch: AnswerBatchInput, questions: Mapping[str, Any]) -> list[AnswerItem]:
+        return check_answer_batch(batch)
 
     async def generate(
         self,
-        items: list[AnswerItem],
         ctx: RecipeContext,
-        *,
+        items: list[AnswerItem],
         repairs: dict[str, list[AnswerIssue]] | None,
         previous: dict[str, Any] | None,
     ) -> dict[str, ItemAnswer]:
-        """One model call for the whole round: round 0 answers every ready question, a
-        repair round only the failing ones, shown their previous answers and issues."""
-        self.round += 1
-        r, ids = self.round, [item.id for item in items]
+        """One model call: round 0 answers every ready question, a repair round only the
+        failing ones, shown their previous answers, failed reviews and issues."""
+        ids = [item.id for item in items]
         refs: list[ContextRef] = []
         if repairs is None:
-            stage = f"generate:{r}"
             refs = [question_id(i) for i in ids]
             prompt = f"Answer each of the {_count(len(ids), 'question')} given as context."
-            summary = f"request model: answer {_count(len(ids), 'question')} (round {r})"
+            summary = f"request model: answer {_count(len(ids), 'question')}"
         else:
-            stage = f"repair:{r}"
             lines = []
             for i in ids:
                 refs.append(question_id(i))
+                review = None
                 if previous and i in previous:
-                    refs.append(item_answer_id(i, r - 1))
+                    [answer] = ctx.refs(previous[i])  # answer:{i}:{round - 1}
+                    refs.append(answer)
+                    review = answer_review_id(str(answer))
                 notes = []
                 for issue in repairs.get(i, []):
-                    if (
-                        issue.code == REVIEW_FAILED
-                        and answer_review_id(item_answer_id(i, r - 1)) in ctx.ledger
-                    ):
-                        refs.append(answer_review_id(item_answer_id(i, r - 1)))
-                        notes.append(
-                            f"{issue.code} (see [{answer_review_id(item_answer_id(i, r - 1))}])"
-                        )
+                    if issue.code == REVIEW_FAILED and review is not None and review in ctx.ledger:
+                        refs.append(review)
+                        notes.append(f"{issue.code} (see [{review}])")
                     else:
                         notes.append(f"{issue.code}: {_short(issue.message)}")
                 lines.append(f"- {i}: " + "; ".join(notes or ["rejected"]))
@@ -477,72 +623,54 @@ class AnswerFlowWorkflow(Recipe):
                 f"Your answers to {_count(len(ids), 'question')} were rejected or missing. "
                 "Answer only these questions again and fix every issue:\n" + "\n".join(lines)
             )
-            summary = f"request model: repair {_count(len(ids), 'answer')} (round {r})"
-        ctx.announce(f"round {r}: {summary.removeprefix('request model: ')}")
-        with ctx.scoped(stage):
-            output = await ctx.llm.structured(
-                BatchAnswers, prompt, system=GENERATOR, context=refs, summary=summary
-            )
-
-        wanted, values, ignored = set(ids), {}, []
+            summary = f"request model: repair {_count(len(ids), 'answer')}"
+        output = await ctx.llm.structured(
+            BatchAnswers, prompt, system=GENERATOR, context=refs, summary=summary
+        )
+        values: dict[str, ItemAnswer] = {}
+        ignored = []
         for answer in output.answers:
-            if answer.item_id in wanted and answer.item_id not in values:
+            if answer.item_id in ids and answer.item_id not in values:
                 values[answer.item_id] = answer
             else:
                 ignored.append(answer.item_id)
         if ignored:
-            ctx.announce(f"round {r}: ignored answers for {', '.join(ignored)}", kind="warning")
-        for i in ids:
-            if i not in values:
-                continue
-            aid = item_answer_id(i, r)
-            ctx.ledger.create(aid, values[i])
-            ctx.ledger.link(aid, "answers", question_id(i))
-            if i in self._latest:
-                ctx.ledger.link(aid, "revises", self._latest[i])
-            self._latest[i] = aid
+            ctx.announce(f"ignored answers for {', '.join(ignored)}", kind="warning")
         return values
 
     def check(self, item: AnswerItem, value: ItemAnswer) -> AnswerCheck:
-        """The grounding rule (module docstring): deterministic, no model."""
-        source = self._questions[item.id].source or ""
-        issues = grounding_issues(value.answer, value.quote, source)
+        """The grounding rule: deterministic, no model."""
+        issues = grounding_issues(value.answer, value.quote, item.data.source or "")
         return AnswerCheck(status="failed" if issues else "passed", issues=issues)
 
     async def review(
-        self, pairs: list[tuple[AnswerItem, ItemAnswer]], ctx: RecipeContext
+        self, ctx: RecipeContext, pairs: list[tuple[AnswerItem, ItemAnswer]]
     ) -> dict[str, AnswerCheck]:
         """One model-judge call for the round's answers that passed `check`."""
-        r, ids = self.round, [item.id for item, _ in pairs]
+        ids = [item.id for item, _ in pairs]
         refs: list[ContextRef] = []
-        for i in ids:
-            refs += [question_id(i), item_answer_id(i, r)]
-        summary = f"request model: review {_count(len(ids), 'answer')} (round {r})"
-        ctx.announce(f"round {r}: {summary.removeprefix('request model: ')}")
+        for item, answer in pairs:
+            refs += [question_id(item.id), *ctx.refs(answer)]
         try:
-            with ctx.scoped(f"review:{r}"):
-                output = await ctx.llm.structured(
-                    Verdicts,
-                    f"Judge the {_count(len(ids), 'answer')} given as context.",
-                    system=REVIEWER,
-                    context=refs,
-                    summary=summary,
-                )
+            output = await ctx.llm.structured(
+                Verdicts,
+                f"Judge the {_count(len(ids), 'answer')} given as context.",
+                system=REVIEWER,
+                context=refs,
+                summary=f"request model: review {_count(len(ids), 'answer')}",
+            )
         except ActivityError as exc:
             cause = exc.cause
             reason = (
                 f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else exc
             )
-            ctx.announce(f"round {r}: the review call failed: {_short(str(reason))}", "warning")
+            ctx.announce(f"the review call failed: {_short(str(reason))}", kind="warning")
             # The flow turns this into REVIEW_UNRESOLVED; the policy decides what it means.
             raise ReviewCallFailed(str(reason)) from exc
         checks: dict[str, AnswerCheck] = {}
         for verdict in output.verdicts:
             if verdict.item_id not in ids or verdict.item_id in checks:
                 continue
-            aid = item_answer_id(verdict.item_id, r)
-            ctx.ledger.create(answer_review_id(aid), verdict)
-            ctx.ledger.link(answer_review_id(aid), "reviews", aid)
             issues = []
             if verdict.status == "failed":
                 reason = verdict.reason.strip() or "the review failed the answer"
@@ -550,7 +678,7 @@ class AnswerFlowWorkflow(Recipe):
             checks[verdict.item_id] = AnswerCheck(status=verdict.status, issues=issues)
         missing = [i for i in ids if i not in checks]
         if missing:
-            ctx.announce(f"round {r}: the review left out {', '.join(missing)}", kind="warning")
+            ctx.announce(f"the review left out {', '.join(missing)}", kind="warning")
         return checks
 
     def fallback(self, item: AnswerItem, issues: list[AnswerIssue]) -> RecoveryResult:
@@ -559,20 +687,12 @@ class AnswerFlowWorkflow(Recipe):
             return RecoveryResult(handled=True, value=self.not_enough_information)
         return RecoveryResult(handled=False)
 
-    def observe(self, stage_id: str, results: list[AnswerResult]) -> None:
-        """Keep `DurafactStatus` on the counts so far; announce the items still failing."""
-        counts = Counter(r.status for r in results)
-        accepted, fallback = counts["accepted"], counts["fallback"]
-        if stage_id == "final":
-            status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
-            blocked = [r.item_id for r in results if r.status == "blocked"]
-            note = f"; blocked: {', '.join(blocked)}" if blocked else ""
-            self._ctx.set_status(status, status + note)
-            return
-        round_ = stage_id.rsplit(":", 1)[-1]
-        failing = [r.item_id for r in results if r.status == "blocked"]
-        status = f"round:{round_} accepted={accepted}"
-        status += f" fallback={fallback}" if fallback else ""
-        status += f" failing={len(failing)}"
-        note = f"; failing: {', '.join(failing)}" if failing else ""
-        self._ctx.set_status(status, f"{stage_id}: {status}{note}")
+    def can_invoke(self, ctx: RecipeContext) -> bool:
+        """False once the run's tokens reach `budget_tokens`; always True without one."""
+        budget = self.batch.budget_tokens
+        return budget is None or ctx.usage.total_tokens < budget
+
+    async def finish(
+        self, ctx: RecipeContext, batch: AnswerBatchInput, results: list[AnswerResult]
+    ) -> AnswerFlowResult:
+        return AnswerFlowResult(usage=ctx.usage, ledger=ctx.ledger)

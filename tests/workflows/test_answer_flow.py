@@ -1,6 +1,7 @@
-"""AnswerFlowWorkflow end to end on a real dev server with the scripted model: repair
-rounds that regenerate only what failed, the three endings, review policies, the token
-budget, bad batches, status, and a worker killed in the middle of a round."""
+"""AnswerFlow on a real dev server: a user's own AnswerFlow recipe with deterministic
+hooks, then AnswerFlowWorkflow end to end with the scripted model: repair rounds that
+regenerate only what failed, the three endings, review policies, the token budget, bad
+batches, status, and a worker killed in the middle of a round."""
 
 from __future__ import annotations
 
@@ -10,26 +11,249 @@ import uuid
 from collections import Counter
 
 import pytest
+from pydantic import BaseModel
+from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from cli.settings import Settings
-from durafact.answer_flow import BUDGET, REVIEW_UNRESOLVED, SOURCE_UNAVAILABLE, AnswerBatchError
+from durafact.answer_flow import (
+    BUDGET,
+    REVIEW_UNRESOLVED,
+    SOURCE_UNAVAILABLE,
+    AnswerBatchError,
+    AnswerCheck,
+    AnswerIssue,
+    AnswerItem,
+    AnswerResult,
+    RecoveryResult,
+)
 from durafact.grounding import NOT_IN_SOURCE, QUOTE_TOO_SHORT, grounding_issues
-from tests.helpers import result_despite_worker_crash, scheduled_activities
-from tests.scripted_answers import answerer, context_of, questions
-from tests.scripted_model import Call, ScriptedModel
 from workflows.answer_flow import (
     NOT_ENOUGH_INFORMATION,
     REVIEW_FAILED,
     AnswerBatchInput,
+    AnswerFlow,
     AnswerFlowResult,
     AnswerFlowWorkflow,
     Question,
     check_answer_batch,
     load_answer_batch,
 )
-from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, RecipeContext
+
+# The workflow sandbox re-imports this module; the worker side is not workflow code.
+with workflow.unsafe.imports_passed_through():
+    from cli.settings import Settings
+    from cli.worker import build_worker
+    from tests.helpers import result_despite_worker_crash, scheduled_activities
+    from tests.scripted_answers import answerer, context_of, questions
+    from tests.scripted_model import Call, ScriptedModel
+
+
+# --- a user's own AnswerFlow: deterministic hooks, no model --------------------------
+
+
+class Term(BaseModel):
+    term: str
+    source: str | None = None
+    right_from: int = 0  # the first attempt whose definition passes the check
+
+
+class Terms(BaseModel):
+    terms: list[Term]
+
+
+class Definition(BaseModel):
+    term: str
+    attempt: int
+    text: str
+    fixes: list[str] = []  # the issue codes this attempt was asked to fix
+    revises: str | None = None  # the rejected text it was shown
+
+
+class Glossary(BaseModel):
+    entries: dict[str, str]
+    endings: dict[str, str]
+
+
+@workflow.defn
+class GlossaryFlow(AnswerFlow[Terms, Glossary]):
+    max_repairs = 2
+
+    @workflow.run
+    async def run(self, terms: Terms) -> Glossary:
+        return await self.execute(terms)
+
+    def questions(self, terms: Terms) -> dict[str, Term]:
+        return {t.term: t for t in terms.terms}
+
+    def items(self, terms: Terms, questions: dict[str, Term]) -> list[AnswerItem]:
+        return [
+            AnswerItem(
+                id=term,
+                input_ids=[term],
+                data=q,
+                source_status="ready" if q.source else "unavailable",
+            )
+            for term, q in questions.items()
+        ]
+
+    async def generate(
+        self,
+        ctx: RecipeContext,
+        items: list[AnswerItem],
+        repairs: dict[str, list[AnswerIssue]] | None,
+        previous: dict[str, Definition] | None,
+    ) -> dict[str, Definition]:
+        values = {}
+        for item in items:
+            before = (previous or {}).get(item.id)
+            attempt = before.attempt + 1 if before else 0
+            values[item.id] = Definition(
+                term=item.id,
+                attempt=attempt,
+                text=f"{item.data.source} (attempt {attempt})",
+                fixes=[issue.code for issue in (repairs or {}).get(item.id, [])],
+                revises=before.text if before else None,
+            )
+        return values
+
+    def check(self, item: AnswerItem, value: Definition) -> AnswerCheck:
+        if value.attempt >= item.data.right_from:
+            return AnswerCheck(status="passed")
+        vague = AnswerIssue(code="VAGUE", message=f"attempt {value.attempt} is vague")
+        return AnswerCheck(status="failed", issues=[vague])
+
+    def fallback(self, item: AnswerItem, issues: list[AnswerIssue]) -> RecoveryResult:
+        if item.source_status == "unavailable":
+            return RecoveryResult(handled=True, value=f"{item.id}: see the index")
+        return RecoveryResult(handled=False)
+
+    async def observe(self, ctx: RecipeContext, stage_id: str, results: list[AnswerResult]):
+        ctx.announce(f"{stage_id} " + " ".join(f"{r.item_id}={r.status}" for r in results))
+
+    async def finish(
+        self, ctx: RecipeContext, terms: Terms, results: list[AnswerResult]
+    ) -> Glossary:
+        entries = {
+            r.item_id: r.value.text if r.status == "accepted" else r.value
+            for r in results
+            if r.status != "blocked"
+        }
+        return Glossary(entries=entries, endings={r.item_id: r.status for r in results})
+
+
+@workflow.defn
+class StrictGlossaryFlow(GlossaryFlow):
+    review_policy = "required"  # and no review hook: no item could ever be accepted
+
+    @workflow.run
+    async def run(self, terms: Terms) -> Glossary:
+        return await self.execute(terms)
+
+
+TERMS = Terms(
+    terms=[
+        Term(term="alpha", source="first letter"),
+        Term(term="beta", source="second letter", right_from=1),
+        Term(term="gamma", source="third letter", right_from=99),
+        Term(term="delta"),
+    ]
+)
+
+
+async def test_a_user_answer_flow_repairs_only_what_fails_and_ends_every_item(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    async with build_worker(client, settings, extra_workflows=[GlossaryFlow]):
+        handle = await client.start_workflow(
+            GlossaryFlow.run,
+            TERMS,
+            id=f"glossary-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        glossary = await handle.result()
+        ledger = await handle.query(GlossaryFlow.artifacts)
+        page = await handle.query(GlossaryFlow.progress, 0)
+
+    assert glossary.endings == {
+        "alpha": "accepted",
+        "beta": "accepted",
+        "gamma": "blocked",
+        "delta": "fallback",
+    }
+    assert glossary.entries == {
+        "alpha": "first letter (attempt 0)",
+        "beta": "second letter (attempt 1)",
+        "delta": "delta: see the index",
+    }
+    # Each round generated only what was still failing: alpha passed at once and was
+    # never generated again; delta has no source and was never generated at all.
+    assert [a for a in ledger.artifacts if a.startswith("answer:")] == [
+        "answer:alpha:0",
+        "answer:beta:0",
+        "answer:gamma:0",
+        "answer:beta:1",
+        "answer:gamma:1",
+        "answer:gamma:2",
+    ]
+    # The repair was given beta's issues and its rejected value.
+    repaired = ledger.get("answer:beta:1").typed(Definition).data
+    assert (repaired.fixes, repaired.revises) == (["VAGUE"], "second letter (attempt 0)")
+    assert [link.target for link in ledger.links_from("answer:beta:1", "revises")] == [
+        "answer:beta:0"
+    ]
+    assert [link.target for link in ledger.links_from("outcome:beta", "based_on")] == [
+        "answer:beta:1"
+    ]
+    # gamma failed all max_repairs + 1 rounds and is blocked with its last issues.
+    gamma = ledger.get("outcome:gamma").typed(AnswerResult).data
+    assert (gamma.status, gamma.rounds, gamma.value) == ("blocked", 3, None)
+    assert gamma.issues == [AnswerIssue(code="VAGUE", message="attempt 2 is vague")]
+    assert [link.target for link in ledger.links_from("outcome:gamma", "last_attempt")] == [
+        "answer:gamma:2"
+    ]
+    delta = ledger.get("outcome:delta").typed(AnswerResult).data
+    assert (delta.status, delta.rounds) == ("fallback", 0)
+    assert [issue.code for issue in delta.issues] == [SOURCE_UNAVAILABLE]
+    assert [link.target for link in ledger.links_from("outcome:delta", "answers")] == [
+        "question:delta"
+    ]
+    # observe saw every stage; the status followed the rounds.
+    assert [e.message for e in page.events if e.kind == "info" and "=" in e.message] == [
+        "generate:0 alpha=accepted beta=blocked gamma=blocked delta=fallback",
+        "repair:1 alpha=accepted beta=accepted gamma=blocked delta=fallback",
+        "repair:2 alpha=accepted beta=accepted gamma=blocked delta=fallback",
+        "final alpha=accepted beta=accepted gamma=blocked delta=fallback",
+    ]
+    assert page.status == "final accepted=2 fallback=1 blocked=1"
+    assert model.calls == []
+
+
+async def test_a_user_answer_flow_that_cannot_be_defined_fails_at_once(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    async with build_worker(client, settings, extra_workflows=[StrictGlossaryFlow]):
+        handle = await client.start_workflow(
+            StrictGlossaryFlow.run,
+            TERMS,
+            id=f"glossary-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        ledger = await handle.query(StrictGlossaryFlow.artifacts)
+
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.non_retryable) == ("InvalidAnswerBatch", True)
+    assert cause.message.startswith("review_policy='required' needs a review hook")
+    assert len(ledger) == 0 and model.calls == []  # nothing stored, nothing generated
+    description = await handle.describe()
+    assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "failed"
+
+
+# --- AnswerFlowWorkflow --------------------------------------------------------------
 
 
 async def start(
@@ -172,15 +396,15 @@ async def test_a_repair_round_regenerates_only_the_failing_item(
         "answer:q2:0",  # revised by answer:q2:1
         "question:q2",
     ]
-    assert by_id(result)["q2"].value == result.answers["q2"].answer
+    assert by_id(result)["q2"].value == result.answers["q2"].model_dump()
     assert result.answers["q2"].quote == "Kraków was the capital of Poland"
     assert codes(by_id(result)["q2"].checks[0].issues) == [NOT_IN_SOURCE]
 
     assert await summaries(client, handle) == [
-        ("llm:generate:0", "request model: answer 3 questions (round 0)"),
-        ("llm:review:0", "request model: review 2 answers (round 0)"),
-        ("llm:repair:1", "request model: repair 1 answer (round 1)"),
-        ("llm:review:1", "request model: review 1 answer (round 1)"),
+        ("llm:generate:0", "request model: answer 3 questions"),
+        ("llm:review:0", "request model: review 2 answers"),
+        ("llm:repair:1", "request model: repair 1 answer"),
+        ("llm:review:1", "request model: review 1 answer"),
     ]
 
 
@@ -195,7 +419,8 @@ async def test_every_item_ends_accepted_fallback_or_blocked(
 
     assert result.counts == {"accepted": 1, "fallback": 2, "blocked": 2}
     results = by_id(result)
-    assert results["q1"].status == "accepted" and results["q1"].value.startswith("from q1")
+    assert results["q1"].status == "accepted"
+    assert results["q1"].value["answer"].startswith("from q1")  # the accepted ItemAnswer
     assert (results["q2"].status, codes(results["q2"].issues)) == ("blocked", [NOT_IN_SOURCE])
     assert (results["q3"].status, codes(results["q3"].issues)) == ("blocked", [REVIEW_FAILED])
     assert results["q3"].issues[0].message == "round 1 verdict on q3"
@@ -248,7 +473,7 @@ async def test_missing_duplicate_and_unknown_answers(
     assert set(context_of(repair, "answer")) == {"q1:0"}  # q2 had no answer to show
     assert "- q2: MISSING_VALUE: generate returned no value for 'q2'" in repair.last_user
     page = await handle.query(AnswerFlowWorkflow.progress, 0)
-    assert "round 0: ignored answers for q1, zz" in [e.message for e in page.events]
+    assert "ignored answers for q1, zz" in [e.message for e in page.events]
 
 
 @pytest.mark.parametrize(("policy", "status"), [("required", "blocked"), ("optional", "accepted")])
@@ -361,12 +586,12 @@ async def test_status_follows_the_rounds(
     page = await handle.query(AnswerFlowWorkflow.progress, 0)
     statuses = [e.message for e in page.events if e.kind == "status"]
     assert statuses == [
-        "answering 4 questions (1 without a source)",
+        "answering 4 items (1 without a source)",
         "generate:0: round:0 accepted=1 fallback=1 failing=2; failing: q2, q3",
         "repair:1: round:1 accepted=2 fallback=1 failing=1; failing: q3",
         "final accepted=2 fallback=1 blocked=1; blocked: q3",
     ]
-    assert "round 1: repair 2 answers (round 1)" in [e.message for e in page.events]
+    assert "round 1: repair 2 items" in [e.message for e in page.events]
     attributes = (await handle.describe()).typed_search_attributes
     assert attributes.get(RECIPE_ATTRIBUTE) == "answer_flow"
     assert attributes.get(STATUS_ATTRIBUTE) == "final accepted=2 fallback=1 blocked=1"
