@@ -1,5 +1,10 @@
 """What every bench shares: a dev server, the scripted model and a worker, in-process.
 
+With a Temporal address configured (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, API key,
+TLS or a temporal.toml profile, as for the starter and the worker) the bench runs
+there instead of starting a dev server, after making sure the namespace has
+durafact's search attributes (DURAFACT_REGISTER_SEARCH_ATTRIBUTES=0: check only).
+
 async with dev_stack(reply) as stack:
     async with stack.worker():
         await stack.client.execute_workflow(..., task_queue=stack.settings.task_queue)
@@ -13,14 +18,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-import workflows
-from cli.embedded import DEV_SERVER_TUNING, temporal_binary
+from cli.connection import connect, ensure_search_attributes, may_register
 from cli.settings import Settings
 from cli.worker import build_worker
+from tests.helpers import start_dev_server
 from tests.scripted_model import Reply, ScriptedModel
 
 
@@ -37,28 +41,28 @@ class Stack:
 
 @asynccontextmanager
 async def dev_stack(reply: Reply) -> AsyncIterator[Stack]:
-    """A real dev server (in memory, with `DEV_SERVER_TUNING`) and the scripted model
-    answering with `reply` (no delay); both are stopped on exit."""
+    """A real dev server (in memory, with `DEV_SERVER_TUNING`), or the configured
+    Temporal, and the scripted model answering with `reply` (no delay); what this
+    starts is stopped on exit."""
+    configured = Settings.from_env()
     model = ScriptedModel().start()
     model.reply(reply)
+    env: WorkflowEnvironment | None = None
     try:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(temporal_binary()),
-            search_attributes=workflows.SEARCH_ATTRIBUTES,
-            data_converter=pydantic_data_converter,
-            dev_server_extra_args=list(DEV_SERVER_TUNING),
-        )
-    except BaseException:
-        model.stop()
-        raise
-    try:
+        if configured.temporal_address_explicit:
+            client = await connect(configured)
+            await ensure_search_attributes(client, register=may_register())
+        else:
+            env = await start_dev_server()
+            client = env.client
         settings = Settings(
             openai_base_url=model.url,
             openai_api_key="bench",
             model="scripted",
             task_queue=f"bench-{uuid.uuid4().hex[:8]}",
         )
-        yield Stack(env.client, settings, model)
+        yield Stack(client, settings, model)
     finally:
-        await env.shutdown()
+        if env is not None:
+            await env.shutdown()
         model.stop()

