@@ -22,10 +22,10 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from cli.output import ANSWER_HINT
 from cli.settings import Settings
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.sources import SourceSpec
-from cli.starter import ANSWER_HINT
 from tests.helpers import ROOT, clean_env, free_port, question_waiting, spawn, starter
 from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
@@ -277,8 +277,8 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.code == 2
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
-        "(commands: plan, reflect, answer, route, research, pending, approve, decide, status, "
-        "result, up, down)"
+        "(commands: start, plan, reflect, answer, route, research, pending, approve, decide, "
+        "status, result, up, down)"
     ]
 
 

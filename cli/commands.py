@@ -1,0 +1,235 @@
+"""The commands about workflows that already run: `status`, `result`, and answering a
+person's question (`pending`, `approve`, `decide`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import re
+from typing import Any
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from cli.follow import QUERY_TIMEOUT, wait_and_print, warn_if_no_worker
+from cli.output import ANSWER_HINT, Failed, assignments, failure_text, indent, say
+from cli.registry import Registry
+from cli.settings import Settings
+from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
+from workflows.supervisor import Facts
+
+# The facts a rejection may correct (`approve --reject --set FIELD=VALUE`), per workflow type.
+CORRECTABLE: dict[str, tuple[str, ...]] = {"SupervisorWorkflow": tuple(Facts.model_fields)}
+
+
+async def status(client: Any, settings: Settings, workflow_id: str) -> int:
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    say(f"workflow {workflow_id}: {state} ({description.workflow_type}, run {description.run_id})")
+    summary = await description.static_summary()
+    if summary:
+        say(f"summary: {summary}")
+    try:
+        recipe = await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
+        say(f"recipe status: {recipe}")
+    except Exception:
+        recipe = None
+        attribute = description.typed_search_attributes.get(STATUS_ATTRIBUTE)
+        say(f"recipe status: {attribute or 'unknown'} (no worker answered the status query)")
+    if recipe == AWAITING_APPROVAL:
+        with contextlib.suppress(Exception):
+            for question in await pending_questions(handle):
+                say(f"waiting for a person: {question.id} ({question.kind})")
+        say(f"answer: python starter.py approve {workflow_id} {ANSWER_HINT}")
+    say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
+    return 0
+
+
+async def result(
+    client: Any, settings: Settings, registry: Registry, workflow_id: str, as_json: bool
+) -> int:
+    """Wait for a workflow's result; decoded as its registered type's result, else as JSON."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    url = settings.workflow_url(workflow_id, description.run_id)
+    recipe = registry.get(description.workflow_type)
+    return await wait_and_print(
+        client,
+        settings,
+        handle,
+        description,
+        description.run_id,
+        url,
+        as_json,
+        recipe.result_type if recipe else None,
+    )
+
+
+# --- human approval ---------------------------------------------------------------------
+
+
+async def pending_questions(handle: Any) -> list[ApprovalQuestion]:
+    return await handle.query(
+        "pending_questions", result_type=list[ApprovalQuestion], rpc_timeout=QUERY_TIMEOUT
+    )
+
+
+async def pending(client: Any, as_json: bool) -> int:
+    """Every running workflow whose DurafactStatus is awaiting_approval (visibility, so it
+    survives restarts), with its pending questions (the query)."""
+    query = f'{STATUS_ATTRIBUTE.name}="{AWAITING_APPROVAL}" AND ExecutionStatus="Running"'
+    executions = [execution async for execution in client.list_workflows(query)]
+
+    async def questions_of(execution: Any) -> tuple[list[ApprovalQuestion], str | None]:
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        try:
+            return await pending_questions(handle), None
+        except Exception:
+            return [], "no worker answered the pending_questions query"
+
+    answers = await asyncio.gather(*(questions_of(e) for e in executions))
+    # Answered since the visibility store saw them: nothing waits any more.
+    rows = [(e, qs, err) for e, (qs, err) in zip(executions, answers, strict=True) if qs or err]
+    if as_json:
+        document = {
+            "workflows": [
+                {
+                    "workflow_id": e.id,
+                    "run_id": e.run_id,
+                    "workflow_type": e.workflow_type,
+                    "questions": [q.model_dump(mode="json") for q in qs],
+                    "error": err,
+                }
+                for e, qs, err in rows
+            ]
+        }
+        say(json.dumps(document, ensure_ascii=False))
+        return 0
+    if not rows:
+        say("nothing waits for a person")
+        return 0
+    count = 0
+    for execution, questions, error in rows:
+        if error:
+            say(f"{execution.id} ({execution.workflow_type}): {error}")
+        for question in questions:
+            count += 1
+            say(f"{execution.id}  {question.id}  {question.kind}")
+            say(indent(question.text, "  "))
+    say(
+        f"{count} question(s) in {len(rows)} workflow(s) wait; answer one: "
+        f"python starter.py approve ID {ANSWER_HINT}"
+    )
+    return 0
+
+
+async def approve(
+    client: Any, workflow_id: str, reject: bool, reason: str, changes: dict[str, str]
+) -> int:
+    """The `answer` signal for the workflow's oldest pending question, after checking that
+    something waits, so a wrong id or a settled workflow is one clear line."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await running(handle)
+    try:
+        questions = await pending_questions(handle)
+    except Exception:
+        raise Failed(
+            f"workflow {workflow_id}: no worker answered the pending_questions query "
+            "(is a worker running? python starter.py up)"
+        ) from None
+    if not questions:
+        raise Failed(f"workflow {workflow_id} has no pending question")
+    fields = CORRECTABLE.get(description.workflow_type)
+    unknown = sorted(set(changes) - set(fields)) if fields is not None else []
+    if unknown:
+        raise Failed(
+            f"--set {unknown[0]}: not a fact of {description.workflow_type} "
+            f"(facts: {', '.join(fields or ())})",
+            code=2,
+        )
+    question = questions[0]
+    await handle.signal(
+        "answer",
+        ApprovalAnswer(
+            question_id=question.id,
+            approved=not reject,
+            reason=reason,
+            changes=changes,
+            by=person(),
+        ),
+    )
+    verdict = "rejected" if reject else "approved"
+    edits = f" with {assignments(changes)}" if changes else ""
+    say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
+    say(f"result: python starter.py result {workflow_id}")
+    return 0
+
+
+async def decide(
+    client: Any,
+    settings: Settings,
+    workflow_id: str,
+    question_id: str,
+    approved: bool,
+    reason: str,
+) -> int:
+    """The `decide` update: the outcome, or the validator's reason for refusing."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await running(handle)
+    await warn_if_no_worker(client, settings, description.task_queue)
+    answer = ApprovalAnswer(question_id=question_id, approved=approved, reason=reason, by=person())
+    try:
+        outcome = await handle.execute_update("decide", answer, result_type=ApprovalOutcome)
+    except WorkflowUpdateFailedError as exc:
+        raise Failed(f"decide refused: {failure_text(exc)}") from None
+    verdict = "approved" if outcome.approved else "rejected"
+    why = f": {outcome.reason}" if outcome.reason else ""
+    say(f"{outcome.question_id} {verdict}{why}")
+    say(f"result: python starter.py result {workflow_id}")
+    return 0
+
+
+async def running(handle: Any) -> Any:
+    """The workflow's description; a one-line reason when it is not running."""
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    if state != "RUNNING":
+        raise Failed(f"workflow {handle.id} is {state}: nothing waits for an answer")
+    return description
+
+
+def person() -> str:
+    """Who answers, as recorded with the answer: the login name."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return ""
+
+
+async def describe(handle: Any) -> Any:
+    try:
+        return await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise Failed(f"no workflow with id {handle.id!r}") from None
+        raise
+
+
+def corrections(pairs: list[str]) -> dict[str, str]:
+    """`--set FIELD=VALUE` options as a dict; a malformed or repeated one is a one-line error."""
+    changes: dict[str, str] = {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        field = field.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", field):
+            raise Failed(f"--set {pair!r}: expected FIELD=VALUE (e.g. budget=5000)", code=2)
+        if not value.strip():
+            raise Failed(f"--set {field}: the value is empty", code=2)
+        if field in changes:
+            raise Failed(f"--set {field}: given twice", code=2)
+        changes[field] = value.strip()
+    return changes

@@ -1,0 +1,122 @@
+"""Following a workflow from the command line: live progress, then its result.
+
+`wait_and_print` polls the recipe's `progress` query and prints each announcement
+as one line while it waits for the result; it warns at once (on stderr) when no
+worker polls the task queue, so a workflow nobody runs never looks merely slow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import WorkflowFailureError
+
+from cli import embedded
+from cli.embedded import Embedded
+from cli.output import ANSWER_HINT, Failed, emit_json, failure_text, indent, note, print_result, say
+from cli.settings import Settings
+from workflows.recipe import Progress
+
+POLL_INTERVAL = 0.3
+QUERY_TIMEOUT = timedelta(seconds=2)
+
+
+async def wait_and_print(
+    client: Any,
+    settings: Settings,
+    handle: Any,
+    description: Any,
+    run_id: str,
+    url: str,
+    as_json: bool,
+    result_type: Any = None,
+) -> int:
+    """Wait for the run's result, printing progress unless `as_json`; the result is
+    decoded as `result_type` (the registered workflow's, or plain JSON)."""
+    running = description.status is not None and description.status.name == "RUNNING"
+    if running:
+        await warn_if_no_worker(client, settings, description.task_queue)
+    handle = client.get_workflow_handle(handle.id, run_id=run_id, result_type=result_type)
+    outcome = asyncio.ensure_future(handle.result())
+    feed = None if as_json or not running else ProgressFeed(handle)
+    try:
+        while not outcome.done():
+            await asyncio.wait({outcome}, timeout=POLL_INTERVAL)
+            if feed and not outcome.done():
+                await feed.poll()
+        if feed:
+            await feed.poll()  # the announcements made since the last poll
+        value = outcome.result()
+    except WorkflowFailureError as exc:
+        state = (await handle.describe()).status
+        if as_json:
+            emit_json(handle.id, run_id, state.name if state else "FAILED", None, url)
+        raise Failed(f"workflow {handle.id} failed: {failure_text(exc)}") from None
+    except asyncio.CancelledError:
+        outcome.cancel()
+        note(
+            f"starter: stopped waiting; the workflow goes on: python starter.py result {handle.id}"
+        )
+        raise
+    if as_json:
+        emit_json(handle.id, run_id, "COMPLETED", value, url)
+    else:
+        print_result(value)
+        say(f"Web UI: {url}")
+    return 0
+
+
+async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:
+    """One line on stderr when nobody will run the workflow, so it never looks stuck."""
+    worker = Embedded.from_env().piece("worker")
+    recorded = worker.recorded()
+    if (
+        not settings.temporal_address_explicit
+        and recorded
+        and not embedded.is_our_process(*recorded)
+    ):
+        # The server still lists a worker that died in the last minute or so as a
+        # poller; the embedded worker's pid file knows better.
+        note(
+            f"starter: warning: the embedded worker (pid {recorded[0]}) is not running "
+            f"(see {worker.log_name}); unless another worker polls {task_queue!r}, nobody will "
+            "run this workflow: run python starter.py up (or python worker.py)"
+        )
+        return
+    try:
+        polled = await embedded.has_live_poller(client, settings.temporal_namespace, task_queue)
+    except Exception:
+        return  # the check is a courtesy: never fail a run over it
+    if not polled:
+        note(
+            f"starter: warning: no worker polls task queue {task_queue!r}, so nobody will run "
+            "this workflow: run python worker.py (or python starter.py up)"
+        )
+
+
+class ProgressFeed:
+    """Polls the `progress` query and prints each new announcement as one line,
+    labelled with the recipe status it was made under."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.offset = 0
+
+    async def poll(self) -> None:
+        try:
+            page: Progress = await self.handle.query(
+                "progress", self.offset, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+            )
+        except Exception:
+            return  # not answerable yet (no workflow task done) or no worker: try again
+        for event in page.events:
+            say(indent(event.message, f"  [{event.status}] "))
+            if event.kind == "question":
+                # Once per question: a person must act before the workflow goes on.
+                say(
+                    f"  waiting for a person: python starter.py approve {self.handle.id} "
+                    f"{ANSWER_HINT}"
+                )
+        self.offset = page.next_offset

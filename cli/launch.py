@@ -1,0 +1,223 @@
+"""Starting a registered workflow: `start TYPE --input JSON|@FILE`, and the per-recipe
+commands built on the same path.
+
+A `Launch` is a workflow type from the registry with its input already checked
+against the type hint of the workflow's `run` method, so bad input is one line
+(exit code 2) before any connection. `start` starts it with id conflict policy
+USE_EXISTING: the same `--id` while it runs attaches to that run, after it
+completed shows its result, after a failure runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from cli.follow import wait_and_print, warn_if_no_worker
+from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, say, summarize
+from cli.registry import Registered, Registry
+from cli.settings import Settings
+from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+
+DETAILS_LIMIT = 2000
+
+
+@dataclass
+class Launch:
+    """A registered workflow and its checked input, ready to start."""
+
+    recipe: Registered
+    args: list[Any]
+    command: str
+    """The starter command that built it (`start TripPlanner`, `plan`), for the Web UI."""
+    id_prefix: str
+    summary: str
+    details: str
+    asks_approval: bool = False
+
+    @property
+    def recipe_name(self) -> str:
+        """What the `DurafactRecipe` search attribute holds: the recipe's own name."""
+        return getattr(self.recipe.cls, "recipe_name", None) or self.recipe.name
+
+    def workflow_id(self, given: str | None) -> str:
+        workflow_id = given if given is not None else f"{self.id_prefix}-{uuid.uuid4().hex[:8]}"
+        if not workflow_id.strip():
+            raise Failed("the workflow id is empty", code=2)
+        return workflow_id
+
+
+def launch_of_type(registry: Registry, type_name: str, given: str | None) -> Launch:
+    """`start TYPE --input ...`: the registered type, its input read and validated."""
+    recipe = registry.get(type_name)
+    if recipe is None:
+        raise Failed(
+            f"unknown workflow type {type_name!r} (registered: {', '.join(registry.names())}; "
+            "register yours with --recipes MODULE or DURAFACT_RECIPES)",
+            code=2,
+        )
+    inputs = recipe.inputs or []
+    if len(inputs) > 1:
+        raise Failed(f"{type_name} takes {len(inputs)} inputs; start gives it one", code=2)
+    args: list[Any] = []
+    data = None
+    if inputs:
+        if given is None:
+            raise Failed(f"{type_name} needs --input: {type_label(inputs[0])} as JSON", code=2)
+        data = read_input(given)
+        args = [validated(inputs[0], data)]
+    elif given is not None:
+        raise Failed(f"{type_name} takes no input: leave out --input", code=2)
+    shown = json.dumps(data, ensure_ascii=False, indent=2)
+    return Launch(
+        recipe,
+        args,
+        command=f"start {type_name}",
+        id_prefix=type_name,
+        summary=f"{type_name}: {summarize(subject(args[0]))}" if args else type_name,
+        details=f"**Input:**\n\n```json\n{shown[:DETAILS_LIMIT]}\n```",
+    )
+
+
+def read_input(given: str) -> Any:
+    """`--input`: JSON text, or `@FILE` (`@-` reads standard input), parsed."""
+    where = "--input"
+    text = given
+    if given.startswith("@"):
+        name = given[1:]
+        where = f"--input {given}"
+        try:
+            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise Failed(f"--input: cannot read {name}: {exc.strerror}", code=2) from None
+        except UnicodeDecodeError as exc:
+            raise Failed(f"--input: cannot read {name}: {exc.reason}", code=2) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Failed(
+            f"{where} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", code=2
+        ) from None
+
+
+def validated(kind: Any, data: Any) -> Any:
+    """`data` as an instance of `kind` (the run method's type hint), or one line saying
+    which field is wrong and why."""
+    try:
+        adapter = TypeAdapter(kind)
+    except Exception:
+        return data  # a type pydantic cannot check: the data converter decides
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        error = errors[0]
+        where = ".".join(str(part) for part in error["loc"])
+        reason = str(error.get("ctx", {}).get("error") or error["msg"])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        field = f"{where}: " if where else ""
+        raise Failed(
+            f"--input does not fit {type_label(kind)}: {field}{one_line(reason)}{more}", code=2
+        ) from None
+
+
+def type_label(kind: Any) -> str:
+    return getattr(kind, "__name__", None) or str(kind)
+
+
+def subject(value: Any) -> str:
+    """What names a run in the Web UI's summary: a model's first text field, else JSON."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            field = getattr(value, name)
+            if isinstance(field, str) and field.strip():
+                return field
+        return value.model_dump_json()
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+async def start(
+    client: Any, settings: Settings, launch: Launch, workflow_id: str, no_wait: bool, as_json: bool
+) -> int:
+    summary = launch.summary
+    try:
+        handle = await client.start_workflow(
+            launch.recipe.name,
+            args=launch.args,
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            result_type=launch.recipe.result_type,
+            # The same --id while it runs attaches to that run; after it completed the
+            # id is taken and its result is shown; after a failure, it runs again.
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(RECIPE_ATTRIBUTE, launch.recipe_name)]
+            ),
+            static_summary=summary,
+            static_details=f"{launch.details}\n\nStarted by `starter.py {launch.command}`.",
+        )
+        run_id = handle.result_run_id
+        response = getattr(handle, "_start_workflow_response", None)
+        started = bool(getattr(response, "started", True))
+    except WorkflowAlreadyStartedError as exc:
+        handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
+        run_id, started = exc.run_id, False
+    except RPCError as exc:
+        if "search attribute" in str(exc).lower():
+            raise Failed(
+                f"the server at {settings.temporal_address} lacks the search attributes: "
+                + "; ".join(
+                    f"temporal operator search-attribute create --name {a.name} --type Keyword"
+                    for a in (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
+                )
+            ) from None
+        raise
+
+    description = await handle.describe()
+    state = description.status.name if description.status else "UNKNOWN"
+    url = settings.workflow_url(workflow_id, run_id)
+    if not started:
+        existing = await description.static_summary()
+        if existing and existing != summary:
+            note(f"starter: note: workflow {workflow_id} was started for {existing!r}; using it")
+    if no_wait:
+        if state == "RUNNING":
+            await warn_if_no_worker(client, settings, description.task_queue)
+        if as_json:
+            emit_json(workflow_id, run_id, state, None, url)
+        else:
+            if started:
+                say(f"started workflow {workflow_id} (run {run_id})")
+            else:
+                say(f"workflow {workflow_id} already exists ({state}, run {run_id})")
+            say(f"Web UI: {url}")
+            say(f"result: python starter.py result {workflow_id}")
+            if launch.asks_approval:
+                say(f"answer: python starter.py approve {workflow_id} {ANSWER_HINT}")
+        return 0
+    if not as_json:
+        if started:
+            say(f"started workflow {workflow_id} (run {run_id})")
+        elif state == "RUNNING":
+            say(f"attached to the running workflow {workflow_id} (run {run_id})")
+        else:
+            say(f"workflow {workflow_id} already finished ({state}, run {run_id}); its result:")
+        say(f"Web UI: {url}")
+    return await wait_and_print(
+        client, settings, handle, description, run_id, url, as_json, launch.recipe.result_type
+    )

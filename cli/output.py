@@ -1,0 +1,179 @@
+"""What the command line prints: one-line errors, results, and the `--json` document."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from pydantic import BaseModel
+from temporalio.exceptions import ApplicationError, FailureError
+
+from durafact.sources import SourceFailure
+from workflows.answer_flow import AnswerFlowResult
+from workflows.plan_execute import PlanExecuteResult
+from workflows.reflection import ReflectionResult
+from workflows.research import ResearchResult
+from workflows.supervisor import SupervisorResult
+
+# How to answer a pending question, wherever the command line mentions one.
+ANSWER_HINT = "[--reject] [--reason TEXT] [--set FIELD=VALUE ...]"
+
+
+class Failed(Exception):
+    """A one-line reason to stop, printed as `starter: <reason>`; code 2 for bad input."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    print(line, file=stream or sys.stdout, flush=True)
+
+
+def note(line: str) -> None:
+    say(line, sys.stderr)
+
+
+def fail(message: str) -> None:
+    say(f"starter: {one_line(message)}", sys.stderr)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def summarize(text: str, limit: int = 100) -> str:
+    line = one_line(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def indent(text: str, first: str) -> str:
+    lines = text.strip().splitlines() or [""]
+    rest = " " * len(first)
+    return "\n".join([first + lines[0], *((rest + line).rstrip() for line in lines[1:])])
+
+
+def assignments(changes: dict[str, str]) -> str:
+    return ", ".join(f"{field}={value}" for field, value in changes.items())
+
+
+def emit_json(workflow_id: str, run_id: str, state: str, value: Any, url: str) -> None:
+    """The `--json` document: the whole of stdout, one object."""
+    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    document = {
+        "workflow_id": workflow_id,
+        "run_id": run_id,
+        "status": state,
+        "result": data,
+        "ui_url": url,
+    }
+    say(json.dumps(document, ensure_ascii=False, default=str))
+
+
+def failure_text(exc: BaseException) -> str:
+    """`Type: message` of what failed: the first ApplicationError under the wrappers
+    (workflow, activity or child failure); its own causes are detail."""
+    chain = []
+    node: BaseException | None = exc
+    while node is not None and len(chain) < 20:
+        chain.append(node)
+        node = node.__cause__
+    app = next((e for e in chain if isinstance(e, ApplicationError)), None)
+    if app is not None:
+        return f"{app.type or 'ApplicationError'}: {one_line(app.message)}"
+    root = chain[-1]
+    message = root.message if isinstance(root, FailureError) else str(root)
+    return f"{type(root).__name__}: {one_line(message)}"
+
+
+# --- results ----------------------------------------------------------------------------
+
+
+def print_result(value: Any) -> None:
+    """A ready workflow's result in its own layout; any other result as JSON."""
+    printer = next((p for kind, p in PRINTERS.items() if isinstance(value, kind)), None)
+    if printer is not None:
+        printer(value)
+        say(f"usage: {value.usage.total_tokens} tokens")
+    elif isinstance(value, BaseModel):
+        say(value.model_dump_json(indent=2))
+    else:
+        say(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+
+
+def _plan(value: PlanExecuteResult) -> None:
+    texts = {r.index: r.text for r in value.results}
+    say("steps:")
+    for step in value.steps:
+        say(indent(step.description, f"  {step.index + 1}. "))
+        if step.index in texts:
+            say(indent(texts[step.index], "     -> "))
+    say("answer:")
+    say(indent(value.answer.text, "  "))
+
+
+def _reflection(value: ReflectionResult) -> None:
+    scores = ", ".join(f"{score:.2f}" for score in value.scores)
+    say(f"{value.ending} after {value.rounds} round(s); scores: {scores}")
+    say("text:")
+    say(indent(value.final.text, "  "))
+
+
+def _answers(value: AnswerFlowResult) -> None:
+    answers = value.answers
+    for item in value.results:
+        say(f"{item.item_id}: {item.status} after {item.rounds} round(s)")
+        if item.item_id in answers:
+            say(indent(answers[item.item_id].answer, "  answer: "))
+            say(indent(answers[item.item_id].quote, "  quote:  "))
+        elif item.value is not None:
+            say(indent(str(item.value), "  answer: "))
+        for issue in item.issues:
+            say(indent(issue.message, f"  {issue.code}: "))
+    say(", ".join(f"{n} {status}" for status, n in value.counts.items()))
+
+
+def _supervisor(value: SupervisorResult) -> None:
+    task = value.task
+    how = f"fallback: {task.reason}" if task.source == "fallback" else "model"
+    say(f"route: {value.route} ({how})")
+    say(f"facts: {value.facts.line()}")
+    say(f"report (attempt {value.report.attempt}):")
+    say(indent(value.report.text, "  "))
+    say("approvals:")
+    for question in value.approvals:
+        answer = question.answer
+        by = f" by {answer.by}" if answer and answer.by else ""
+        why = f": {answer.reason}" if answer and answer.reason else ""
+        edits = assignments(answer.changes) if answer else ""
+        changed = f" (changes: {edits})" if edits else ""
+        say(f"  {question.id} ({question.kind}) {question.status}{by}{why}{changed}")
+    say("reply:")
+    say(indent(value.reply.text, "  "))
+
+
+def _research(value: ResearchResult) -> None:
+    if value.answer is not None:
+        say("answer:")
+        say(indent(value.answer, "  "))
+        provenance = value.provenance()
+        if provenance is not None:
+            say("provenance:")
+            say(indent(provenance.render(), "  "))
+    else:
+        say(f"insufficient: {value.reason}")
+    for failure in value.ledger.find_all(SourceFailure):
+        f = failure.data
+        where = f.uid or f.source_id
+        say(f"  {f.stage} failed: {where}: {f.error_type}: {one_line(f.message)}")
+
+
+PRINTERS: dict[type, Any] = {
+    PlanExecuteResult: _plan,
+    ReflectionResult: _reflection,
+    AnswerFlowResult: _answers,
+    SupervisorResult: _supervisor,
+    ResearchResult: _research,
+}

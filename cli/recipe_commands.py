@@ -1,0 +1,318 @@
+"""The per-recipe commands: `plan`, `reflect`, `answer`, `route`, `research`.
+
+Conveniences over `start TYPE --input ...`: each turns its arguments into the
+ready workflow's input, checked here (one line, exit code 2, before any
+connection), and starts it on the same path (`cli/launch.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from activities.skills import SkillError, load_skills
+from cli.launch import Launch
+from cli.output import Failed, summarize
+from cli.registry import Registry
+from durafact.answer_flow import AnswerBatchError
+from durafact.sources import SourceSpec
+from workflows.answer_flow import AnswerFlowWorkflow, load_answer_batch
+from workflows.plan_execute import Goal, PlanExecuteWorkflow
+from workflows.reflection import ReflectionInput, ReflectionWorkflow
+from workflows.research import ResearchInput, ResearchWorkflow
+from workflows.supervisor import SupervisorRequest, SupervisorWorkflow
+
+RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research")
+REPO = Path(__file__).resolve().parent.parent
+SKILLS = REPO / "skills"
+# What `research` reads when no source is given: the shipped sample shop.
+SAMPLE_DOCS = REPO / "examples" / "research" / "docs"
+SAMPLE_CSV = REPO / "examples" / "research" / "prices.csv"
+
+
+def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """The per-recipe subcommands, each with the options every launch shares (`parents`)."""
+    plan = commands.add_parser(
+        "plan", parents=parents, help="start a PlanExecute workflow and wait for it"
+    )
+    plan.add_argument("goal", help="what the plan should achieve")
+    plan.add_argument("--max-steps", type=int, default=3, help="upper bound on plan length")
+
+    reflect = commands.add_parser(
+        "reflect", parents=parents, help="write, critique and rewrite a text on a topic"
+    )
+    reflect.add_argument("topic", help="what the text should be about")
+    reflect.add_argument("--accept-at", type=float, default=0.8, help="score that accepts")
+    reflect.add_argument("--max-rounds", type=int, default=2, help="rewrites at most")
+
+    answer = commands.add_parser(
+        "answer", parents=parents, help="answer a batch of questions from their sources"
+    )
+    answer.add_argument("file", help="the batch: a JSON file (format in README)")
+    answer.add_argument("--max-repairs", type=int, help="repair rounds (default: the file's, 1)")
+    answer.add_argument(
+        "--review",
+        choices=("off", "optional", "required"),
+        help="review policy (default: the file's)",
+    )
+    answer.add_argument("--budget-tokens", type=int, help="stop model calls past this many tokens")
+
+    route = commands.add_parser(
+        "route",
+        parents=parents,
+        help="route a request to a specialist and ask a person to approve the report",
+    )
+    route.add_argument("request", help="what the person asks for")
+    route.add_argument(
+        "--approval-timeout",
+        metavar="DURATION",
+        help="how long the approval waits: 30s, 15m, 2h, 3d (default: as long as it takes)",
+    )
+    route.add_argument(
+        "--on-timeout",
+        choices=("reject", "escalate"),
+        help="after the timeout: reject (default), or escalate once and then reject",
+    )
+
+    research = commands.add_parser(
+        "research",
+        parents=parents,
+        help="answer a question from documents, a CSV file and web pages, with provenance",
+    )
+    research.add_argument("question", help="what to find out")
+    research.add_argument(
+        "--docs", metavar="DIR", help="a directory of .md/.txt files (default: the sample shop's)"
+    )
+    research.add_argument(
+        "--csv", metavar="FILE", help="a CSV file with a header row (default: the sample prices)"
+    )
+    research.add_argument(
+        "--csv-key", metavar="COLUMN", help="the CSV column that names a row (default: the first)"
+    )
+    research.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a web page to consider (repeatable); fetched only if the model chooses it",
+    )
+    research.add_argument("--search-endpoint", metavar="URL", help="a SearxNG JSON search API")
+    research.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="let the web source fetch loopback and private addresses (a local wiki)",
+    )
+    research.add_argument("--limit", type=int, default=8, help="search results kept (default 8)")
+    research.add_argument(
+        "--max-docs", type=int, default=4, help="documents the model may read (default 4)"
+    )
+
+
+def ready(
+    registry: Registry,
+    workflow: type,
+    arg: BaseModel,
+    command: str,
+    summary: str,
+    details: str,
+    asks_approval: bool = False,
+) -> Launch:
+    """The launch of a ready workflow; `command` is also the default id's prefix."""
+    recipe = registry.get(workflow.__name__)
+    assert recipe is not None, f"{workflow.__name__} is a built-in: always registered"
+    return Launch(recipe, [arg], command, command, summary, details, asks_approval)
+
+
+def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
+    """The workflow a recipe command starts; bad input fails here, before any connection."""
+    if args.command == "plan":
+        goal = checked(Goal, {"text": args.goal, "max_steps": args.max_steps})
+        return ready(
+            registry,
+            PlanExecuteWorkflow,
+            goal,
+            "plan",
+            f"plan: {summarize(goal.text)}",
+            f"**Goal:** {goal.text}\n\n**Max steps:** {goal.max_steps}",
+        )
+    if args.command == "reflect":
+        request = checked(
+            ReflectionInput,
+            {"topic": args.topic, "accept_at": args.accept_at, "max_rounds": args.max_rounds},
+        )
+        return ready(
+            registry,
+            ReflectionWorkflow,
+            request,
+            "reflect",
+            f"reflect: {summarize(request.topic)}",
+            f"**Topic:** {request.topic}\n\n**Accept at:** {request.accept_at}, "
+            f"**max rounds:** {request.max_rounds}",
+        )
+    if args.command == "route":
+        if args.on_timeout is not None and args.approval_timeout is None:
+            raise Failed("--on-timeout needs --approval-timeout", code=2)
+        timeout = None
+        if args.approval_timeout is not None:
+            timeout = duration(args.approval_timeout, "--approval-timeout")
+        request = checked(
+            SupervisorRequest,
+            {
+                "request": args.request,
+                "approval_timeout": timeout,
+                "on_timeout": args.on_timeout or "reject",
+            },
+        )
+        waits = (
+            f"{args.approval_timeout}, then {request.on_timeout}"
+            if timeout
+            else "as long as it takes"
+        )
+        return ready(
+            registry,
+            SupervisorWorkflow,
+            request,
+            "route",
+            f"route: {summarize(request.request)}",
+            f"**Request:** {request.request}\n\n**Routes:** {', '.join(request.routes)}, "
+            f"**approval waits:** {waits}",
+            asks_approval=True,
+        )
+    if args.command == "research":
+        return research_launch(args, registry)
+    try:
+        document = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise Failed(f"cannot read {args.file}: {exc.strerror}", code=2) from None
+    try:
+        batch = load_answer_batch(
+            document,
+            max_repairs=args.max_repairs,
+            review_policy=args.review,
+            budget_tokens=args.budget_tokens,
+        )
+    except AnswerBatchError as exc:
+        raise Failed(f"{args.file}: {exc}", code=2) from None
+    return ready(
+        registry,
+        AnswerFlowWorkflow,
+        batch,
+        "answer",
+        f"answer: {len(batch.questions)} questions from {Path(args.file).name}",
+        f"**Questions:** {len(batch.questions)}\n\n**Max repairs:** {batch.max_repairs}, "
+        f"**review:** {batch.review_policy}, **budget:** {batch.budget_tokens or 'none'}",
+    )
+
+
+def research_launch(args: argparse.Namespace, registry: Registry) -> Launch:
+    """The research workflow: sources from the options (the sample shop without any),
+    the shipped skills, all checked here."""
+    sources = research_sources(args)
+    try:
+        skills = load_skills(SKILLS) if SKILLS.is_dir() else []
+    except SkillError as exc:
+        raise Failed(str(exc)) from None
+    request = checked(
+        ResearchInput,
+        {
+            "question": args.question,
+            "sources": sources,
+            "limit": args.limit,
+            "max_docs": args.max_docs,
+            "skills": skills,
+        },
+    )
+    listed = ", ".join(f"{s.source_id} ({s.kind})" for s in request.sources)
+    return ready(
+        registry,
+        ResearchWorkflow,
+        request,
+        "research",
+        f"research: {summarize(request.question)}",
+        f"**Question:** {request.question}\n\n**Sources:** {listed}, **limit:** "
+        f"{request.limit}, **max docs:** {request.max_docs}",
+    )
+
+
+def research_sources(args: argparse.Namespace) -> list[SourceSpec]:
+    """The `SourceSpec`s the options name, paths made absolute for the worker."""
+    web = bool(args.url or args.search_endpoint)
+    if args.allow_private and not web:
+        raise Failed("--allow-private applies to --url and --search-endpoint", code=2)
+    if args.csv_key and not args.csv:
+        raise Failed("--csv-key needs --csv", code=2)
+    if not (args.docs or args.csv or web):
+        return [
+            SourceSpec.files(str(SAMPLE_DOCS), source_id="docs"),
+            SourceSpec.csv(str(SAMPLE_CSV), key="item", source_id="prices"),
+        ]
+    sources = []
+    if args.docs:
+        root = Path(args.docs).expanduser().resolve()
+        if not root.is_dir():
+            raise Failed(f"--docs: {args.docs} is not a directory", code=2)
+        sources.append(SourceSpec.files(str(root), source_id="docs"))
+    if args.csv:
+        path = Path(args.csv).expanduser().resolve()
+        try:
+            with path.open(newline="", encoding="utf-8-sig") as handle:
+                header = [name.strip() for name in next(csv.reader(handle), [])]
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else exc
+            raise Failed(f"--csv: cannot read {args.csv}: {reason}", code=2) from None
+        if not header:
+            raise Failed(f"--csv: {args.csv} has no header row", code=2)
+        key = args.csv_key or header[0]
+        if key not in header:
+            raise Failed(
+                f"--csv-key: {args.csv} has no column {key!r} ({', '.join(header)})", code=2
+            )
+        sources.append(SourceSpec.csv(str(path), key=key, source_id="prices"))
+    if web:
+        for url in [*args.url, *filter(None, [args.search_endpoint])]:
+            if not url.startswith(("http://", "https://")):
+                raise Failed(f"not an http(s) URL: {url}", code=2)
+        sources.append(
+            SourceSpec.web(
+                search_endpoint=args.search_endpoint,
+                urls=args.url or None,
+                allow_private=args.allow_private or None,
+            )
+        )
+    return sources
+
+
+DURATION = re.compile(r"([1-9][0-9]*)([smhd])")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def duration(text: str, option: str) -> timedelta:
+    """`30s`, `15m`, `2h`, `3d`: a positive whole number and one unit, nothing else."""
+    match = DURATION.fullmatch(text)
+    if match is None:
+        raise Failed(
+            f"{option}: {text!r} is not a duration (a whole number above 0 and s, m, h or d: "
+            "30s, 15m, 2h, 3d)",
+            code=2,
+        )
+    return timedelta(**{UNITS[match[2]]: int(match[1])})
+
+
+def checked(model: type[BaseModel], values: dict[str, Any]) -> Any:
+    """`model` from command-line values, or a one-line reason naming the option."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        reason = str(error.get("ctx", {}).get("error") or error["msg"])
+        positional = next(iter(model.model_fields))
+        if field and field != positional:
+            reason = f"--{field.replace('_', '-')}: {reason}"
+        raise Failed(reason, code=2) from None
