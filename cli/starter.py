@@ -43,12 +43,13 @@ from typing import Any, NoReturn
 
 from cli import embedded
 from cli.commands import approve, corrections, decide, pending, result, status
+from cli.connection import open_client
 from cli.embedded import Embedded, EmbeddedError
 from cli.launch import launch_of_type, start
 from cli.output import Failed, fail, note, one_line, say
 from cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, launch_of
 from cli.registry import ENV_VAR, RegistrationError, Registry, load_registry, recipe_modules
-from cli.settings import Settings
+from cli.settings import Settings, SettingsError
 
 
 class Parser(argparse.ArgumentParser):
@@ -221,27 +222,12 @@ async def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def connect() -> tuple[Any, Settings]:
-    """A client for the configured server; the embedded stack is started when
-    TEMPORAL_ADDRESS is unset and nothing answers on the embedded port."""
-    stack = Embedded.from_env()
-    settings = stack.settings(Settings.from_env())
-    address = settings.temporal_address
-    if settings.temporal_address_explicit:
-        if not embedded.port_open(address, timeout=3):
-            raise Failed(f"cannot reach Temporal at {address} (TEMPORAL_ADDRESS)")
-    elif not embedded.port_open(address):
-        note(
-            f"nothing answers on {address}: starting the embedded stack (stop it: starter.py down)"
-        )
-        await embedded.up(stack, settings, note)
+    """A client for the configured server, on a namespace ready for durafact workflows;
+    the embedded stack starts first when no address is configured (cli/connection.py)."""
     try:
-        client = await embedded.connect(settings)
-    except (RuntimeError, TimeoutError) as exc:
-        where = "TEMPORAL_ADDRESS" if settings.temporal_address_explicit else "embedded"
-        raise Failed(
-            f"cannot reach Temporal at {address} ({where}): {one_line(str(exc))}"
-        ) from None
-    return client, settings
+        return await open_client(note)
+    except SettingsError as exc:
+        raise Failed(str(exc)) from None
 
 
 async def up() -> int:
