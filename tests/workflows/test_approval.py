@@ -13,7 +13,7 @@ from durafact.approval import (
     ApprovalPolicy,
     ApprovalQuestion,
 )
-from workflows.recipe import Recipe
+from workflows.recipe import Recipe, RecipeContext
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
@@ -56,7 +56,7 @@ class Asked(BaseModel):
 
 
 @workflow.defn
-class AskWorkflow(Recipe):
+class AskWorkflow(Recipe[Ask, Asked]):
     """Asks one question, again after each rejection up to `attempts`; returns the outcomes
     and the thread's whole history."""
 
@@ -64,32 +64,40 @@ class AskWorkflow(Recipe):
 
     @workflow.run
     async def run(self, ask: Ask) -> Asked:
-        self.begin()
+        return await self.execute(ask)
+
+    async def lifecycle(self, ctx: RecipeContext, ask: Ask) -> Asked:
         outcomes: list[ApprovalOutcome] = []
         for attempt in range(ask.attempts):
             text = ask.text if attempt == 0 else f"{ask.text} (attempt {attempt + 1})"
-            outcome = await self.ctx.ask_approval(ask.thread, text, ask.policy)
+            outcome = await ctx.ask_approval(ask.thread, text, ask.policy)
             outcomes.append(outcome)
             if outcome.approved:
                 break
-        self.ctx.set_status("completed")
-        return Asked(outcomes=outcomes, history=self.ctx.approval_history(ask.thread))
+        ctx.set_status("completed")
+        return Asked(outcomes=outcomes, history=ctx.approval_history(ask.thread))
+
+
+class AskTwo(BaseModel):
+    legal: str = "Is the licence fine?"
+    budget: str = "Is 5000 fine?"
 
 
 @workflow.defn
-class AskTwoWorkflow(Recipe):
+class AskTwoWorkflow(Recipe[AskTwo, list[ApprovalOutcome]]):
     """Asks two questions in two threads at once and waits for both."""
 
     recipe_name = "ask_two"
 
     @workflow.run
-    async def run(self) -> list[ApprovalOutcome]:
-        self.begin()
+    async def run(self, ask: AskTwo) -> list[ApprovalOutcome]:
+        return await self.execute(ask)
+
+    async def lifecycle(self, ctx: RecipeContext, ask: AskTwo) -> list[ApprovalOutcome]:
         outcomes = await asyncio.gather(
-            self.ctx.ask_approval("legal", "Is the licence fine?"),
-            self.ctx.ask_approval("budget", "Is 5000 fine?"),
+            ctx.ask_approval("legal", ask.legal), ctx.ask_approval("budget", ask.budget)
         )
-        self.ctx.set_status("completed")
+        ctx.set_status("completed")
         return list(outcomes)
 
 
@@ -340,7 +348,10 @@ async def test_two_updates_for_one_question_close_it_once(
     # validator rather than cut short by the workflow completing.
     async with build_worker(client, settings, extra_workflows=[AskTwoWorkflow]):
         handle = await client.start_workflow(
-            AskTwoWorkflow.run, id=f"ask-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue
+            AskTwoWorkflow.run,
+            AskTwo(),
+            id=f"ask-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
         )
         await waiting(handle, count=2)
         results = await asyncio.gather(
@@ -437,7 +448,10 @@ async def test_two_questions_wait_at_once_and_the_status_waits_for_both(
 ) -> None:
     async with build_worker(client, settings, extra_workflows=[AskTwoWorkflow]):
         handle = await client.start_workflow(
-            AskTwoWorkflow.run, id=f"ask-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue
+            AskTwoWorkflow.run,
+            AskTwo(),
+            id=f"ask-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
         )
         both = await waiting(handle, count=2)
         # A signal without an id answers the oldest pending question.
