@@ -14,6 +14,7 @@ from workflows.answer_flow import (
     check_answer_batch,
     load_answer_batch,
 )
+from workflows.approval_gate import ApprovalGate, GateResult
 from workflows.plan_execute import (
     FinalAnswer,
     Goal,
@@ -56,20 +57,16 @@ from workflows.research import (
     ResearchTurn,
     ResearchWorkflow,
 )
+from workflows.router import Router, Task, keyword_route
 from workflows.sources import fan_out_sources, materialize_doc
 from workflows.supervisor import (
-    ApprovalGate,
     Facts,
-    GateResult,
     Reply,
     Report,
     RouteChoice,
-    Router,
     SupervisorRequest,
     SupervisorResult,
     SupervisorWorkflow,
-    Task,
-    keyword_route,
 )
 
 # The built-ins' registration, in the form every recipes module uses (`--recipes

@@ -1,55 +1,32 @@
-"""Router + ApprovalGate: route a request, write the specialist report, ask a person.
+"""SupervisorWorkflow: facts -> route -> report -> a person's approval -> reply.
 
-Two independent recipe bases, and the ready `SupervisorWorkflow` that uses both.
+The ready, LLM-driven use of the two stages `Router` (workflows/router.py) and
+`ApprovalGate` (workflows/approval_gate.py); no user code needed. Its lifecycle:
 
-`Router` picks one of a fixed set of `routes` for a request. A user writes the
-two decisions:
-
-    async def classify(self, ctx, request): ...   # -> a route, or None (usually a model call)
-    def fallback_route(self, request): ...        # -> a route, deterministic, no model
-
-and the recipe method `route(ctx, request)` owns the rest: a classification that
-fails for good (an `ActivityError` once Temporal's retries are spent), returns
-`None`, or names something outside `routes` falls back to `fallback_route`. The
-task artifact `task:{request}` (a `Task`) records the route, whether it came from
-the `model` or the `fallback` and why, and is linked `for_request` to the request
-artifact `request:{request}`.
-
-`ApprovalGate` asks a person to approve a report before it becomes the answer. A
-user writes:
-
-    def approval_question(self, ctx, report): ...         # -> the question's text
-    async def on_approve(self, ctx, report): ...           # -> the final reply
-    async def on_reject(self, ctx, report, outcome): ...   # -> the final reply
-    async def revise(self, ctx, report, outcome): ...      # optional: -> a new report or None
-
-and `gate(ctx, thread, report, policy)` asks through `ctx.ask_approval`, which
-waits durably and keeps the thread's whole question history (`approval:{thread}:1`,
-`:2`, ...), so re-entering the gate after a rejection continues the chain instead
-of opening a second one. A rejection that carries `changes` goes to `revise`;
-when it returns a new report the gate asks again (question n + 1 of the same
-thread), otherwise `on_reject` ends it. The reply artifact `reply:{thread}` is
-linked `based_on` the report and `approved_by` or `rejected_by` the question that
-was answered.
-
-`SupervisorWorkflow` tells the lifecycle in stages:
-
-    facts   one structured model call extracts `Facts` (scope, budget, deadline)
-    route   classify into budget / timeline / quality (configurable), with the fallback
-    report  the specialist report for that route, given the facts
-    then    approval: approve -> `on_approve`; reject -> `on_reject`;
-            reject with changes -> the facts are updated and the stages from the
-            earliest one they affect run again, then the gate asks again
+    facts     one structured model call extracts `Facts` (scope, budget, deadline)
+    route     the `Router` classifies into the request's `routes` (budget / timeline /
+              quality by default); the keywords of the request and its scope decide
+              when the model cannot
+    report    the route's specialist writes a report, given the facts
+    approval  the `ApprovalGate` asks a person: approve -> the approved reply;
+              reject -> the rejected reply; reject with `changes` -> the facts are
+              corrected, the stages from the earliest one they affect run again, and
+              the gate asks again in the same thread
+    reply     the reply, and the result: route, reply, usage and the ledger
 
 Each fact feeds the first stage that uses it (`FIELD_STAGES`: scope -> route,
 budget and deadline -> report), so `durafact.stages.earliest_stage` decides where
-a rebuild starts; everything upstream of it is kept. Artifacts: `request:{r}`,
-`facts:{r}` (linked `from_request`; updated in place, so its version counts the
-corrections), `task:{r}`, `report:{r}` (linked `based_on` the task and the facts;
-updated in place when rebuilt), the questions `approval:{r}:{n}` and `reply:{r}`.
-Model activities carry the same ids: `llm:facts:{r}`, `llm:task:{r}`,
-`llm:report:{r}`; a rebuild's calls add the attempt, the n of the question they
-lead to (`llm:report:{r}:2`), so the Web UI timeline shows every rebuild.
+a rebuild starts; everything upstream of it is kept. Changes to names that are
+not facts are ignored with a warning; changes that change no fact end the gate
+as a plain rejection.
+
+Artifacts: `request:{r}`, `facts:{r}` (linked `from_request`; updated in place,
+so its version counts the corrections), `task:{r}`, `report:{r}` (linked
+`based_on` the task and the facts; updated in place when rebuilt, its `attempt`
+counts the builds), the questions `approval:{r}:{n}` and `reply:{r}`. Model
+activities carry the same ids: `llm:facts:{r}`, `llm:task:{r}`,
+`llm:report:{r}`; a rebuild's calls add the build's attempt
+(`llm:report:{r}:2`), so the Web UI timeline shows every rebuild.
 
 Status (`DurafactStatus`): `facts`, `routing`, `reporting`, `awaiting_approval`,
 then `approved` or `rejected` as the answer comes (a timed-out question is
@@ -60,227 +37,21 @@ back to `awaiting_approval`. `failed` when a stage raises.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar, Generic, Literal, TypeVar
+from functools import partial
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.approval import ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
-from durafact.ids import facts_id, reply_id, report_id, request_id, task_id, text_key
+from durafact.ids import facts_id, report_id, request_id, task_id, text_key
 from durafact.ledger import Ledger
 from durafact.llm import Usage
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
-from workflows.recipe import RECIPE_ATTRIBUTE, Recipe, RecipeContext, quote, subject_text
-
-Req = TypeVar("Req", bound=BaseModel)
-Rep = TypeVar("Rep", bound=BaseModel)
-Fin = TypeVar("Fin", bound=BaseModel)
-
-RouteSource = Literal["model", "fallback"]
-
-
-def attempt_scope(artifact_id: str, attempt: int) -> str:
-    """The activity scope of a stage's `attempt`: the artifact id, plus `:n` after the first."""
-    return artifact_id if attempt <= 1 else f"{artifact_id}:{attempt}"
-
-
-def activity_failure(exc: ActivityError) -> str:
-    """`Type: message` of why an activity failed for good."""
-    cause = exc.cause
-    if isinstance(cause, ApplicationError):
-        return f"{cause.type or 'ApplicationError'}: {cause.message}"
-    return str(cause or exc)
-
-
-# --- Router -------------------------------------------------------------------------
-
-
-class Task(BaseModel):
-    """The artifact `task:{request}`: the route a request takes, and who chose it."""
-
-    request: str
-    route: str
-    source: RouteSource
-    reason: str = Field(default="", description="Why the fallback chose; empty for the model.")
-
-
-def matching_route(answer: str, routes: Sequence[str]) -> str | None:
-    """The route `answer` names (ignoring case and surrounding space), or None."""
-    wanted = answer.strip().casefold()
-    return next((route for route in routes if route.casefold() == wanted), None)
-
-
-class Router(Generic[Req]):
-    """Classify a request into one of `routes`; a deterministic fallback when that fails."""
-
-    routes: ClassVar[tuple[str, ...]] = ()
-
-    async def classify(self, ctx: RecipeContext, request: Req) -> str | None:
-        raise NotImplementedError
-
-    def fallback_route(self, request: Req) -> str:
-        raise NotImplementedError
-
-    def routes_for(self, request: Req) -> tuple[str, ...]:
-        """The routes of this request: `routes`, unless a recipe lets requests choose."""
-        return self.routes
-
-    async def route(self, ctx: RecipeContext, request: Req, *, attempt: int = 1) -> Task:
-        """Classify `request`, falling back when needed; record `task:{request}`.
-
-        `attempt` > 1 reruns the classification (a rebuild): the activity id gets
-        `:{attempt}` and the task artifact is updated in place.
-        """
-        ledger = ctx.ledger
-        text = subject_text(request, "request", "text")
-        rid, tid = request_id(text), task_id(text)
-        routes = self.routes_for(request)
-        if not routes:
-            raise ApplicationError("the router has no routes", type="NoRoutes", non_retryable=True)
-        ledger.create(rid, request)
-        reason = ""
-        try:
-            with ctx.scoped(attempt_scope(tid, attempt)):
-                answer = await self.classify(ctx, request)
-        except ActivityError as exc:
-            answer, reason = None, f"the classify call failed: {activity_failure(exc)}"
-        chosen = None if answer is None else matching_route(answer, routes)
-        if chosen is None and not reason:
-            reason = (
-                "classify gave no route"
-                if answer is None
-                else f"classify answered {answer!r}, not one of {', '.join(routes)}"
-            )
-        if chosen is not None:
-            task = Task(request=text_key(text), route=chosen, source="model")
-            ctx.announce(f"route: {chosen} (model)")
-        else:
-            fallback = self.fallback_route(request)
-            if fallback not in routes:
-                raise ApplicationError(
-                    f"fallback_route returned {fallback!r}, not one of {', '.join(routes)}",
-                    type="InvalidRoute",
-                    non_retryable=True,
-                )
-            task = Task(request=text_key(text), route=fallback, source="fallback", reason=reason)
-            ctx.announce(f"route: {fallback} (fallback: {reason})", kind="warning")
-        if tid in ledger:
-            ledger.update(tid, task)
-        else:
-            ledger.create(tid, task)
-        ledger.link(tid, "for_request", rid)
-        return task
-
-
-# Keywords of the default routes; any other route matches its own name.
-ROUTE_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "budget": (
-        "budget", "cost", "price", "pricing", "money", "spend", "expensive", "cheap",
-        "afford", "invoice", "eur", "usd", "dollar", "euro", "overrun",
-    ),
-    "timeline": (
-        "timeline", "deadline", "schedule", "late", "delay", "date", "week", "month",
-        "milestone", "when", "due", "slip",
-    ),
-    "quality": (
-        "quality", "defect", "bug", "broken", "review", "test", "standard", "complaint",
-        "crack", "leak", "faulty",
-    ),
-}  # fmt: skip
-
-
-def keyword_route(
-    text: str,
-    routes: Sequence[str],
-    keywords: dict[str, tuple[str, ...]] | None = None,
-) -> str:
-    """The route whose keywords (and own name) `text` mentions most; ties go to the
-    earlier route, no mention at all to the first. A keyword of 4 letters or more
-    also matches as a word's prefix ("costs", "delayed")."""
-    table = ROUTE_KEYWORDS if keywords is None else keywords
-    words = re.findall(r"\w+", text.casefold())
-
-    def hits(route: str) -> int:
-        terms = {route.casefold(), *table.get(route, ())}
-        return sum(any(w == t or (len(t) >= 4 and w.startswith(t)) for w in words) for t in terms)
-
-    scores = [hits(route) for route in routes]
-    return routes[scores.index(max(scores))]
-
-
-# --- ApprovalGate -------------------------------------------------------------------
-
-
-@dataclass
-class GateResult(Generic[Fin]):
-    """How a gate ended: the outcome that decided it and the final reply."""
-
-    outcome: ApprovalOutcome
-    final: Fin
-
-    @property
-    def approved(self) -> bool:
-        return self.outcome.approved
-
-
-class ApprovalGate(Generic[Rep, Fin]):
-    """Ask a person to approve a report; the reply comes from `on_approve` or `on_reject`."""
-
-    def approval_question(self, ctx: RecipeContext, report: Rep) -> str:
-        raise NotImplementedError
-
-    async def on_approve(self, ctx: RecipeContext, report: Rep) -> Fin:
-        raise NotImplementedError
-
-    async def on_reject(self, ctx: RecipeContext, report: Rep, answer: ApprovalOutcome) -> Fin:
-        raise NotImplementedError
-
-    async def revise(self, ctx: RecipeContext, report: Rep, answer: ApprovalOutcome) -> Rep | None:
-        """A rejection carried `changes`: the report rebuilt from them, to be asked about
-        again, or None to end with `on_reject`. By default changes are not taken."""
-        return None
-
-    async def gate(
-        self,
-        ctx: RecipeContext,
-        thread: str,
-        report: Rep,
-        policy: ApprovalPolicy | None = None,
-        *,
-        report_id: str | None = None,
-    ) -> GateResult[Fin]:
-        """Ask in `thread` until approved, or rejected without a revision; record the reply.
-
-        `report_id` names the report's artifact, which the reply is linked `based_on`.
-        """
-        while True:
-            outcome = await ctx.ask_approval(thread, self.approval_question(ctx, report), policy)
-            if outcome.approved or not outcome.changes:
-                break
-            revised = await self.revise(ctx, report, outcome)
-            if revised is None:
-                break
-            report = revised
-        fid = reply_id(thread)
-        with ctx.scoped(fid):
-            if outcome.approved:
-                final = await self.on_approve(ctx, report)
-            else:
-                final = await self.on_reject(ctx, report, outcome)
-        ledger = ctx.ledger
-        ledger.create(fid, final)
-        if report_id is not None:
-            ledger.link(fid, "based_on", report_id)
-        ledger.link(fid, "approved_by" if outcome.approved else "rejected_by", outcome.question_id)
-        return GateResult(outcome=outcome, final=final)
-
-
-# --- The ready supervisor -----------------------------------------------------------
+from workflows.approval_gate import ApprovalGate
+from workflows.recipe import Recipe, RecipeContext, quote
+from workflows.router import Router, RouteSource, Task, attempt_scope, keyword_route
 
 DEFAULT_ROUTES = ("budget", "timeline", "quality")
 STAGES = ("facts", "route", "report")
@@ -419,47 +190,50 @@ def _excerpt(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _attempt_note(attempt: int) -> str:
+    return f" (attempt {attempt})" if attempt > 1 else ""
+
+
 @workflow.defn
-class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report, Reply]):
+class SupervisorWorkflow(Recipe[SupervisorRequest, SupervisorResult]):
     """Request in; facts, a route, a specialist report, a person's approval; a reply."""
 
     recipe_name = "supervisor"
-    routes = DEFAULT_ROUTES
-    stages: ClassVar[tuple[str, ...]] = STAGES
-    field_stages: ClassVar[dict[str, str]] = FIELD_STAGES
+
+    @workflow.init
+    def __init__(self, request: SupervisorRequest) -> None:
+        super().__init__()
+        self.request = request
+        self.gate = ApprovalGate(
+            question=self.approval_question,
+            on_approve=self.on_approve,
+            on_reject=self.on_reject,
+            revise=self.revise,
+        )
 
     @workflow.run
     async def run(self, request: SupervisorRequest) -> SupervisorResult:
-        ctx, ledger = self._ctx, self._ctx.ledger
-        workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
-        self._request = request
-        text = self._text = request.request
-        key = text_key(text)
-        ledger.create(request_id(text), request)
-        self.attempt = 1
-        try:
-            ctx.set_status("facts", f"facts: {key}")
-            with ctx.scoped(facts_id(text)):
-                facts = await self.extract_facts(ctx, request)
-            ledger.create(facts_id(text), facts)
-            ledger.link(facts_id(text), "from_request", request_id(text))
-            ctx.announce(f"facts: {facts.line()}")
+        return await self.execute(request)
 
-            report = await self.build(self.stages[1])
-            gated = await self.gate(
-                ctx,
-                text,
-                report,
-                ApprovalPolicy(
-                    timeout=request.approval_timeout,
-                    on_timeout=request.on_timeout,
-                    escalation_timeout=request.approval_timeout,
-                ),
-                report_id=report_id(text),
-            )
-        except Exception:
-            ctx.set_status("failed")
-            raise
+    async def lifecycle(self, ctx: RecipeContext, request: SupervisorRequest) -> SupervisorResult:
+        ledger, text = ctx.ledger, request.request
+        ledger.create(request_id(text), request)
+        ctx.set_status("facts", f"facts: {text_key(text)}")
+        with ctx.scoped(facts_id(text)):
+            facts = await self.extract_facts(ctx, request)
+        ledger.create(facts_id(text), facts)
+        ledger.link(facts_id(text), "from_request", request_id(text))
+        ctx.announce(f"facts: {facts.line()}")
+
+        report = await self.build(ctx, request, "route", attempt=1)
+        policy = ApprovalPolicy(
+            timeout=request.approval_timeout,
+            on_timeout=request.on_timeout,
+            escalation_timeout=request.approval_timeout,
+        )
+        # Rebuilds happen inside the gate: a rejection with changes goes to `revise`.
+        gated = await self.gate.ask(ctx, text, report, policy, report_id=report_id(text))
+
         # ask_approval set `approved`/`rejected` when the answer came, unless another
         # question still waited then.
         verdict = "approved" if gated.approved else "rejected"
@@ -476,43 +250,45 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
             ledger=ledger,
         )
 
-    # --- the stages, and the rebuild from any of them -------------------------------
+    async def build(
+        self, ctx: RecipeContext, request: SupervisorRequest, first: str, attempt: int
+    ) -> Report:
+        """Build `attempt` of the report from stage `first`: route (unless `first` is
+        `report`), then write the report."""
+        ledger, text, rebuild = ctx.ledger, request.request, attempt > 1
+        if first == "route":
+            ctx.set_status("rebuilding:route" if rebuild else "routing")
+            # The request names the routes; the attempt goes into the call's summary.
+            router = Router(
+                request.routes,
+                classify=partial(self.classify, attempt=attempt),
+                fallback=self.fallback_route,
+            )
+            await router.route(ctx, request, attempt=attempt)
 
-    async def build(self, first: str) -> Report:
-        """Run the stages from `first` to the report, in order; return the report."""
-        ctx, ledger, text = self._ctx, self._ctx.ledger, self._text
-        rebuild = self.attempt > 1
-        for stage in self.stages[self.stages.index(first) :]:
-            if stage == "route":
-                ctx.set_status("rebuilding:route" if rebuild else "routing")
-                await self.route(ctx, self._request, attempt=self.attempt)
-            elif stage == "report":
-                ctx.set_status("rebuilding:report" if rebuild else "reporting")
-                task = ledger.get(task_id(text)).typed(Task).data
-                rid = report_id(text)
-                with ctx.scoped(attempt_scope(rid, self.attempt)):
-                    report = await self.write_report(ctx, task.route)
-                report = report.model_copy(
-                    update={"request": text_key(text), "route": task.route, "attempt": self.attempt}
-                )
-                if rid in ledger:
-                    ledger.update(rid, report)
-                else:
-                    ledger.create(rid, report)
-                ledger.link(rid, "based_on", task_id(text))
-                ledger.link(rid, "based_on", facts_id(text))
-                ctx.announce(f"{task.route} report written (attempt {self.attempt})")
-            else:
-                raise ApplicationError(
-                    f"stage {stage!r} cannot be rebuilt", type="InvalidStage", non_retryable=True
-                )
-        return ledger.get(report_id(self._text)).typed(Report).data
+        ctx.set_status("rebuilding:report" if rebuild else "reporting")
+        task = ledger.get(task_id(text)).typed(Task).data
+        rid = report_id(text)
+        with ctx.scoped(attempt_scope(rid, attempt)):
+            report = await self.write_report(ctx, request, task.route, attempt)
+        report = report.model_copy(
+            update={"request": text_key(text), "route": task.route, "attempt": attempt}
+        )
+        if rid in ledger:
+            ledger.update(rid, report)
+        else:
+            ledger.create(rid, report)
+        ledger.link(rid, "based_on", task_id(text))
+        ledger.link(rid, "based_on", facts_id(text))
+        ctx.announce(f"{task.route} report written (attempt {attempt})")
+        return report
 
     async def revise(
         self, ctx: RecipeContext, report: Report, answer: ApprovalOutcome
     ) -> Report | None:
-        """Apply the corrected facts and rebuild from the earliest stage they affect."""
-        ledger, fid = ctx.ledger, facts_id(self._text)
+        """Correct the facts and rebuild from the earliest stage they affect; None when
+        the changes change no fact."""
+        ledger, fid = ctx.ledger, facts_id(self.request.request)
         facts = ledger.get(fid).typed(Facts).data
         unknown = sorted(set(answer.changes) - set(Facts.model_fields))
         if unknown:
@@ -527,19 +303,18 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
             if name in Facts.model_fields
         }
         changed = changed_fields(facts, edited)
-        target = earliest_stage(changed, field_stages=self.field_stages, order=self.stages)
+        target = earliest_stage(changed, field_stages=FIELD_STAGES, order=STAGES)
         if target is None:
             ctx.announce("the changes change no fact: nothing to rebuild", kind="warning")
             return None
         ledger.update(fid, facts.model_copy(update={name: edited[name] for name in changed}))
-        self.attempt += 1
-        rerun = self.stages[self.stages.index(target) :]
-        uses = downstream_fields(target, field_stages=self.field_stages, order=self.stages)
+        rerun = STAGES[STAGES.index(target) :]
+        uses = downstream_fields(target, field_stages=FIELD_STAGES, order=STAGES)
         ctx.announce(
             f"rebuilding from {target}: {', '.join(sorted(changed))} changed; "
             f"rerunning {', '.join(rerun)} (they use {', '.join(sorted(uses))})"
         )
-        return await self.build(target)
+        return await self.build(ctx, self.request, target, report.attempt + 1)
 
     # --- hooks: the model calls and the decisions -----------------------------------
 
@@ -551,60 +326,61 @@ class SupervisorWorkflow(Recipe, Router[SupervisorRequest], ApprovalGate[Report,
             summary=f"request model: facts of {quote(request.request)}",
         )
 
-    def routes_for(self, request: SupervisorRequest) -> tuple[str, ...]:
-        return request.routes
-
-    async def classify(self, ctx: RecipeContext, request: SupervisorRequest) -> str | None:
+    async def classify(
+        self, ctx: RecipeContext, request: SupervisorRequest, attempt: int = 1
+    ) -> str | None:
         # The facts travel as their ledger id; a corrected scope is what the model sees.
         choice = await ctx.llm.structured(
             RouteChoice,
             f"Request: {request.request}\nRoutes: {', '.join(request.routes)}",
             system=CLASSIFIER.format(routes=", ".join(request.routes)),
             context=[facts_id(request.request)],
-            summary=f"request model: route {quote(request.request)}{self._attempt_note()}",
+            summary=f"request model: route {quote(request.request)}{_attempt_note(attempt)}",
         )
         return choice.route
 
-    def fallback_route(self, request: SupervisorRequest) -> str:
-        scope = self._ctx.ledger.get(facts_id(request.request)).typed(Facts).data.scope
+    def fallback_route(self, ctx: RecipeContext, request: SupervisorRequest) -> str:
+        scope = ctx.ledger.get(facts_id(request.request)).typed(Facts).data.scope
         return keyword_route(f"{request.request} {scope or ''}", request.routes)
 
-    async def write_report(self, ctx: RecipeContext, route: str) -> Report:
+    async def write_report(
+        self, ctx: RecipeContext, request: SupervisorRequest, route: str, attempt: int
+    ) -> Report:
+        text = request.request
         system = SPECIALISTS.get(route, SPECIALIST.format(route=route)) + REPORTER
-        text = await ctx.llm.text(
-            f"Request: {self._text}\nWrite the {route} report.",
+        answer = await ctx.llm.text(
+            f"Request: {text}\nWrite the {route} report.",
             system=system,
-            context=[facts_id(self._text)],
-            summary=f"request model: {route} report for {quote(self._text)}{self._attempt_note()}",
+            context=[facts_id(text)],
+            summary=f"request model: {route} report for {quote(text)}{_attempt_note(attempt)}",
         )
-        return Report(text=text)
+        return Report(text=answer)
 
     def approval_question(self, ctx: RecipeContext, report: Report) -> str:
-        facts = ctx.ledger.get(facts_id(self._text)).typed(Facts).data
+        text = self.request.request
+        facts = ctx.ledger.get(facts_id(text)).typed(Facts).data
         return (
-            f"Approve the {report.route} report for {quote(self._text, 80)}?\n"
+            f"Approve the {report.route} report for {quote(text, 80)}?\n"
             f"Facts: {facts.line()}\n"
             f"Report: {_excerpt(report.text)}"
         )
 
     async def on_approve(self, ctx: RecipeContext, report: Report) -> Reply:
+        text = self.request.request
         return Reply(
-            request=self._text,
+            request=text,
             route=report.route,
             approved=True,
             text=f"Approved: the {report.route} report (attempt {report.attempt}) answers "
-            f"{quote(self._text, 80)}.",
+            f"{quote(text, 80)}.",
         )
 
     async def on_reject(self, ctx: RecipeContext, report: Report, answer: ApprovalOutcome) -> Reply:
+        text = self.request.request
         why = "nobody answered in time" if answer.timed_out else answer.reason or "no reason given"
         return Reply(
-            request=self._text,
+            request=text,
             route=report.route,
             approved=False,
-            text=f"Rejected ({why}): the {report.route} report does not answer "
-            f"{quote(self._text, 80)}.",
+            text=f"Rejected ({why}): the {report.route} report does not answer {quote(text, 80)}.",
         )
-
-    def _attempt_note(self) -> str:
-        return f" (attempt {self.attempt})" if self.attempt > 1 else ""

@@ -1,6 +1,7 @@
 """Router + ApprovalGate: the ready SupervisorWorkflow end to end on a real dev server with
-the scripted model (approve, reject, fallbacks, change -> rebuild), and a user's own
-router and gate with deterministic hooks (no model at all)."""
+the scripted model (approve, reject, fallbacks, change -> rebuild), and the two stages
+composed into a user's own recipes (a one-off recipe and a PlanExecute) with
+deterministic hooks (no model at all)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
 from workflows import (
     ApprovalGate,
     Facts,
+    PlanExecute,
     Recipe,
     RecipeContext,
     Report,
@@ -488,7 +490,7 @@ def test_bad_requests_are_rejected_before_anything_starts() -> None:
             SupervisorRequest(**bad)
 
 
-# --- A user's own router and gate: deterministic hooks, no model ----------------------
+# --- The stages in a user's own recipes: deterministic hooks, no model ------------------
 
 
 class Ticket(BaseModel):
@@ -500,37 +502,50 @@ class Decision(BaseModel):
     text: str
 
 
+DESK_ROUTES = ("billing", "bugs")
+
+
+# The stages take plain functions as well as a recipe's methods.
+async def hinted(ctx: RecipeContext, ticket: Ticket) -> str | None:
+    return ticket.hint
+
+
+def by_keywords(ctx: RecipeContext, ticket: Ticket) -> str:
+    return keyword_route(ticket.text, DESK_ROUTES, {"billing": ("invoice",)})
+
+
+def send_to(ctx: RecipeContext, report: Report) -> str:
+    return f"Send to {report.route}?"
+
+
+async def sent(ctx: RecipeContext, report: Report) -> Decision:
+    return Decision(text=f"sent to {report.route}")
+
+
+async def kept(ctx: RecipeContext, report: Report, answer: ApprovalOutcome) -> Decision:
+    return Decision(text=f"kept: {answer.reason}")
+
+
 @workflow.defn
-class Triage(Recipe, Router[Ticket], ApprovalGate[Report, Decision]):
-    """Routes by the ticket's hint, asks, and replies; takes no corrections."""
+class Triage(Recipe[Ticket, list[str]]):
+    """A one-off recipe: routes by the ticket's hint, asks, and replies; takes no corrections."""
 
     recipe_name = "triage"
-    routes = ("billing", "bugs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = Router(DESK_ROUTES, classify=hinted, fallback=by_keywords)
+        self.gate = ApprovalGate(question=send_to, on_approve=sent, on_reject=kept)
 
     @workflow.run
     async def run(self, ticket: Ticket) -> list[str]:
-        self.begin()
-        task = await self.route(self.ctx, ticket)
+        return await self.execute(ticket)
+
+    async def lifecycle(self, ctx: RecipeContext, ticket: Ticket) -> list[str]:
+        task = await self.router.route(ctx, ticket)
         report = Report(route=task.route, text=f"{task.route}: {ticket.text}")
-        gated = await self.gate(self.ctx, ticket.text, report)
+        gated = await self.gate.ask(ctx, ticket.text, report)
         return [task.route, task.source, gated.final.text]
-
-    async def classify(self, ctx: RecipeContext, ticket: Ticket) -> str | None:
-        return ticket.hint
-
-    def fallback_route(self, ticket: Ticket) -> str:
-        return keyword_route(ticket.text, self.routes, {"billing": ("invoice",)})
-
-    def approval_question(self, ctx: RecipeContext, report: Report) -> str:
-        return f"Send to {report.route}?"
-
-    async def on_approve(self, ctx: RecipeContext, report: Report) -> Decision:
-        return Decision(text=f"sent to {report.route}")
-
-    async def on_reject(
-        self, ctx: RecipeContext, report: Report, answer: ApprovalOutcome
-    ) -> Decision:
-        return Decision(text=f"kept: {answer.reason}")
 
 
 async def test_a_user_router_and_gate_run_their_hooks_without_a_model(
@@ -549,7 +564,7 @@ async def test_a_user_router_and_gate_run_their_hooks_without_a_model(
             await handle.signal(Triage.answer, answer)
             return await handle.result(), handle
 
-        hinted, _ = await run(
+        by_hint, _ = await run(
             Ticket(text="App crashes", hint=" BUGS "), ApprovalAnswer(approved=True)
         )
         # No hint: the keywords; a rejection with changes and no `revise` ends it.
@@ -559,7 +574,7 @@ async def test_a_user_router_and_gate_run_their_hooks_without_a_model(
         )
         ledger = await handle.query(Triage.artifacts)
 
-    assert hinted == ["bugs", "model", "sent to bugs"]
+    assert by_hint == ["bugs", "model", "sent to bugs"]
     assert fallback == ["billing", "fallback", "kept: not ours"]
     task = ledger.get("task:Wrong invoice").typed(Task).data
     assert task.reason == "classify gave no route"
@@ -570,4 +585,111 @@ async def test_a_user_router_and_gate_run_their_hooks_without_a_model(
         "approval:Wrong invoice:1"
     )
     assert ledger.links_from("reply:Wrong invoice", "based_on") == []  # no report_id given
+    assert model.calls == []
+
+
+class Action(BaseModel):
+    goal: str = ""
+    index: int = 0
+    text: str
+
+
+class Done(BaseModel):
+    goal: str = ""
+    index: int = 0
+    text: str
+
+
+@workflow.defn
+class TicketDesk(PlanExecute[Ticket, Action, Done, Decision]):
+    """A user's PlanExecute that composes both stages: `plan` routes the ticket, `finish`
+    asks a person to approve the work, and a rejection may send it to another route."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = Router(DESK_ROUTES, classify=hinted, fallback=by_keywords)
+        self.gate = ApprovalGate(
+            question=send_to, on_approve=sent, on_reject=kept, revise=self.reroute
+        )
+
+    @workflow.run
+    async def run(self, ticket: Ticket) -> Decision:
+        return await self.execute(ticket)
+
+    async def plan(self, ctx: RecipeContext, ticket: Ticket) -> list[Action]:
+        task = await self.router.route(ctx, ticket)
+        return [Action(text=f"reproduce for {task.route}"), Action(text=f"fix as {task.route}")]
+
+    async def execute_step(self, ctx: RecipeContext, action: Action, history: list[Done]) -> Done:
+        return Done(text=f"did: {action.text}")
+
+    async def finish(self, ctx: RecipeContext, ticket: Ticket, results: list[Done]) -> Decision:
+        task = ctx.ledger.get(f"task:{ticket.text}").typed(Task).data
+        report = Report(route=task.route, text="; ".join(r.text for r in results))
+        gated = await self.gate.ask(ctx, ticket.text, report)
+        return gated.final
+
+    async def reroute(
+        self, ctx: RecipeContext, report: Report, answer: ApprovalOutcome
+    ) -> Report | None:
+        route = answer.changes.get("route")
+        if route not in DESK_ROUTES or route == report.route:
+            return None
+        return report.model_copy(update={"route": route, "attempt": report.attempt + 1})
+
+
+async def test_a_plan_execute_routes_in_plan_and_asks_approval_in_finish(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    async with build_worker(client, settings, extra_workflows=[TicketDesk]):
+        handle = await client.start_workflow(
+            TicketDesk.run,
+            Ticket(text="Wrong invoice"),
+            id=f"desk-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        first = await question_waiting(handle)
+        await handle.signal(TicketDesk.answer, reject(first, "a bug, not billing", route="bugs"))
+        second = await question_waiting(handle, 2)
+        outcome = await handle.execute_update(TicketDesk.decide, approve(second))
+        decision = await handle.result()
+        ledger = await handle.query(TicketDesk.artifacts)
+        seen = await statuses(handle)
+
+    # The Router stage: no hint, so the keywords chose; its task artifact is in the ledger.
+    task = ledger.get("task:Wrong invoice").typed(Task).data
+    assert (task.route, task.source, task.reason) == (
+        "billing",
+        "fallback",
+        "classify gave no route",
+    )
+    assert [r.data.text for r in ledger.find_all(Done)] == [
+        "did: reproduce for billing",
+        "did: fix as billing",
+    ]
+    # The ApprovalGate stage: one thread, the rejection revised, the second question approved.
+    assert (first.id, first.text) == ("approval:Wrong invoice:1", "Send to billing?")
+    assert (second.id, second.text) == ("approval:Wrong invoice:2", "Send to bugs?")
+    assert outcome == ApprovalOutcome(question_id=second.id, approved=True, reason="")
+    assert decision == Decision(text="sent to bugs")
+    questions = [a.data for a in ledger.find_all(ApprovalQuestion)]
+    assert [(q.id, q.status) for q in questions] == [
+        (first.id, "rejected"),
+        (second.id, "approved"),
+    ]
+    assert ledger.links_from("reply:Wrong invoice", "approved_by")[0].target == second.id
+    # PlanExecute's own guarantees hold around the stages.
+    assert ledger.get("final:Wrong invoice").typed(Decision).data == decision
+    assert len(ledger.links_from("final:Wrong invoice", "supported_by")) == 2
+    assert seen == [
+        "planning",
+        "executing:1/2",
+        "executing:2/2",
+        "finishing",
+        "awaiting_approval",
+        "rejected",
+        "awaiting_approval",
+        "approved",
+        "completed",
+    ]
     assert model.calls == []
