@@ -10,7 +10,9 @@ script. Bad input and bad registration are one line and start nothing.
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import importlib
 import json
 import sys
 import textwrap
@@ -24,7 +26,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from cli.embedded import has_live_poller
-from cli.registry import RegistrationError, load_registry, recipe_modules
+from cli.registry import RegistrationError, builtin_registry, load_registry, recipe_modules
+from durafact.llm import type_path
 from tests.helpers import ROOT, Run, clean_env, free_port, starter
 from tests.scripted_model import Call, ScriptedModel
 from workflows.recipe import RECIPE_ATTRIBUTE
@@ -491,3 +494,24 @@ def test_a_module_listed_twice_registers_once_with_its_output_models(
     finally:
         for name in [m for m in sys.modules if m == "trips" or m.startswith("trips.")]:
             del sys.modules[name]
+
+
+def test_every_structured_call_of_a_built_in_asks_for_a_registered_model() -> None:
+    """A model a built-in recipe asks for but `workflows.OUTPUT_MODELS` lacks would fail
+    every run that reaches the call (UnknownOutputType)."""
+    registered = builtin_registry().output_models
+    asked: dict[str, str] = {}
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        module = importlib.import_module(f"workflows.{path.stem}")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "structured"
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+            ):
+                model = getattr(module, node.args[0].id)
+                asked[type_path(model)] = f"{path.name}:{node.lineno}"
+    assert len(asked) >= 10
+    assert {name: where for name, where in asked.items() if name not in registered} == {}
