@@ -6,28 +6,28 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Annotated
 
 import httpx
 import openai
 import pytest
 from openai import OpenAI
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
 from cli.settings import Settings
 from cli.worker import build_worker
-from tests.helpers import free_port
+from tests.helpers import ROOT, free_port
 from workflows import Goal, PlanExecuteWorkflow
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "local_model.py"
 
 
 class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")  # additionalProperties: false, as strict mode wants
 
-    goal: str
-    steps: list[str]
+    goal: str = Field(min_length=1)
+    steps: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1, max_length=5)
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +79,10 @@ def test_json_schema_response_format_yields_json_that_validates(llm: OpenAI) -> 
         },
         max_tokens=512,
     )
+    # Grammar-constrained JSON: the reply keeps the schema's bounds (1-5 non-empty steps, a
+    # non-empty goal, no extra keys), which validation enforces; a 135M model would not.
     plan = Plan.model_validate_json(completion.choices[0].message.content)
-    assert isinstance(plan.steps, list)
+    assert 1 <= len(plan.steps) <= 5 and all(plan.steps) and plan.goal
 
 
 def test_same_seed_gives_the_same_answer(llm: OpenAI) -> None:

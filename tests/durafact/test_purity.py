@@ -1,0 +1,98 @@
+"""The core is pure: `durafact/` imports nothing that does I/O, so workflows can use all
+of it inside the sandbox, and activities and the command line depend on it, never the
+other way round."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
+
+CORE = sorted(
+    f"durafact.{p.stem}" if p.stem != "__init__" else "durafact"
+    for p in (ROOT / "durafact").glob("*.py")
+)
+# What a core module may import: pure standard-library modules, pydantic, the
+# stemmer, and the core itself. Anything else (files, processes, sockets, HTTP,
+# the model client, the Temporal client, the other packages) fails here by name.
+ALLOWED = {
+    "__future__",
+    "collections",
+    "copy",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "functools",
+    "hashlib",
+    "inspect",
+    "itertools",
+    "json",
+    "logging",
+    "math",
+    "pydantic",
+    "re",
+    "snowballstemmer",
+    "typing",
+    "unicodedata",
+    "durafact",
+}
+# Must not be loaded, even indirectly, by importing the whole core.
+NEVER_LOADED = [
+    "activities",
+    "cli",
+    "workflows",
+    "subprocess",
+    "socket",
+    "ssl",
+    "http.client",
+    "urllib.request",
+    "httpx",
+    "openai",
+    "yaml",
+    "temporalio.client",
+    "temporalio.service",
+]
+
+
+def imports_of(module: str) -> set[str]:
+    path = ROOT.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_core_modules_are_all_checked() -> None:
+    assert {"durafact", "durafact.ledger", "durafact.ids", "durafact.sources"} <= set(CORE)
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_imports_only_pure_modules(module: str) -> None:
+    impure = sorted(name for name in imports_of(module) if name.split(".")[0] not in ALLOWED)
+    assert not impure, f"{module} imports {impure}: I/O belongs in activities/ or cli/"
+
+
+def test_importing_the_whole_core_loads_no_io_module() -> None:
+    # A fresh interpreter: what importing the core pulls in, transitively, beyond what
+    # pydantic itself loads once it builds a model (it reaches `socket` through `email`).
+    code = (
+        "import importlib, json, sys, pydantic\n"
+        "class Probe(pydantic.BaseModel):\n    x: int\n"
+        "before = set(sys.modules)\n"
+        f"for name in {CORE!r}: importlib.import_module(name)\n"
+        f"print(json.dumps([m for m in {NEVER_LOADED!r} if m in set(sys.modules) - before]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == []
