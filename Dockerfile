@@ -14,6 +14,7 @@ COPY pyproject.toml README.md ./
 COPY durafact/ durafact/
 COPY workflows/ workflows/
 COPY activities/ activities/
+COPY cli/ cli/
 COPY worker.py starter.py local_model.py ./
 RUN pip install --no-cache-dir .
 

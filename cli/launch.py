@@ -25,13 +25,12 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
 
 from cli.follow import wait_and_print, warn_if_no_worker
 from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, say, summarize
 from cli.registry import Registered, Registry
 from cli.settings import Settings
-from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+from workflows.recipe import RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
 
@@ -177,16 +176,6 @@ async def start(
     except WorkflowAlreadyStartedError as exc:
         handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
         run_id, started = exc.run_id, False
-    except RPCError as exc:
-        if "search attribute" in str(exc).lower():
-            raise Failed(
-                f"the server at {settings.temporal_address} lacks the search attributes: "
-                + "; ".join(
-                    f"temporal operator search-attribute create --name {a.name} --type Keyword"
-                    for a in (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
-                )
-            ) from None
-        raise
 
     description = await handle.describe()
     state = description.status.name if description.status else "UNKNOWN"

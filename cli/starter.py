@@ -204,7 +204,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     except Failed as exc:
         fail(str(exc))
         return exc.code
-    except EmbeddedError as exc:
+    except (EmbeddedError, SettingsError) as exc:
         fail(str(exc))
         return 1
     except BrokenPipeError:  # e.g. `| head`: the reader has gone, nothing to tell

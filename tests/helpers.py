@@ -195,20 +195,24 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 async def spawn(*args: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    return await spawn_command(sys.executable, str(STARTER), *args, env=env, cwd=cwd)
+
+
+async def spawn_command(*argv: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(STARTER),
-        *args,
-        env=env,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        *argv, env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
 
 
-async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
-    # asyncio, not subprocess.run: the in-process worker shares this event loop.
-    process = await spawn(*args, env=env, cwd=cwd)
+async def run_command(*argv: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
+    """Run a command to its end and collect its output.
+
+    asyncio, not subprocess.run: an in-process worker shares this event loop."""
+    process = await spawn_command(*argv, env=env, cwd=cwd)
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     assert process.returncode is not None
     return Run(process.returncode, out.decode(), err.decode())
+
+
+async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
+    return await run_command(sys.executable, str(STARTER), *args, env=env, cwd=cwd, timeout=timeout)

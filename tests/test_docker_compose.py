@@ -223,7 +223,7 @@ def test_dockerfile_installs_the_project_without_the_local_extra() -> None:
     assert installs, runs
     assert not any("[local]" in run or "llama" in run for run in runs)
     copied = " ".join(args for keyword, args in instructions if keyword == "COPY")
-    for needed in ("pyproject.toml", "durafact/", "workflows/", "activities/", "worker.py"):
+    for needed in ("pyproject.toml", "durafact/", "workflows/", "activities/", "cli/", "worker.py"):
         assert needed in copied
 
 

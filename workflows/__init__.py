@@ -1,6 +1,10 @@
-"""Recipe workflows: one module per recipe lifecycle, plus the shared recipe base."""
+"""Recipes: the `Recipe` base, one module per lifecycle (PlanExecute, ReflectionLoop,
+AnswerFlow, Research), the stages any recipe composes (Router, ApprovalGate,
+fan_out_sources, materialize_doc), and the ready LLM-driven workflows.
 
-from durafact.sources import Doc, ResolvedDoc, SourceFailure, SourceSpec
+Each module's docstring is its recipe's contract. `RECIPES` and `OUTPUT_MODELS` are
+the built-ins' registration, in the form every recipes module uses."""
+
 from workflows.answer_flow import (
     AnswerBatchInput,
     AnswerFlow,
@@ -45,12 +49,17 @@ from workflows.reflection import (
 )
 from workflows.research import (
     AnswerDraft,
+    AnswerText,
     Calculation,
+    CalculationRequest,
     Claim,
+    ClaimDraft,
     ClaimSet,
     Evidence,
+    EvidenceDraft,
     EvidenceSet,
     RefChoice,
+    Research,
     ResearchAnswer,
     ResearchInput,
     ResearchResult,
@@ -92,27 +101,30 @@ OUTPUT_MODELS = [
     ClaimSet,
     AnswerDraft,
 ]
-# The name the replay tests and benches know the ready workflows by.
-WORKFLOWS = RECIPES
 
 __all__ = [
     "OUTPUT_MODELS",
     "RECIPES",
     "SEARCH_ATTRIBUTES",
-    "WORKFLOWS",
     "Announcement",
     "AnswerBatchInput",
+    "AnswerDraft",
+    "AnswerText",
     "AnswerFlow",
     "AnswerFlowResult",
     "AnswerFlowWorkflow",
     "ApprovalGate",
     "BatchAnswers",
     "Calculation",
+    "CalculationRequest",
     "Claim",
+    "ClaimDraft",
+    "ClaimSet",
     "Critique",
-    "Doc",
     "Draft",
     "Evidence",
+    "EvidenceDraft",
+    "EvidenceSet",
     "Facts",
     "FinalAnswer",
     "FinalText",
@@ -135,17 +147,16 @@ __all__ = [
     "ReflectionWorkflow",
     "Reply",
     "Report",
+    "RefChoice",
+    "Research",
     "ResearchAnswer",
     "ResearchInput",
     "ResearchResult",
     "ResearchTurn",
     "ResearchWorkflow",
-    "ResolvedDoc",
     "Review",
     "RouteChoice",
     "Router",
-    "SourceFailure",
-    "SourceSpec",
     "StepResult",
     "SupervisorRequest",
     "SupervisorResult",

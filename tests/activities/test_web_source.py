@@ -21,7 +21,6 @@ from durafact.sources import (
     ContentTooLarge,
     DocumentNotFound,
     RefusedLocation,
-    Source,
     SourceError,
     SourceRef,
     SourceUnavailable,
@@ -420,7 +419,3 @@ def test_address_refusal_names_the_kind_of_address() -> None:
     assert address_refusal("::ffff:10.0.0.1") == "private (inside ::ffff:a00:1)"
     assert address_refusal("64:ff9b::7f00:1") == "loopback (inside 64:ff9b::7f00:1)"
     assert address_refusal("2002:7f00:1::") == "loopback (inside 2002:7f00:1::)"
-
-
-def test_a_web_source_satisfies_the_protocol() -> None:
-    assert isinstance(WebSource(urls=["https://example.org/"]), Source)

@@ -29,7 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from cli.connection import NAMES, connect_options, missing_message
 from cli.embedded import temporal_binary
 from cli.settings import Settings, SettingsError
-from tests.helpers import ROOT, Run, clean_env, free_port, start_dev_server, starter
+from tests.helpers import ROOT, Run, clean_env, free_port, run_command, start_dev_server, starter
 from tests.scripted_model import ScriptedModel
 from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
 from workflows.recipe import RECIPE_ATTRIBUTE
@@ -93,17 +93,7 @@ def model_env(model: ScriptedModel, queue: str) -> dict[str, str]:
 
 async def worker_until_exit(env: dict[str, str], timeout: float = 30) -> Run:
     """`python worker.py` that is expected to stop on its own."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "worker.py",
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode is not None
-    return Run(process.returncode, out.decode(), err.decode())
+    return await run_command(sys.executable, "worker.py", env=env, cwd=ROOT, timeout=timeout)
 
 
 def running_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -28,7 +28,7 @@ from temporalio.testing import WorkflowEnvironment
 from cli.embedded import has_live_poller
 from cli.registry import RegistrationError, builtin_registry, load_registry, recipe_modules
 from durafact.llm import type_path
-from tests.helpers import ROOT, Run, clean_env, free_port, starter
+from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter
 from tests.scripted_model import Call, ScriptedModel
 from workflows.recipe import RECIPE_ATTRIBUTE
 
@@ -204,17 +204,7 @@ async def worker_process(
 
 async def durafact(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
     """The installed console script `durafact`."""
-    process = await asyncio.create_subprocess_exec(
-        str(BIN / "durafact"),
-        *args,
-        env=env,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode is not None
-    return Run(process.returncode, out.decode(), err.decode())
+    return await run_command(str(BIN / "durafact"), *args, env=env, cwd=cwd, timeout=timeout)
 
 
 async def executions(client: Client, queue: str) -> list[str]:
@@ -455,12 +445,7 @@ async def test_a_broken_entry_point_names_its_distribution(src: Path, tmp_path: 
 
 
 async def worker_run(argv: list[str], env: dict[str, str], cwd: Path) -> Run:
-    process = await asyncio.create_subprocess_exec(
-        *argv, env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return Run(process.returncode, out.decode(), err.decode())
+    return await run_command(*argv, env=env, cwd=cwd)
 
 
 # --- the registry itself -----------------------------------------------------------------

@@ -12,7 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.helpers import ROOT
-from workflows import WORKFLOWS
+from workflows import RECIPES
 
 HISTORIES = sorted((ROOT / "tests" / "histories").glob("*.json"))
 
@@ -22,11 +22,11 @@ def test_histories_are_committed_for_every_workflow() -> None:
     for path in HISTORIES:
         first = json.loads(path.read_text())["events"][0]
         types.add(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
-    assert {w.__name__ for w in WORKFLOWS} <= types
+    assert {w.__name__ for w in RECIPES} <= types
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=RECIPES, data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)

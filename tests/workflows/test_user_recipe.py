@@ -1,98 +1,90 @@
-"""A user's own PlanExecute: three hooks and a three-line run, as README shows."""
+"""README's "Write your own recipe" example, exactly as README shows it: a module in a
+package of the user's own, registered by module path, run by a worker on the scripted
+model. A README change that breaks the example breaks this test."""
 
 from __future__ import annotations
 
+import re
+import sys
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
-from pydantic import BaseModel
-from temporalio import workflow
+import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from workflows import PlanExecute, RecipeContext
-
-# The workflow sandbox re-imports this module; the worker side is not workflow code.
-with workflow.unsafe.imports_passed_through():
-    from cli.settings import Settings
-    from cli.worker import build_worker
-    from tests.scripted_model import Call, ScriptedModel
+from cli.registry import load_registry
+from cli.settings import Settings
+from cli.worker import build_worker
+from tests.helpers import ROOT
+from tests.scripted_model import Call, ScriptedModel
 
 
-class Trip(BaseModel):
-    text: str
-    days: int
+def readme_example() -> str:
+    """The python block of README's "Write your own recipe" section."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Write your own recipe", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 1, "the section shows one python example"
+    return blocks[0]
 
 
-class Day(BaseModel):
-    goal: str = ""
-    index: int = 0
-    city: str
-
-
-class DayPlan(BaseModel):
-    goal: str = ""
-    index: int = 0
-    text: str
-
-
-class Itinerary(BaseModel):
-    days: list[str]
-
-
-class Cities(BaseModel):
-    cities: list[str]
-
-
-@workflow.defn
-class TripPlanner(PlanExecute[Trip, Day, DayPlan, Itinerary]):
-    @workflow.run
-    async def run(self, trip: Trip) -> Itinerary:
-        return await self.execute(trip)
-
-    async def plan(self, ctx: RecipeContext, trip: Trip) -> list[Day]:
-        cities = await ctx.llm.structured(Cities, f"{trip.days} cities for: {trip.text}")
-        return [Day(city=c) for c in cities.cities[: trip.days]]
-
-    async def execute_step(self, ctx: RecipeContext, day: Day, history: list[DayPlan]) -> DayPlan:
-        seen = ", ".join(h.text for h in history) or "nothing yet"
-        return DayPlan(text=await ctx.llm.text(f"Day in {day.city}; before: {seen}"))
-
-    async def finish(self, ctx: RecipeContext, trip: Trip, results: list[DayPlan]) -> Itinerary:
-        return Itinerary(days=[r.text for r in results])
+@pytest.fixture
+def trips_package(tmp_path: Path) -> Iterator[str]:
+    """README's module as `trips.recipes` in a package outside the repository."""
+    package = tmp_path / "trips"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "recipes.py").write_text(readme_example())
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield "trips.recipes"
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n == "trips" or n.startswith("trips.")]:
+            del sys.modules[name]
 
 
 def tour(call: Call) -> str | dict:
     if call.schema_name == "Cities":
         return {"cities": ["Gdańsk", "Toruń", "Poznań"]}
-    return call.last_user.split(";")[0].replace("Day in ", "walk ")
+    city = call.last_user.removeprefix("Plan a day in ").rstrip(".")
+    return f"walk the old town of {city}"
 
 
-async def test_a_user_recipe_runs_its_hooks_in_order(
-    client: Client, settings: Settings, model: ScriptedModel
+async def test_the_readme_recipe_runs_registered_by_module_path(
+    client: Client, settings: Settings, model: ScriptedModel, trips_package: str
 ) -> None:
     model.reply(tour)
-    async with build_worker(
-        client, settings, extra_workflows=[TripPlanner], output_models=[Cities]
-    ):
+    registry = load_registry([trips_package], entry_points=False)
+    planner = registry.get("TripPlanner")
+    assert planner is not None
+    trip_type = planner.inputs[0]
+    async with build_worker(client, settings, registry):
         handle = await client.start_workflow(
-            TripPlanner.run,
-            Trip(text="Baltic coast", days=2),
+            "TripPlanner",
+            trip_type(text="Baltic coast", days=2),
             id=f"trip-{uuid.uuid4().hex[:8]}",
             task_queue=settings.task_queue,
+            result_type=planner.result_type,
         )
         itinerary = await handle.result()
-        ledger = await handle.query(TripPlanner.artifacts)
+        history = await handle.fetch_history()
 
-    assert itinerary == Itinerary(days=["walk Gdańsk", "walk Toruń"])
-    # The second day's hook saw the first day's result.
-    assert "before: walk Gdańsk" in model.calls_for("llm:step:Baltic coast:1")[0].last_user
-    # The recipe stamped goal/index and linked the final artifact to every result.
-    day = ledger.get("step:Baltic coast:1").typed(Day).data
-    assert (day.goal, day.index, day.city) == ("Baltic coast", 1, "Toruń")
-    assert {link.target for link in ledger.links_from("final:Baltic coast", "supported_by")} == {
-        "result:step:Baltic coast:0",
-        "result:step:Baltic coast:1",
-    }
-    # A hook that makes no model call needs no activity: two steps + plan, no finish call.
+    assert itinerary.days == ["walk the old town of Gdańsk", "walk the old town of Toruń"]
+    assert type(itinerary).__name__ == "Itinerary"
+    # The second day's model call saw the first day's result, read from the ledger...
+    second = model.calls_for("llm:step:Baltic coast:1")[0]
+    assert "walk the old town of Gdańsk" in second.text
+    # ...and not through history: each text is stored once, as its activity's result.
+    stored = [
+        event.activity_task_scheduled_event_attributes.input
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert len(stored) == 3 and "walk the old town" not in str(stored)
+    # A hook that makes no model call needs no activity: plan and two steps.
     assert [c.activity_id for c in model.calls] == [
         "llm:plan:Baltic coast",
         "llm:step:Baltic coast:0",
