@@ -3,7 +3,10 @@
 Only these small pydantic models cross the workflow/activity boundary. Earlier
 artifacts a prompt needs travel as references (`ChatMessage.context`): the
 activity reads their text from its own workflow by query, so each text is stored
-in history once, not once per call that uses it.
+in history once, not once per call that uses it. A conversation (a tool loop, a
+chat) travels the same way: `LLMRequest.conversation` names the run's `ChatTurn`
+artifacts, which the activity reads with the `context_messages` query and sends
+after `messages` with their roles, tool calls and tool-call ids.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import copy
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from durafact.tools import ToolCall
 
 
 class ArtifactSpan(BaseModel):
@@ -56,8 +61,30 @@ class Usage(BaseModel):
         )
 
 
+class ChatTurn(BaseModel):
+    """One message of a conversation, stored as an artifact (`msg:{run}:{n}`) once."""
+
+    role: Literal["user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, description="What an assistant turn asked for (native protocol)."
+    )
+    tool_call_id: str | None = Field(default=None, description="The call a tool turn answers.")
+    name: str | None = Field(default=None, description="The tool a tool turn comes from.")
+
+
 class LLMRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
+    conversation: ArtifactSpan | None = Field(
+        default=None,
+        description="The run's `ChatTurn` artifacts so far, sent after `messages`.",
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Names of tools the model may call (native protocol); the worker knows "
+        "their schemas.",
+    )
+    stop: list[str] | None = Field(default=None, description="Stop sequences.")
     output_type: str | None = Field(
         default=None,
         description=(
@@ -76,6 +103,9 @@ class LLMRequest(BaseModel):
 
 class LLMResponse(BaseModel):
     text: str = Field(description="The free-text answer; empty for structured output.")
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, description="The calls the model asked for (native protocol)."
+    )
     data: dict[str, Any] | None = Field(
         default=None, description="The validated structured output, when one was asked for."
     )

@@ -45,6 +45,7 @@ from durafact.ledger import Ledger
 from durafact.llm import (
     ArtifactSpan,
     ChatMessage,
+    ChatTurn,
     ContextRef,
     ContextText,
     LLMRequest,
@@ -156,11 +157,16 @@ class ModelCalls:
         messages: list[ChatMessage],
         *,
         output: type[BaseModel] | None = None,
+        conversation: ArtifactSpan | None = None,
+        tools: list[str] | None = None,
+        stop: list[str] | None = None,
         summary: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> LLMResponse:
-        """The general form: explicit messages, optional structured output."""
+        """The general form: explicit messages, optional structured output; for a tool
+        loop or a chat, the run's `ChatTurn` artifacts (`conversation`, a reference read
+        by the activity), the tools the model may call (by name) and stop sequences."""
         ctx = self._ctx
         activity_id = ctx.next_activity_id("llm")
         response: LLMResponse = await workflow.execute_activity(
@@ -168,6 +174,9 @@ class ModelCalls:
             LLMRequest(
                 messages=messages,
                 output_type=type_path(output) if output else None,
+                conversation=conversation,
+                tools=tools or [],
+                stop=stop,
                 temperature=temperature,
                 max_tokens=max_tokens,
             ),
@@ -514,6 +523,11 @@ class Recipe(Generic[In, Out]):
             self._ctx.check_answer(answer)
         except ValueError as refusal:
             raise ApplicationError(str(refusal), type=INVALID_ANSWER, non_retryable=True) from None
+
+    @workflow.query
+    def context_messages(self, conversation: ArtifactSpan) -> list[ChatTurn]:
+        """The conversation's `ChatTurn` artifacts, for the model activity."""
+        return [a.typed(ChatTurn).data for a in self._ctx.ledger.select(conversation)]
 
     @workflow.query
     def context_texts(self, refs: list[ContextRef]) -> list[ContextText]:

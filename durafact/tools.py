@@ -1,0 +1,82 @@
+"""The tool contract shared by workflow code and the tool activities.
+
+A tool is named by a string everywhere a workflow sees it: a Python tool by the
+name it was registered with on the worker (`calculator`), an MCP tool as
+`{server}__{tool}` (the server named in the worker's configuration). The worker
+turns names into `ToolSpec`s (the JSON schema a model is shown) and runs the
+calls; workflow input never carries a tool's code, command or URL.
+
+A call is one `call_tool` activity: `ToolRequest` in, `ToolResult` out. What the
+tool says, and every way a call can go wrong that the model can act on (an
+unknown tool, arguments that do not validate, the tool raising), comes back as a
+`ToolResult` with `ok=False`: the recipe shows it to the model as the next
+observation instead of failing the run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# What the OpenAI chat API accepts as a function name.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The separator between an MCP server's name and its tool's name.
+MCP_SEPARATOR = "__"
+
+
+class ToolSpec(BaseModel):
+    """What a model is told about one tool."""
+
+    name: str = Field(description="Letters, digits, _ and -, at most 64: the OpenAI rule.")
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON schema of the arguments object.",
+    )
+    destructive: bool = Field(default=False, description="Never runs without a person's approval.")
+
+
+class ToolCall(BaseModel):
+    """One call a model asked for."""
+
+    id: str = Field(description="The model's call id (native protocol) or one the recipe made.")
+    name: str
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict,
+        description="The arguments object; the raw text when it was not a JSON object.",
+    )
+
+
+class ToolRequest(BaseModel):
+    """The input of the `call_tool` activity."""
+
+    call: ToolCall
+    idempotency_key: str = Field(
+        description="Workflow id + call id: the same for every retry of this call, so a tool "
+        "with side effects can do them once."
+    )
+
+
+class ToolResult(BaseModel):
+    """The output of the `call_tool` activity: the full observation."""
+
+    call_id: str
+    name: str
+    ok: bool
+    content: str = Field(description="What the tool returned, or what went wrong.")
+    error_type: str | None = Field(
+        default=None, description="UnknownTool, InvalidArguments or ToolError when not ok."
+    )
+
+
+class ToolListRequest(BaseModel):
+    """The input of the `list_tools` activity: names of Python tools and MCP servers."""
+
+    tools: list[str] = Field(default_factory=list)
+    mcp_servers: list[str] = Field(default_factory=list)
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    return f"{server}{MCP_SEPARATOR}{tool}"
