@@ -10,16 +10,24 @@ pydantic model and the activity looks it up among the models the worker was
 registered with (`OUTPUT_MODELS` of its recipes modules). Nothing named in
 workflow input is ever imported; an unregistered name fails the call at once
 (`UnknownOutputType`, not retryable) with how to register the model.
+
+A tool loop or a chat sends the same constant-size request on every turn: its
+`conversation` names the run's `ChatTurn` artifacts, which the activity reads from
+its own workflow (query `context_messages`) and sends after `messages` as chat
+messages with their roles, tool calls and tool-call ids. Tools are named; the
+worker's tool catalog gives their schemas (`tools=`), and the calls the model asks
+for come back in `LLMResponse.tool_calls` with their arguments parsed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import time
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import openai
@@ -29,7 +37,9 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from durafact.llm import (
+    ArtifactSpan,
     ChatMessage,
+    ChatTurn,
     ContextRef,
     ContextText,
     LLMRequest,
@@ -38,6 +48,7 @@ from durafact.llm import (
     strict_json_schema,
     type_path,
 )
+from durafact.tools import ToolCall, ToolSpec
 
 # Status codes that no retry can fix, and the error type each one is reported as.
 NON_RETRYABLE_STATUS = {
@@ -110,6 +121,66 @@ async def heartbeating(awaitable: Any, every: float = 2.0) -> Any:
 
 
 UNKNOWN_OUTPUT_TYPE = "UnknownOutputType"
+NO_TOOLS = "NoToolsOnWorker"
+UNKNOWN_TOOL = "UnknownTool"
+
+
+class ToolSpecLookup(Protocol):
+    """What the model activity needs of the worker's tool catalog."""
+
+    async def specs(self, names: list[str]) -> list[ToolSpec]: ...
+
+
+def render_turn(turn: ChatTurn) -> dict[str, Any]:
+    """One `ChatTurn` as an OpenAI chat message."""
+    message: dict[str, Any] = {"role": turn.role, "content": turn.content}
+    if turn.tool_calls:
+        # An assistant turn that only calls tools has no text; the API wants null then.
+        message["content"] = turn.content or None
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    # A raw string is what the model sent when it was not a JSON object:
+                    # it goes back as it was, so the model sees its own mistake.
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, str)
+                    else json.dumps(call.arguments, ensure_ascii=False),
+                },
+            }
+            for call in turn.tool_calls
+        ]
+    if turn.tool_call_id is not None:
+        message["tool_call_id"] = turn.tool_call_id
+    if turn.name is not None and turn.role == "tool":
+        message["name"] = turn.name
+    return message
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any] | str:
+    """A tool call's arguments as an object; the raw text when it is not a JSON object."""
+    if not raw or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, dict) else raw
+
+
+def tool_calls_of(message: Any) -> list[ToolCall]:
+    """The function calls in a completion's message (other kinds are not ours to run)."""
+    calls = []
+    for call in getattr(message, "tool_calls", None) or []:
+        function = getattr(call, "function", None)
+        if function is None:
+            continue
+        calls.append(
+            ToolCall(id=call.id, name=function.name, arguments=parse_arguments(function.arguments))
+        )
+    return calls
 
 
 class ModelActivities:
@@ -118,6 +189,11 @@ class ModelActivities:
     `output_models` are the pydantic models structured calls may ask for: the worker's
     registered ones. A request names its model (`type_path`); the activity looks the
     name up here and never imports what a workflow sends.
+
+    `tools` is the worker's tool catalog (anything with `async specs(names)`), or None
+    when the worker has no tools: then a request that names tools fails at once
+    (`NoToolsOnWorker`), as does one naming a tool the catalog does not know
+    (`UnknownTool`).
     """
 
     def __init__(
@@ -126,11 +202,16 @@ class ModelActivities:
         temporal: Client,
         default_model: str,
         output_models: Iterable[type[BaseModel]] = (),
+        tools: ToolSpecLookup | None = None,
     ) -> None:
         self._llm = llm
         self._temporal = temporal
         self._default_model = default_model
         self._output_models = {type_path(model): model for model in output_models}
+        self._tools = tools
+        # Rendered `tools=` per requested name list: a tool loop asks for the same
+        # tools on every turn, and listing an MCP server's tools is a round trip.
+        self._tool_schemas: dict[tuple[str, ...], list[dict[str, Any]]] = {}
 
     def _output_type(self, name: str) -> type[BaseModel]:
         try:
@@ -152,20 +233,67 @@ class ModelActivities:
         handle = self._temporal.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
         return await handle.query("context_texts", refs, result_type=list[ContextText])
 
-    async def _render(self, messages: list[ChatMessage]) -> list[dict[str, str]]:
-        rendered = []
+    async def _context_messages(self, conversation: ArtifactSpan) -> list[ChatTurn]:
+        # The conversation so far, read from the workflow like context texts: each turn
+        # is stored in history once, however many model calls see it.
+        info = activity.info()
+        handle = self._temporal.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+        return await handle.query("context_messages", conversation, result_type=list[ChatTurn])
+
+    async def _render(
+        self, messages: list[ChatMessage], conversation: ArtifactSpan | None = None
+    ) -> list[dict[str, Any]]:
+        rendered: list[dict[str, Any]] = []
         for message in messages:
             parts = [message.content] if message.content else []
             if message.context:
                 texts = await self._context_texts(message.context)
                 parts += [f"[{t.id}] {t.text}" for t in texts]
             rendered.append({"role": message.role, "content": "\n\n".join(parts)})
+        if conversation is not None and conversation.count:
+            rendered += [render_turn(turn) for turn in await self._context_messages(conversation)]
         return rendered
+
+    async def _tool_schemas_for(self, names: list[str]) -> list[dict[str, Any]]:
+        key = tuple(names)
+        cached = self._tool_schemas.get(key)
+        if cached is not None:
+            return cached
+        if self._tools is None:
+            raise ApplicationError(
+                f"the request names tools {names} but this worker has no tools: configure "
+                "them on the worker (Python tools or --mcp servers)",
+                type=NO_TOOLS,
+                non_retryable=True,
+            )
+        specs = {spec.name: spec for spec in await self._tools.specs(list(names))}
+        missing = [name for name in names if name not in specs]
+        if missing:
+            raise ApplicationError(
+                f"tools {missing} are not known to this worker: no Python tool or MCP tool "
+                "(SERVER__TOOL) of that name is configured on it",
+                type=UNKNOWN_TOOL,
+                non_retryable=True,
+            )
+        schemas = [
+            {
+                "type": "function",
+                "function": {
+                    "name": specs[name].name,
+                    "description": specs[name].description,
+                    "parameters": specs[name].parameters,
+                },
+            }
+            for name in names
+        ]
+        self._tool_schemas[key] = schemas
+        return schemas
 
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
         output_type = self._output_type(request.output_type) if request.output_type else None
-        messages = await self._render(request.messages)
+        tools = await self._tool_schemas_for(request.tools) if request.tools else None
+        messages = await self._render(request.messages, request.conversation)
         info = activity.info()
         kwargs: dict[str, Any] = {
             "model": request.model or self._default_model,
@@ -181,6 +309,11 @@ class ModelActivities:
             kwargs["temperature"] = request.temperature
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
+        if request.stop:
+            kwargs["stop"] = request.stop
+        if tools:
+            # Parallel calls are the API's default: one turn may ask for several.
+            kwargs["tools"] = tools
         if output_type is not None:
             kwargs["response_format"] = {
                 "type": "json_schema",
@@ -207,8 +340,17 @@ class ModelActivities:
                     completion_tokens=completion.usage.completion_tokens,
                     total_tokens=completion.usage.total_tokens,
                 )
-            text = (completion.choices[0].message.content or "") if completion.choices else ""
-            response = LLMResponse(text=text, usage=usage, model=completion.model, attempts=attempt)
+            message = completion.choices[0].message if completion.choices else None
+            text = (message.content or "") if message is not None else ""
+            response = LLMResponse(
+                text=text,
+                tool_calls=tool_calls_of(message),
+                usage=usage,
+                model=completion.model,
+                attempts=attempt,
+            )
+            if response.tool_calls:
+                return response  # the model acts first; its text (often none) comes along
             if output_type is None:
                 if not text.strip():
                     raise ApplicationError(

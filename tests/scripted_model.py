@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat-completions server on loopback, for tests.
 
 The real `openai` client talks to it over real HTTP. A test decides what the model
-answers (`reply`), can hold a request until it says so (`hold`), and can inject
+answers (`reply`: text, a JSON value, or `ToolCalls` for a native tool-calling
+turn), can hold a request until it says so (`hold`), and can inject
 failures (`fail`): status codes with headers such as `retry-after`, or bodies
 that are not what was asked for. Every request is recorded as a `Call`.
 
@@ -58,8 +59,51 @@ class Call:
         users = [m for m in self.body.get("messages", []) if m.get("role") == "user"]
         return (users[-1].get("content") or "") if users else ""
 
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages", [])
 
-Reply = Callable[[Call], "str | dict | BaseModel"]
+    @property
+    def tool_names(self) -> list[str]:
+        """The functions the model was offered (`tools=`), in order."""
+        return [t["function"]["name"] for t in self.body.get("tools") or []]
+
+
+@dataclass
+class ToolCalls:
+    """A reply that asks for tool calls, answered with `finish_reason: "tool_calls"`.
+
+    `calls` are `(name, arguments)` pairs; arguments that are a string are sent as
+    they are (so a test can send JSON that does not parse), anything else as JSON.
+    `ids` name the calls; by default `call_{completion}_{k}`.
+    """
+
+    calls: list[tuple[str, Any]]
+    content: str = ""
+    ids: list[str] | None = None
+
+    def message(self, completion: int) -> dict[str, Any]:
+        ids = self.ids or [f"call_{completion}_{k}" for k in range(len(self.calls))]
+        return {
+            "role": "assistant",
+            "content": self.content or None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json.dumps(arguments),
+                    },
+                }
+                for call_id, (name, arguments) in zip(ids, self.calls, strict=True)
+            ],
+        }
+
+
+Reply = Callable[[Call], "str | dict | BaseModel | ToolCalls"]
 
 EMBEDDING_DIMENSIONS = 64
 _WORD = re.compile(r"[a-z0-9]+")
@@ -189,6 +233,7 @@ class ScriptedModel:
     def _respond(self, call: Call) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
             self.calls.append(call)
+            number = len(self.calls)
             fault = next((f for f in self._faults if f.times > 0 and f.when(call)), None)
             if fault:
                 fault.times -= 1
@@ -198,28 +243,38 @@ class ScriptedModel:
         if fault and fault.content is None:
             error = {"error": {"message": f"scripted {fault.status}", "type": "scripted"}}
             return fault.status, fault.headers, error
+        finish_reason = "stop"
         if fault:
             content = fault.content
+            message: dict[str, Any] = {"role": "assistant", "content": content}
         else:
             answer = self._reply(call)
-            if isinstance(answer, BaseModel):
-                answer = answer.model_dump(mode="json")
-            content = answer if isinstance(answer, str) else json.dumps(answer)
+            if isinstance(answer, ToolCalls):
+                message = answer.message(number)
+                content = answer.content + "".join(
+                    c["function"]["arguments"] for c in message["tool_calls"]
+                )
+                finish_reason = "tool_calls"
+            else:
+                if isinstance(answer, BaseModel):
+                    answer = answer.model_dump(mode="json")
+                content = answer if isinstance(answer, str) else json.dumps(answer)
+                message = {"role": "assistant", "content": content}
         prompt_tokens = len(call.text.split())
         completion_tokens = len(content.split())
         return (
             200,
             {},
             {
-                "id": f"chatcmpl-{len(self.calls)}",
+                "id": f"chatcmpl-{number}",
                 "object": "chat.completion",
                 "created": 0,
                 "model": call.body.get("model", "scripted"),
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
+                        "message": message,
+                        "finish_reason": finish_reason,
                     }
                 ],
                 "usage": {

@@ -1,11 +1,16 @@
 """The model activity's contract: Temporal owns retries, request errors fail at once,
 structured output is validated and re-asked, usage is reported, and an output model is
-looked up among the registered ones, never imported from what a workflow sends."""
+looked up among the registered ones, never imported from what a workflow sends. A
+conversation travels as a reference and reaches the model as chat messages with tool
+calls and ids; named tools reach it as function schemas; its tool calls come back parsed."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,12 +28,23 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowFailureError
     from temporalio.exceptions import ActivityError, ApplicationError
     from temporalio.testing import ActivityEnvironment
+    from temporalio.worker import Worker
 
     from activities import ModelActivities, classify_error, retry_after
     from cli.settings import Settings
-    from cli.worker import build_worker
-    from durafact.llm import ChatMessage, LLMRequest, strict_json_schema, type_path
-    from tests.scripted_model import ScriptedModel
+    from cli.worker import WORKFLOW_RUNNER, build_worker
+    from durafact.llm import (
+        ArtifactSpan,
+        ChatMessage,
+        ChatTurn,
+        LLMRequest,
+        LLMResponse,
+        strict_json_schema,
+        type_path,
+    )
+    from durafact.tools import ToolCall, ToolSpec
+    from tests.helpers import scheduled_activities
+    from tests.scripted_model import ScriptedModel, ToolCalls
 
 is_plan = lambda call: call.schema_name == "Plan"  # noqa: E731
 
@@ -251,3 +267,243 @@ def test_retry_after_reads_milliseconds_seconds_and_dates() -> None:
     assert retry_after(httpx.Headers({"retry-after": "3600"})) == timedelta(minutes=5)
     assert retry_after(httpx.Headers({})) is None
     assert retry_after(httpx.Headers({"retry-after": "soon"})) is None
+
+
+# A tool loop two turns in: the user asked, the model called two tools at once, and
+# both answered. The workflow stores these turns; the model activity reads them.
+CONVERSATION = [
+    ChatTurn(role="user", content="Is it warmer in Oslo or in Bergen?"),
+    ChatTurn(
+        role="assistant",
+        tool_calls=[
+            ToolCall(id="call_oslo", name="weather", arguments={"city": "Oslo"}),
+            ToolCall(id="call_bergen", name="weather", arguments={"city": "Bergen", "unit": "C"}),
+        ],
+    ),
+    ChatTurn(role="tool", tool_call_id="call_oslo", name="weather", content="Oslo: 4 C, rain"),
+    ChatTurn(role="tool", tool_call_id="call_bergen", name="weather", content="Bergen: 7 C"),
+]
+SYSTEM = "Answer with the weather tool."
+
+WEATHER = ToolSpec(
+    name="weather",
+    description="Current weather in a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["C", "F"]}},
+        "required": ["city"],
+    },
+)
+CALCULATOR = ToolSpec(
+    name="calculator",
+    description="Evaluate arithmetic.",
+    parameters={"type": "object", "properties": {"expression": {"type": "string"}}},
+)
+
+
+class TurnRequest(BaseModel):
+    tools: list[str] = []
+    stop: list[str] | None = None
+
+
+@workflow.defn
+class ToolTurnWorkflow(Recipe[TurnRequest, LLMResponse]):
+    """One model turn of a tool loop over CONVERSATION, stored as `msg:` artifacts."""
+
+    @workflow.run
+    async def run(self, request: TurnRequest) -> LLMResponse:
+        return await self.execute(request)
+
+    async def lifecycle(self, ctx: RecipeContext, request: TurnRequest) -> LLMResponse:
+        run = workflow.info().workflow_id
+        for n, turn in enumerate(CONVERSATION):
+            ctx.ledger.create(f"msg:{run}:{n}", turn)
+        return await ctx.llm.request(
+            [ChatMessage(role="system", content=SYSTEM)],
+            conversation=ArtifactSpan(prefix=f"msg:{run}:", count=len(CONVERSATION)),
+            tools=request.tools,
+            stop=request.stop,
+        )
+
+
+class Catalog:
+    """The smallest tool catalog: specs by name, and a count of how often it was asked."""
+
+    def __init__(self, *specs: ToolSpec) -> None:
+        self._specs = {spec.name: spec for spec in specs}
+        self.asked: list[list[str]] = []
+
+    async def specs(self, names: list[str]) -> list[ToolSpec]:
+        self.asked.append(names)
+        return [self._specs[name] for name in names if name in self._specs]
+
+
+@asynccontextmanager
+async def tool_worker(
+    client: Client, settings: Settings, model: ScriptedModel, catalog: Catalog | None
+) -> AsyncIterator[None]:
+    llm = openai.AsyncOpenAI(base_url=model.url, api_key="test", max_retries=0)
+    models = ModelActivities(llm, client, "scripted", tools=catalog)
+    try:
+        async with Worker(
+            client,
+            task_queue=settings.task_queue,
+            workflows=[ToolTurnWorkflow],
+            activities=[models.request_model],
+            workflow_runner=WORKFLOW_RUNNER,
+        ):
+            yield
+    finally:
+        await llm.close()
+
+
+async def run_turn(client: Client, settings: Settings, request: TurnRequest) -> LLMResponse:
+    return await client.execute_workflow(
+        ToolTurnWorkflow.run,
+        request,
+        id=f"turn-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+
+
+async def test_a_conversation_reaches_the_model_in_order_with_roles_ids_and_arguments(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    model.reply(lambda call: "Bergen is warmer.")
+    workflow_id = f"turn-{uuid.uuid4().hex[:8]}"
+    async with tool_worker(client, settings, model, None):
+        handle = await client.start_workflow(
+            ToolTurnWorkflow.run, TurnRequest(), id=workflow_id, task_queue=settings.task_queue
+        )
+        response = await handle.result()
+
+    assert response.text == "Bergen is warmer."
+    (call,) = model.calls
+    assert call.messages == [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Is it warmer in Oslo or in Bergen?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_oslo",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                },
+                {
+                    "id": "call_bergen",
+                    "type": "function",
+                    "function": {
+                        "name": "weather",
+                        "arguments": '{"city": "Bergen", "unit": "C"}',
+                    },
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "content": "Oslo: 4 C, rain",
+            "tool_call_id": "call_oslo",
+            "name": "weather",
+        },
+        {
+            "role": "tool",
+            "content": "Bergen: 7 C",
+            "tool_call_id": "call_bergen",
+            "name": "weather",
+        },
+    ]
+    assert "tools" not in call.body and "stop" not in call.body
+    # History holds the reference, never the conversation's texts again.
+    (scheduled,) = await scheduled_activities(client, handle)
+    assert scheduled.input["conversation"] == {"prefix": f"msg:{workflow_id}:", "count": 4}
+    assert "Oslo: 4 C" not in json.dumps(scheduled.input)
+
+
+async def test_named_tools_reach_the_model_as_function_schemas_listed_once(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    catalog = Catalog(WEATHER, CALCULATOR)
+    model.reply(lambda call: "Bergen is warmer.")
+    async with tool_worker(client, settings, model, catalog):
+        for _ in range(2):
+            await run_turn(client, settings, TurnRequest(tools=["weather", "calculator"]))
+
+    for call in model.calls:
+        assert call.body["tools"] == [
+            {
+                "type": "function",
+                "function": {
+                    "name": "weather",
+                    "description": "Current weather in a city.",
+                    "parameters": WEATHER.parameters,
+                },
+            },
+            {
+                "type": "function",
+                "function": {
+                    "name": "calculator",
+                    "description": "Evaluate arithmetic.",
+                    "parameters": CALCULATOR.parameters,
+                },
+            },
+        ]
+    assert len(model.calls) == 2
+    assert catalog.asked == [["weather", "calculator"]]  # the worker remembers the schemas
+
+
+async def test_stop_sequences_reach_the_model(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    model.reply(lambda call: "Thought: look it up\nAction: weather")
+    async with tool_worker(client, settings, model, None):
+        await run_turn(client, settings, TurnRequest(stop=["Observation:"]))
+    assert model.calls[0].body["stop"] == ["Observation:"]
+
+
+async def test_tool_calls_come_back_parsed_and_arguments_that_are_not_an_object_stay_raw(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    model.reply(
+        lambda call: ToolCalls(
+            calls=[
+                ("weather", {"city": "Oslo"}),
+                ("weather", '{"city": "Bergen"'),  # cut off mid-object
+                ("calculator", '["2+2"]'),  # JSON, but not an object
+            ],
+            ids=["a", "b", "c"],
+        )
+    )
+    async with tool_worker(client, settings, model, Catalog(WEATHER, CALCULATOR)):
+        response = await run_turn(client, settings, TurnRequest(tools=["weather", "calculator"]))
+
+    # No text besides the calls is an answer, not an EmptyModelOutput.
+    assert response.text == ""
+    assert response.tool_calls == [
+        ToolCall(id="a", name="weather", arguments={"city": "Oslo"}),
+        ToolCall(id="b", name="weather", arguments='{"city": "Bergen"'),
+        ToolCall(id="c", name="calculator", arguments='["2+2"]'),
+    ]
+    assert response.usage.total_tokens > 0
+
+
+async def test_a_request_naming_tools_fails_at_once_on_a_worker_without_them(
+    model: ScriptedModel,
+) -> None:
+    llm = openai.AsyncOpenAI(base_url=model.url, api_key="test", max_retries=0)
+    request = LLMRequest(messages=[ChatMessage(role="user", content="hi")], tools=["weather"])
+    without_tools = ModelActivities(llm, None, "scripted")  # type: ignore[arg-type]
+    other_tools = ModelActivities(llm, None, "scripted", tools=Catalog(CALCULATOR))  # type: ignore[arg-type]
+    try:
+        with pytest.raises(ApplicationError) as no_tools:
+            await ActivityEnvironment().run(without_tools.request_model, request)
+        with pytest.raises(ApplicationError) as unknown:
+            await ActivityEnvironment().run(other_tools.request_model, request)
+    finally:
+        await llm.close()
+    assert (no_tools.value.type, no_tools.value.non_retryable) == ("NoToolsOnWorker", True)
+    assert "has no tools" in no_tools.value.message
+    assert (unknown.value.type, unknown.value.non_retryable) == ("UnknownTool", True)
+    assert "tools ['weather'] are not known to this worker" in unknown.value.message
+    assert model.calls == []
