@@ -167,3 +167,44 @@ def calc_id(turn: str, name: str) -> str:
 def rejected_id(stage: str, turn: str, n: int) -> str:
     """Something a stage refused (a quote not in its document, an unbacked claim)."""
     return f"rejected:{stage}:{turn}:{n}"
+
+
+# --- react: one tool loop; `run` is text_key(question) ---------------------------------
+
+
+def react_run(question: str) -> str:
+    """The key of a tool loop run: every id below takes it."""
+    return text_key(question)
+
+
+def react_turn_id(run: str, turn: int) -> str:
+    """Turn `turn` (from 1); its model activity is `llm:react:{run}:{turn}`."""
+    return f"react:{run}:{turn}"
+
+
+def messages_prefix(run: str) -> str:
+    return f"msg:{run}:"
+
+
+def message_id(run: str, n: int) -> str:
+    """The `n`th `ChatTurn` (from 0) of the run's conversation."""
+    return f"{messages_prefix(run)}{n}"
+
+
+def tools_id(run: str) -> str:
+    """The run's tool list: the artifact and its `list_tools` activity."""
+    return f"tools:{run}"
+
+
+def tool_call_id(run: str, turn: int, k: int) -> str:
+    """Call `k` (from 0) of turn `turn`: the `call_tool` activity id."""
+    return f"tool:{run}:{turn}:{k}"
+
+
+def observation_id(run: str, turn: int, k: int) -> str:
+    """The full result of call `k` of turn `turn`."""
+    return f"obs:{run}:{turn}:{k}"
+
+
+def react_answer_id(run: str) -> str:
+    return f"answer:{run}"
