@@ -5,8 +5,10 @@ A recipes module lists its workflow classes, and the pydantic models their
 
     RECIPES = [TripPlanner]          # @workflow.defn classes
     OUTPUT_MODELS = [Cities]         # optional: only what structured calls need
+    TOOLS = [weather]                # optional: @tool functions (activities/tools.py)
 
-The built-ins register the same way (`workflows`). The worker and the command line
+A module may list only TOOLS. The built-ins register the same way (`workflows`, and
+the built-in tools' `activities.calculator`). The worker and the command line
 load, besides the built-ins:
 
 - the modules named by `--recipes MODULE[,MODULE...]` (repeatable) and by
@@ -15,9 +17,10 @@ load, besides the built-ins:
   installed distribution (`[project.entry-points."durafact.recipes"]
   trips = "my_pkg.recipes"`).
 
-A module that cannot be imported, has no RECIPES, lists something that is not a
-workflow class or a model, or two recipes with one workflow type name: each is a
-`RegistrationError` of one line, raised before anything starts.
+A module that cannot be imported, has neither RECIPES nor TOOLS, lists something that
+is not a workflow class, a model or a tool, or two recipes with one workflow type name
+(two tools with one name): each is a `RegistrationError` of one line, raised before
+anything starts.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import workflow
 
+from activities.tools import Tool
 from durafact.llm import type_path
 
 ENTRY_POINT_GROUP = "durafact.recipes"
 ENV_VAR = "DURAFACT_RECIPES"
 BUILTIN_MODULE = "workflows"
+BUILTIN_TOOL_MODULES = ("activities.calculator",)
 HOW = "a recipes module lists RECIPES = [...] and OUTPUT_MODELS = [...]"
 
 
@@ -79,10 +84,12 @@ class Registered:
 
 @dataclass
 class Registry:
-    """The registered workflows by type name, and output models by `type_path`."""
+    """The registered workflows by type name, output models by `type_path`, and tools
+    by name."""
 
     workflows: dict[str, Registered] = field(default_factory=dict)
     output_models: dict[str, type[BaseModel]] = field(default_factory=dict)
+    tools: dict[str, Tool] = field(default_factory=dict)
     modules: list[str] = field(default_factory=list)
 
     @property
@@ -100,14 +107,17 @@ class Registry:
         workflows: Iterable[Any],
         output_models: Iterable[Any] = (),
         origin: str = "build_worker",
+        tools: Iterable[Any] = (),
     ) -> Registry:
-        """Register workflow classes and output models; the same class twice is one."""
+        """Register workflow classes, output models and tools; the same one twice is one."""
         for cls in workflows:
             self._add_workflow(cls, origin)
         for model in output_models:
             if not (isinstance(model, type) and issubclass(model, BaseModel)):
                 raise RegistrationError(f"{origin}: {model!r} is not a pydantic model class")
             self.output_models[type_path(model)] = model
+        for one in tools:
+            self._add_tool(one, origin)
         return self
 
     def add_module(self, name: str, origin: str | None = None) -> Registry:
@@ -126,14 +136,31 @@ class Registry:
                 f"{type(exc).__name__}: {one_line(str(exc))}{hint}"
             ) from None
         recipes = getattr(module, "RECIPES", None)
-        if recipes is None:
+        tools = getattr(module, "TOOLS", None)
+        if recipes is None and tools is None:
             raise RegistrationError(f"{where}recipes module {name!r} has no RECIPES ({HOW})")
+        recipes = recipes if recipes is not None else ()
+        tools = tools if tools is not None else ()
         models = getattr(module, "OUTPUT_MODELS", ())
-        for attribute, value in (("RECIPES", recipes), ("OUTPUT_MODELS", models)):
+        for attribute, value in (("RECIPES", recipes), ("OUTPUT_MODELS", models), ("TOOLS", tools)):
             if isinstance(value, str | bytes) or not isinstance(value, Sequence):
                 raise RegistrationError(f"{where}{name}.{attribute} is not a list ({HOW})")
         self.modules.append(name)
-        return self.add(recipes, models, origin=f"{where}{name}")
+        return self.add(recipes, models, origin=f"{where}{name}", tools=tools)
+
+    def _add_tool(self, one: Any, origin: str) -> None:
+        if not isinstance(one, Tool):
+            raise RegistrationError(
+                f"{origin}: TOOLS lists {describe(one)}, not a tool "
+                "(a function decorated with @tool from activities.tools)"
+            )
+        known = self.tools.get(one.name)
+        if known is not None and known is not one:
+            raise RegistrationError(
+                f"tool {one.name!r} is registered twice: {tool_origin(known)} and "
+                f"{tool_origin(one)} ({origin})"
+            )
+        self.tools.setdefault(one.name, one)
 
     def _add_workflow(self, cls: Any, origin: str) -> None:
         definition = workflow._Definition.from_class(cls) if isinstance(cls, type) else None
@@ -156,8 +183,12 @@ class Registry:
 
 
 def builtin_registry() -> Registry:
-    """The ready workflows and their output models: what every worker runs."""
-    return Registry().add_module(BUILTIN_MODULE)
+    """The ready workflows, their output models and the built-in tools: what every
+    worker runs."""
+    registry = Registry().add_module(BUILTIN_MODULE)
+    for name in BUILTIN_TOOL_MODULES:
+        registry.add_module(name)
+    return registry
 
 
 def recipe_modules(options: Sequence[str] = (), env: Mapping[str, str] | None = None) -> list[str]:
@@ -204,6 +235,10 @@ def describe(value: Any) -> str:
 
 def qualified(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def tool_origin(one: Tool) -> str:
+    return f"{one.fn.__module__}:{one.fn.__qualname__}"
 
 
 def one_line(text: str) -> str:

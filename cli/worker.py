@@ -29,6 +29,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import ModelActivities, SourceActivities
+from activities.tools import Tool, ToolActivities, ToolCatalog
 from cli.connection import connect, exit_now, require_search_attributes
 from cli.registry import (
     RegistrationError,
@@ -76,25 +77,38 @@ async def build_worker(
     *,
     extra_workflows: Sequence[type] = (),
     output_models: Sequence[type[BaseModel]] = (),
+    tools: Sequence[Tool] = (),
 ) -> AsyncIterator[Worker]:
     """Run the registered workflows and every activity on the task queue while the
     block runs; on exit, stop the worker and close the model client it made.
 
-    `registry` defaults to the built-ins; `extra_workflows` and `output_models` add
-    to it (a test's own recipe, and the models its structured calls ask for).
+    `registry` defaults to the built-ins; `extra_workflows`, `output_models` and
+    `tools` add to it (a test's own recipe, the models its structured calls ask for,
+    and the @tool functions its tool calls name).
     """
     registry = (registry or builtin_registry()).add(
-        extra_workflows, output_models, origin="build_worker"
+        extra_workflows, output_models, origin="build_worker", tools=tools
     )
+    # The registered Python tools; the model activity shows their specs, call_tool runs them.
+    catalog = ToolCatalog(registry.tools.values())
+    tool_activities = ToolActivities(catalog)
     llm = openai_client(settings)
-    models = ModelActivities(llm, client, settings.model, registry.output_models.values())
+    models = ModelActivities(
+        llm, client, settings.model, registry.output_models.values(), tools=catalog
+    )
     # Embedding sources without an endpoint of their own use the model endpoint.
     sources = SourceActivities(embeddings=llm)
     worker = Worker(
         client,
         task_queue=settings.task_queue,
         workflows=registry.classes,
-        activities=[models.request_model, sources.search_source, sources.resolve_ref],
+        activities=[
+            models.request_model,
+            sources.search_source,
+            sources.resolve_ref,
+            tool_activities.list_tools,
+            tool_activities.call_tool,
+        ],
         workflow_runner=WORKFLOW_RUNNER,
         graceful_shutdown_timeout=timedelta(seconds=10),
     )
@@ -144,6 +158,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         settings.openai_base_url or "api.openai.com",
     )
     log.info("recipes: %s (from %s)", ", ".join(registry.names()), ", ".join(registry.modules))
+    log.info("tools: %s", ", ".join(sorted(registry.tools)) or "none")
     async with build_worker(client, settings, registry):
         await stop.wait()
         log.info("stopping: finishing running activities")

@@ -25,9 +25,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from activities.tools import ToolCatalog
 from cli.embedded import has_live_poller
 from cli.registry import RegistrationError, builtin_registry, load_registry, recipe_modules
 from durafact.llm import type_path
+from durafact.tools import ToolCall, ToolRequest
 from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter
 from tests.scripted_model import Call, ScriptedModel
 from workflows.recipe import RECIPE_ATTRIBUTE
@@ -467,7 +469,7 @@ def test_a_module_listed_twice_registers_once_with_its_output_models(
     monkeypatch.syspath_prepend(str(src))
     try:
         registry = load_registry(["trips.recipes", "trips.recipes"], entry_points=False)
-        assert registry.modules == ["workflows", "trips.recipes"]
+        assert registry.modules == ["workflows", "activities.calculator", "trips.recipes"]
         trip = registry.get("TripPlanner")
         assert trip is not None and trip.origin == "trips.recipes"
         assert [t.__name__ for t in trip.inputs or []] == ["Trip"]
@@ -476,6 +478,60 @@ def test_a_module_listed_twice_registers_once_with_its_output_models(
         assert "workflows.plan_execute:Plan" in registry.output_models
         with pytest.raises(RegistrationError, match="registered twice"):
             load_registry(["trips.recipes", "trips.clash"], entry_points=False)
+    finally:
+        for name in [m for m in sys.modules if m == "trips" or m.startswith("trips.")]:
+            del sys.modules[name]
+
+
+# A module of tools only, and two mistakes in listing them.
+TOOLS_MODULE = """
+from activities.tools import tool
+
+
+@tool(destructive=True)
+def cancel_trip(trip: str, idempotency_key: str) -> str:
+    \"\"\"Cancel a booked trip.\"\"\"
+    return f"cancelled {trip} once for {idempotency_key}"
+
+
+TOOLS = [cancel_trip]
+"""
+TOOL_MISTAKES = {
+    "not_a_tool": ("TOOLS = [print]\n", "trips.not_a_tool: TOOLS lists <built-in function print>"),
+    "tool_clash": (
+        "from activities.tools import tool\n\n"
+        "@tool\ndef calculator(expression: str) -> str:\n    return expression\n\n"
+        "TOOLS = [calculator]\n",
+        "tool 'calculator' is registered twice: activities.calculator:calculator and "
+        "trips.tool_clash:calculator (trips.tool_clash)",
+    ),
+}
+
+
+async def test_tools_listed_by_a_recipes_module_run_beside_the_built_in_ones(
+    src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (src / "trips" / "tools.py").write_text(TOOLS_MODULE)
+    for name, (text, _) in TOOL_MISTAKES.items():
+        (src / "trips" / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(src))
+    try:
+        registry = load_registry(["trips.recipes", "trips.tools"], entry_points=False)
+        assert sorted(registry.tools) == ["calculator", "cancel_trip"]
+        assert registry.get("TripPlanner") is not None
+        catalog = ToolCatalog(registry.tools.values())
+        [spec] = await catalog.specs(["cancel_trip"])
+        assert (spec.description, spec.destructive) == ("Cancel a booked trip.", True)
+        request = ToolRequest(
+            call=ToolCall(id="c1", name="cancel_trip", arguments={"trip": "Baltic coast"}),
+            idempotency_key="wf-1:c1",
+        )
+        result = await catalog.call(request)
+        assert result.content == "cancelled Baltic coast once for wf-1:c1"
+        for name, (_, reason) in TOOL_MISTAKES.items():
+            with pytest.raises(RegistrationError) as raised:
+                load_registry([f"trips.{name}"], entry_points=False)
+            assert str(raised.value).startswith(reason)
     finally:
         for name in [m for m in sys.modules if m == "trips" or m.startswith("trips.")]:
             del sys.modules[name]
