@@ -284,6 +284,19 @@ TEXT_PROTOCOL = (
 )
 
 
+_INVENTED = re.compile(
+    r"^[ \t]*(?:[-*>#]+[ \t]*)?(?:\*\*|__|\*)?[ \t]*observation[ \t]*(?:\*\*|__|\*)?[ \t]*:",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def reply_before_observation(text: str) -> str:
+    """The reply up to an Observation the model wrote itself: what the conversation keeps,
+    so the model is never shown its invented tool answer as if it were real."""
+    invented = _INVENTED.search(text)
+    return text[: invented.start()].rstrip() if invented else text
+
+
 def observation_message(text: str) -> str:
     """An observation as the text protocol's next user message."""
     return f"{OBSERVATION} {text}"

@@ -22,7 +22,7 @@ from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer
 from tests.helpers import question_waiting, start_dev_server
 from tests.scripted_answers import answerer, questions
-from tests.scripted_model import Call, ScriptedModel
+from tests.scripted_model import Call, ScriptedModel, ToolCalls
 from tests.scripted_research import (
     KAYAK_QUESTION,
     SUM_QUESTION,
@@ -36,6 +36,8 @@ from workflows import (
     AnswerFlowWorkflow,
     Goal,
     PlanExecuteWorkflow,
+    ReActInput,
+    ReActWorkflow,
     ReflectionInput,
     ReflectionWorkflow,
     ResearchInput,
@@ -217,6 +219,53 @@ async def research_insufficient(client: Client, model: ScriptedModel) -> str:
     return "research_insufficient"
 
 
+def agent(*replies: str | ToolCalls) -> Callable[[Call], str | ToolCalls]:
+    """Reply n answers ReAct's turn n (`llm:react:{run}:{n}`)."""
+
+    def reply(call: Call) -> str | ToolCalls:
+        return replies[int(call.activity_id.rsplit(":", 1)[-1]) - 1]
+
+    return reply
+
+
+async def react(client: Client, model: ScriptedModel) -> str:
+    """Text protocol: a reply that breaks the format, a tool error, a call, the answer."""
+    model.reply(
+        agent(
+            "It is probably about 400.",
+            "Thought: compute it.\nAction: calculator\nAction Input: 17 * / 23\nPAUSE",
+            'Thought: fix the input.\nAction: calculator\nAction Input: {"expression": "17 * 23"}',
+            "Thought: I now know the answer.\nFinal Answer: 391",
+        )
+    )
+    await client.execute_workflow(
+        ReActWorkflow.run,
+        ReActInput(question="What is 17 times 23?"),
+        id="react",
+        task_queue=QUEUE,
+    )
+    return "react"
+
+
+async def react_native(client: Client, model: ScriptedModel) -> str:
+    """Native protocol: two calls at once, then the answer."""
+    model.reply(
+        agent(
+            ToolCalls(
+                [("calculator", {"expression": "2 + 3"}), ("calculator", {"expression": "4 * 5"})]
+            ),
+            "2 + 3 is 5 and 4 * 5 is 20.",
+        )
+    )
+    await client.execute_workflow(
+        ReActWorkflow.run,
+        ReActInput(question="What are 2 + 3 and 4 * 5?", protocol="native"),
+        id="react_native",
+        task_queue=QUEUE,
+    )
+    return "react_native"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -229,6 +278,8 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     supervisor_rebuilt,
     research,
     research_insufficient,
+    react,
+    react_native,
 ]
 
 

@@ -1,5 +1,5 @@
 """Recipes: the `Recipe` base, one module per lifecycle (PlanExecute, ReflectionLoop,
-AnswerFlow, Research), the stages any recipe composes (Router, ApprovalGate,
+AnswerFlow, Research, ReAct), the stages any recipe composes (Router, ApprovalGate,
 fan_out_sources, materialize_doc), and the ready LLM-driven workflows.
 
 Each module's docstring is its recipe's contract. `RECIPES` and `OUTPUT_MODELS` are
@@ -28,6 +28,16 @@ from workflows.plan_execute import (
     PlanExecuteWorkflow,
     PlanStep,
     StepResult,
+)
+from workflows.react import (
+    ReAct,
+    ReActAnswer,
+    ReActInput,
+    ReActOutcome,
+    ReActResult,
+    ReActSettings,
+    ReActWorkflow,
+    ToolCallRecord,
 )
 from workflows.recipe import (
     SEARCH_ATTRIBUTES,
@@ -88,6 +98,7 @@ RECIPES = [
     AnswerFlowWorkflow,
     SupervisorWorkflow,
     ResearchWorkflow,
+    ReActWorkflow,
 ]
 OUTPUT_MODELS = [
     Plan,
@@ -138,6 +149,13 @@ __all__ = [
     "PlanStep",
     "Progress",
     "Question",
+    "ReAct",
+    "ReActAnswer",
+    "ReActInput",
+    "ReActOutcome",
+    "ReActResult",
+    "ReActSettings",
+    "ReActWorkflow",
     "Recipe",
     "RecipeContext",
     "ReflectionInput",
@@ -162,6 +180,7 @@ __all__ = [
     "SupervisorResult",
     "SupervisorWorkflow",
     "Task",
+    "ToolCallRecord",
     "Verdict",
     "Verdicts",
     "check_answer_batch",

@@ -13,6 +13,7 @@ from durafact.react import (
     failing_streak,
     is_looping,
     parse_reply,
+    reply_before_observation,
     render_tools,
     truncate_observation,
 )
@@ -127,6 +128,12 @@ def test_an_invented_observation_the_stop_sequence_missed_is_cut_off() -> None:
     )
     assert isinstance(parsed, ReActAction)
     assert parsed.arguments == {"expression": "6*7"}
+
+
+def test_the_conversation_keeps_the_reply_without_the_invented_observation() -> None:
+    reply = "Action: calculator\nAction Input: 6*7\n**Observation:** 42\nFinal Answer: 42"
+    assert reply_before_observation(reply) == "Action: calculator\nAction Input: 6*7"
+    assert reply_before_observation("Final Answer: 7") == "Final Answer: 7"
 
 
 def test_single_quoted_python_dict_goes_to_the_tool_as_text() -> None:

@@ -1,0 +1,427 @@
+"""ReActWorkflow end to end on a real dev server: the scripted model plays the agent, the
+worker runs the real calculator and the tools defined here.
+
+This module is also a recipes module (`TOOLS`), so a `worker.py` process started with
+DURAFACT_RECIPES=tests.workflows.test_react runs `tally` too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from activities.tools import tool
+from cli.settings import Settings
+from cli.worker import build_worker
+from durafact.approval import ApprovalAnswer
+from durafact.ledger import Ledger
+from durafact.react import Observation
+from tests.helpers import question_waiting, result_despite_worker_crash, scheduled_activities
+from tests.scripted_model import Call, ScriptedModel, ToolCalls
+from workflows import ReActInput, ReActResult, ReActWorkflow
+from workflows.recipe import STATUS_ATTRIBUTE
+
+# --- tools of these tests -------------------------------------------------------------
+
+DELETED: list[str] = []
+LONG_TEXT = "".join(f"line {i:04d} of the report\n" for i in range(250))  # 5500 characters
+
+
+@tool(destructive=True)
+def delete_file(path: str) -> str:
+    """Delete a file for good."""
+    DELETED.append(path)
+    return f"deleted {path}"
+
+
+@tool
+def fetch_report() -> str:
+    """The whole quarterly report."""
+    return LONG_TEXT
+
+
+@tool
+def tally(label: str, idempotency_key: str) -> str:
+    """Count something once per call (writes the call's key to DURAFACT_TEST_TALLY)."""
+    with open(os.environ["DURAFACT_TEST_TALLY"], "a") as out:
+        out.write(f"{idempotency_key}\n")
+    return f"counted {label}"
+
+
+TOOLS = [tally]
+
+
+@pytest.fixture
+async def react_worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
+    DELETED.clear()
+    async with build_worker(client, settings, tools=[delete_file, fetch_report]):
+        yield settings
+
+
+# --- scripting the agent --------------------------------------------------------------
+
+Reply = str | ToolCalls | Callable[[Call], "str | ToolCalls"]
+
+
+def turns(*replies: Reply) -> Callable[[Call], str | ToolCalls]:
+    """Reply n answers the model call of turn n; the last one answers every later turn."""
+
+    def reply(call: Call) -> str | ToolCalls:
+        if not call.activity_id.startswith("llm:react:"):
+            return "a short summary: 250 report lines, quarter three"
+        turn = int(call.activity_id.rsplit(":", 1)[-1])
+        one = replies[min(turn, len(replies)) - 1]
+        return one(call) if callable(one) else one
+
+    return reply
+
+
+def act(tool: str, arguments: str, thought: str = "I should use a tool.") -> str:
+    return f"Thought: {thought}\nAction: {tool}\nAction Input: {arguments}\nPAUSE"
+
+
+def final(answer: str) -> str:
+    return f"Thought: I now know the answer.\nFinal Answer: {answer}"
+
+
+def turn_calls(model: ScriptedModel) -> list[Call]:
+    return model.calls_for("llm:react:")
+
+
+async def start(client: Client, settings: Settings, question: str, **kw: Any) -> WorkflowHandle:
+    return await client.start_workflow(
+        ReActWorkflow.run,
+        ReActInput(question=question, **kw),
+        id=f"react-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+
+
+async def run(client: Client, settings: Settings, question: str, **kw: Any) -> ReActResult:
+    handle = await start(client, settings, question, **kw)
+    return await asyncio.wait_for(handle.result(), timeout=60)
+
+
+async def status_of(handle: WorkflowHandle) -> str | None:
+    return (await handle.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE)
+
+
+async def ledger_of(handle: WorkflowHandle) -> Ledger:
+    return await handle.query(ReActWorkflow.artifacts)
+
+
+# --- text protocol --------------------------------------------------------------------
+
+
+async def test_text_protocol_answers_with_the_calculator(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    q = "What is 17 times 23"
+    model.reply(turns(act("calculator", '{"expression": "17 * 23"}'), final("391")))
+    handle = await start(client, react_worker, q)
+    result: ReActResult = await handle.result()
+
+    assert (result.ending, result.answer, result.turns) == ("answer", "391", 2)
+    assert [(c.id, c.tool, c.ok) for c in result.tool_calls] == [
+        (f"tool:{q}:1:0", "calculator", True)
+    ]
+    first, second = turn_calls(model)
+    # The format, the tool listing and the stop sequence reach the model.
+    assert "Action Input:" in first.messages[0]["content"]
+    assert (
+        "- calculator: Evaluate an arithmetic expression exactly." in first.messages[0]["content"]
+    )
+    assert first.body["stop"] == ["Observation:"]
+    assert first.last_user == f"Question: {q}"
+    # The observation is the calculator's real answer, after the model's own turn.
+    assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
+    assert second.last_user == "Observation: 391"
+
+    scheduled = await scheduled_activities(client, handle)
+    assert [(s.activity_id, s.summary) for s in scheduled] == [
+        (f"tools:{q}", "get tools: calculator"),
+        (f"llm:react:{q}:1", "request model: turn 1"),
+        (f"tool:{q}:1:0", "call tool: calculator"),
+        (f"llm:react:{q}:2", "request model: turn 2"),
+    ]
+    assert scheduled[2].input["idempotency_key"] == f"{handle.id}:tool:{q}:1:0"
+    ledger = await ledger_of(handle)
+    assert result.answer_id == f"answer:{q}"
+    assert [link.target for link in ledger.links_from(result.answer_id, "based_on")] == [
+        f"obs:{q}:1:0"
+    ]
+    assert [a.id for a in ledger.all() if a.id.startswith("msg:")] == [
+        f"msg:{q}:{n}" for n in range(4)
+    ]
+    assert await status_of(handle) == "completed"
+
+
+async def test_a_reply_that_breaks_the_format_is_corrected_and_counts_a_turn(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(
+        turns(
+            "I think it is about 400.",
+            act("calculator", "2+2") + "\nFinal Answer: 4",
+            final("4"),
+        )
+    )
+    result = await run(client, react_worker, "What is 2 plus 2")
+    assert (result.ending, result.answer, result.turns, result.tool_calls) == ("answer", "4", 3, [])
+    _, second, third = turn_calls(model)
+    assert second.last_user.startswith("Your reply has neither an Action nor a Final Answer.")
+    assert "Action: the tool's name (one of: calculator)" in second.last_user
+    assert third.last_user.startswith("Your reply has both an Action and a Final Answer.")
+
+
+async def test_a_tool_error_is_the_next_observation(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(turns(act("calculator", "1 / 0"), act("calculator", "1 / 1"), final("1")))
+    result = await run(client, react_worker, "Divide one by zero")
+    assert result.ending == "answer"
+    assert [(c.ok, c.error_type) for c in result.tool_calls] == [(False, "ToolError"), (True, None)]
+    second = turn_calls(model)[1]
+    assert second.last_user.startswith("Observation: CalculatorError:")
+    assert "zero" in second.last_user
+
+
+async def test_an_unknown_tool_is_an_observation_and_never_reaches_the_worker(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    q = "Weather in Oslo"
+    # fetch_report is on the worker, but not one of this run's tools.
+    model.reply(turns(act("get_weather", "Oslo"), act("fetch_report", "{}"), final("unknown")))
+    handle = await start(client, react_worker, q)
+    result: ReActResult = await handle.result()
+    assert [(c.tool, c.error_type) for c in result.tool_calls] == [
+        ("get_weather", "UnknownTool"),
+        ("fetch_report", "UnknownTool"),
+    ]
+    second = turn_calls(model)[1]
+    assert second.last_user == (
+        "Observation: 'get_weather' is not a valid tool, try one of [calculator]"
+    )
+    scheduled = await scheduled_activities(client, handle)
+    assert not [s for s in scheduled if s.activity_id.startswith("tool:")]
+
+
+async def test_max_turns_ends_the_run_visibly(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    counter = iter(range(100))
+    model.reply(turns(lambda call: act("calculator", f"{next(counter)} + 1")))
+    handle = await start(client, react_worker, "Count for ever", max_turns=3)
+    result: ReActResult = await handle.result()
+    assert (result.ending, result.answer, result.answer_id, result.turns) == (
+        "turn_limit",
+        None,
+        None,
+        3,
+    )
+    assert len(turn_calls(model)) == 3 and len(result.tool_calls) == 3
+    assert await status_of(handle) == "turn_limit"
+
+
+async def test_the_same_failing_call_in_a_row_stops_the_loop(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(turns(act("calculator", '{"expression": "2 +"}')))
+    handle = await start(client, react_worker, "Keep failing", loop_limit=3, max_turns=8)
+    result: ReActResult = await handle.result()
+    assert (result.ending, result.turns, result.answer) == ("looping", 3, None)
+    assert [c.ok for c in result.tool_calls] == [False, False, False]
+    assert await status_of(handle) == "looping"
+    events = await handle.query(ReActWorkflow.progress, 0)
+    assert any(e.kind == "looping" for e in events.events)
+
+
+async def test_a_long_observation_is_truncated_for_the_model_and_kept_whole(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    q = "Summarize the report"
+    model.reply(turns(act("fetch_report", ""), final("done")))
+    handle = await start(client, react_worker, q, tools=["fetch_report"], max_observation_chars=300)
+    result: ReActResult = await handle.result()
+    shown = turn_calls(model)[1].last_user
+    assert (
+        shown == f"Observation: {LONG_TEXT[:300]}\n[truncated: 300 of {len(LONG_TEXT)} characters]"
+    )
+    full = (await ledger_of(handle)).get(f"obs:{q}:1:0").typed(Observation).data
+    assert full.text == LONG_TEXT
+    # The result does not carry the conversation or the observation again.
+    assert result.answer == "done"
+    assert "line 0001" not in result.model_dump_json()
+
+
+async def test_summarize_policy_shows_one_model_calls_summary(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    q = "Read the report"
+    model.reply(turns(act("fetch_report", ""), final("done")))
+    await run(
+        client,
+        react_worker,
+        q,
+        tools=["fetch_report"],
+        max_observation_chars=300,
+        observation_policy="summarize",
+    )
+    (summary_call,) = model.calls_for("llm:summary:")
+    assert summary_call.activity_id == f"llm:summary:obs:{q}:1:0"
+    assert LONG_TEXT in summary_call.text  # the summarizer reads the whole observation
+    assert turn_calls(model)[1].last_user == (
+        "Observation: a short summary: 250 report lines, quarter three\n"
+        f"[summarized from {len(LONG_TEXT)} characters]"
+    )
+
+
+# --- native protocol ------------------------------------------------------------------
+
+
+async def test_native_protocol_runs_parallel_calls_at_once(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    q = "Add and multiply"
+    model.reply(
+        turns(
+            ToolCalls(
+                [("calculator", {"expression": "2 + 3"}), ("calculator", {"expression": "4 * 5"})],
+                ids=["call_a", "call_b"],
+            ),
+            "5 and 20",
+        )
+    )
+    handle = await start(client, react_worker, q, protocol="native")
+    result: ReActResult = await handle.result()
+    assert (result.ending, result.answer, result.turns) == ("answer", "5 and 20", 2)
+    first, second = turn_calls(model)
+    assert first.tool_names == ["calculator"]
+    assert "stop" not in first.body
+    tool_messages = [m for m in second.messages if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
+        ("call_a", "5"),
+        ("call_b", "20"),
+    ]
+    # Both calls were scheduled by one workflow task, before either completed.
+    history = await handle.fetch_history()
+    kinds = [e.event_type for e in history.events]
+    first_call, second_call = (
+        i
+        for i, e in enumerate(history.events)
+        if e.activity_task_scheduled_event_attributes.activity_id.startswith("tool:")
+    )
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED not in kinds[first_call:second_call]
+
+
+# --- destructive tools ----------------------------------------------------------------
+
+
+async def test_a_destructive_tool_runs_once_a_person_approves(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    q = "Clean up the temp file"
+    model.reply(turns(act("delete_file", "/tmp/old.txt"), final("deleted")))
+    handle = await start(client, react_worker, q, tools=["delete_file"])
+    question = await question_waiting(handle, 1)
+    assert question.id == f"approval:tool:{q}:1"
+    assert "delete_file" in question.text and "/tmp/old.txt" in question.text
+    assert await status_of(handle) == "awaiting_approval"
+    assert DELETED == []
+    await handle.execute_update(
+        ReActWorkflow.decide, ApprovalAnswer(question_id=question.id, approved=True, by="ops")
+    )
+    result: ReActResult = await handle.result()
+    assert DELETED == ["/tmp/old.txt"]
+    assert result.ending == "answer" and result.tool_calls[0].ok
+    assert turn_calls(model)[1].last_user == "Observation: deleted /tmp/old.txt"
+
+
+async def test_a_rejected_destructive_call_never_runs_and_the_model_hears_why(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(turns(act("delete_file", "/etc/passwd"), final("I was not allowed to.")))
+    handle = await start(client, react_worker, "Delete the password file", tools=["delete_file"])
+    question = await question_waiting(handle, 1)
+    await handle.signal(
+        ReActWorkflow.answer,
+        ApprovalAnswer(question_id=question.id, approved=False, reason="never that file"),
+    )
+    result: ReActResult = await handle.result()
+    assert DELETED == []
+    assert [(c.ok, c.error_type) for c in result.tool_calls] == [(False, "NotApproved")]
+    assert turn_calls(model)[1].last_user == "Observation: not approved: never that file"
+    scheduled = await scheduled_activities(client, handle)
+    assert not [s for s in scheduled if s.activity_id.startswith("tool:")]
+
+
+# --- history discipline and crashes ---------------------------------------------------
+
+
+async def test_each_model_call_input_stays_the_same_size_as_the_conversation_grows(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    q = "Sum many numbers"
+    model.reply(turns(lambda call: act("calculator", f"{len(call.messages)} * 1000003")))
+    handle = await start(client, react_worker, q, max_turns=8)
+    result: ReActResult = await handle.result()
+    assert result.turns == 8 and len(result.tool_calls) == 8
+    history = await handle.fetch_history()
+    sizes = {
+        e.activity_task_scheduled_event_attributes.activity_id: len(
+            e.activity_task_scheduled_event_attributes.input.payloads[0].data
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    # Turn 8 sees 15 messages, turn 2 three: the input differs only in the span's count.
+    assert len(turn_calls(model)[7].messages) == 16
+    assert sizes[f"llm:react:{q}:8"] - sizes[f"llm:react:{q}:2"] <= 1
+    # No earlier observation or reply is copied into a later input.
+    later = json.loads(
+        next(
+            e.activity_task_scheduled_event_attributes.input.payloads[0].data
+            for e in history.events
+            if e.activity_task_scheduled_event_attributes.activity_id == f"llm:react:{q}:8"
+        )
+    )
+    assert "1000003" not in json.dumps(later)
+
+
+async def test_a_worker_killed_mid_loop_does_not_run_a_completed_tool_call_again(
+    client: Client,
+    settings: Settings,
+    model: ScriptedModel,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tally_file = tmp_path / "tally.txt"
+    monkeypatch.setenv("DURAFACT_TEST_TALLY", str(tally_file))
+    monkeypatch.setenv("DURAFACT_RECIPES", "tests.workflows.test_react")
+    q = "Count two things"
+    model.reply(turns(act("tally", "apples"), act("tally", "pears"), final("two")))
+    result: ReActResult = await result_despite_worker_crash(
+        client,
+        settings,
+        model,
+        start=lambda: start(client, settings, q, tools=["tally"]),
+        during=lambda call: call.activity_id == f"llm:react:{q}:3",
+    )
+    assert (result.ending, result.answer) == ("answer", "two")
+    keys = tally_file.read_text().splitlines()
+    assert [k.split(":", 1)[1] for k in keys] == [f"tool:{q}:1:0", f"tool:{q}:2:0"]
+    # The completed turns' model calls were not made again either.
+    assert [c.activity_id.rsplit(":", 1)[-1] for c in turn_calls(model)] == ["1", "2", "3", "3"]
+
+
+def test_the_result_does_not_carry_the_ledger() -> None:
+    assert "ledger" not in ReActResult.model_fields

@@ -1,0 +1,580 @@
+"""ReAct: think, call a tool, read what it said, repeat until the answer, within a budget.
+
+The recipe owns the loop, the protocol, the ids, the approval gate, the endings
+and the history discipline; you write only the hooks that need judgement, and a
+three-line `run`:
+
+    @workflow.defn
+    class Accountant(ReAct[Books, Verdict]):
+        @workflow.run
+        async def run(self, books: Books) -> Verdict:
+            return await self.execute(books)
+
+        def question(self, books): ...                 # -> str
+        def tools(self, books): ...                    # -> ["calculator", "ledger__query"]
+        async def system(self, ctx, books, specs): ... # -> str: who the agent is
+        async def finish(self, ctx, books, outcome): ...  # -> Verdict
+
+Optional hooks: `settings(input) -> ReActSettings` (by default the input itself
+when it is one), `mcp_servers(input)` (servers whose every tool the run may use)
+and `summarize(ctx, input, observation_id, observation)` for the `summarize`
+observation policy.
+
+The loop. Tools are named; `list_tools` runs once per run (activity and artifact
+`tools:{run}`) and gives their specs. Then, for turn 1..`max_turns`: status
+`turn:{n}`, one model activity `llm:react:{run}:{n}` ("request model: turn N"),
+and what the reply asks for:
+
+- text protocol (the seed's Thought / Action / Action Input / PAUSE / Observation
+  / Final Answer, parsed by `durafact.react.parse_reply`, with the stop sequence
+  "Observation:"): one Action is one tool call; a Final Answer ends the run; a
+  reply that breaks the format gets a correction message instead, and still
+  counted as a turn;
+- native protocol (`tools=` in chat completions): every call of the turn runs, at
+  the same time; a reply without calls is the final answer.
+
+Each tool call is the activity `call_tool`, id `tool:{run}:{turn}:{k}`, summary
+"call tool: NAME", status `calling:{NAME}`, with the idempotency key
+`{workflow id}:{activity id}`. A name the run was not given never reaches a tool:
+its observation is "'x' is not a valid tool, try one of [...]". A destructive
+tool (`ToolSpec.destructive`) never runs before `ctx.ask_approval(thread=
+"tool:{run}")` says yes (status `awaiting_approval`); a rejection or a timeout
+(per `settings.approval`) is the observation "not approved: REASON". Arguments
+that do not validate and tools that raise come back from the activity as failed
+observations, for the model to correct.
+
+Observations. The full observation is the artifact `obs:{run}:{turn}:{k}`; the
+model sees it through the policy: cut to `max_observation_chars` with
+"[truncated: N of M characters]", or (`summarize`) replaced by one model call's
+summary of it.
+
+History grows linearly. Every message of the conversation is a `ChatTurn`
+artifact `msg:{run}:{n}` (the question first), kept in the ledger, never in an
+activity's input: each model call carries the constant system message and a
+constant-size `ArtifactSpan` that the model activity expands with the
+`context_messages` query. An assistant turn is stored in history once, as its
+model activity's result; an observation once, as its tool activity's result. In
+the text protocol the tool list reaches the system prompt the same way, as a
+reference to `tools:{run}`.
+
+Endings (`ReActOutcome.ending`), each a visible status, never an exception:
+`answer` (status `completed`; the artifact `answer:{run}` linked `based_on` every
+observation before it), `turn_limit` (`max_turns` model calls without an answer)
+and `looping` (the same failing call `loop_limit` times in a row).
+
+`{run}` is `text_key` of the question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field, field_validator
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from durafact.approval import ApprovalPolicy
+from durafact.ids import (
+    message_id,
+    messages_prefix,
+    observation_id,
+    react_answer_id,
+    react_run,
+    react_turn_id,
+    tool_call_id,
+    tools_id,
+)
+from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, LLMResponse, Usage
+from durafact.react import (
+    STOP,
+    TEXT_PROTOCOL,
+    FormatViolation,
+    Observation,
+    ReActFinal,
+    bind_arguments,
+    is_looping,
+    not_approved_message,
+    observation_message,
+    parse_reply,
+    render_tools,
+    reply_before_observation,
+    summary_note,
+    truncate_observation,
+    unknown_tool_message,
+)
+from durafact.tools import TOOL_NAME, ToolCall, ToolListRequest, ToolRequest, ToolResult, ToolSpec
+from workflows.recipe import Recipe, RecipeContext, subject_text
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out")
+
+Ending = Literal["answer", "turn_limit", "looping"]
+
+
+class ReActSettings(BaseModel):
+    """How one run of the loop behaves."""
+
+    protocol: Literal["text", "native"] = Field(
+        default="text",
+        description="`text`: Thought/Action/Observation in plain text; `native`: the "
+        "chat API's tool calls.",
+    )
+    max_turns: int = Field(
+        default=8, ge=1, le=500, description="Model calls at most; then the run ends."
+    )
+    max_observation_chars: int = Field(
+        default=4000, ge=1, description="Longer observations pass through the policy."
+    )
+    observation_policy: Literal["truncate", "summarize"] = Field(
+        default="truncate",
+        description="`truncate`: the first characters and a note; `summarize`: one model call.",
+    )
+    loop_limit: int = Field(
+        default=3,
+        ge=0,
+        description="The same failing call this many times in a row ends "
+        "the run (`looping`); 0 turns the guard off.",
+    )
+    approval: ApprovalPolicy = Field(
+        default_factory=ApprovalPolicy,
+        description="How long a destructive call waits for a person, and what silence means.",
+    )
+
+
+class ToolList(BaseModel):
+    """The artifact `tools:{run}`: the specs, and their text-protocol listing."""
+
+    specs: list[ToolSpec]
+    text: str
+
+
+class ReActAnswer(BaseModel):
+    """The artifact `answer:{run}`."""
+
+    question: str
+    text: str
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call of the run, without its content (that is `obs:...`)."""
+
+    id: str = Field(description="The activity id, `tool:{run}:{turn}:{k}`.")
+    tool: str
+    ok: bool
+    error_type: str | None = None
+
+
+class ReActOutcome(BaseModel):
+    """How the loop ended: what `finish` gets."""
+
+    question: str
+    ending: Ending
+    answer: str | None = None
+    answer_id: str | None = None
+    turns: int = Field(description="Model calls made in the loop.")
+    calls: list[ToolCallRecord] = Field(default_factory=list)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Run:
+    """One run's bookkeeping: its key, tools, conversation and observations so far."""
+
+    def __init__(self, ctx: RecipeContext, question: str, settings: ReActSettings) -> None:
+        self.ctx = ctx
+        self.question = question
+        self.key = react_run(question)
+        self.settings = settings
+        self.specs: list[ToolSpec] = []
+        self.messages = 0
+        self.observations: dict[str, Observation] = {}
+        self.calls: list[ToolCallRecord] = []
+
+    @property
+    def native(self) -> bool:
+        return self.settings.protocol == "native"
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    def spec(self, name: str) -> ToolSpec | None:
+        return next((s for s in self.specs if s.name == name), None)
+
+    def say(self, turn: ChatTurn) -> None:
+        """Add a message to the conversation: the artifact `msg:{run}:{n}`."""
+        self.ctx.ledger.create(message_id(self.key, self.messages), turn)
+        self.messages += 1
+
+    def conversation(self) -> ArtifactSpan:
+        """Every message so far, named in constant size."""
+        return ArtifactSpan(prefix=messages_prefix(self.key), count=self.messages)
+
+
+class ReAct(Recipe[In, Out], Generic[In, Out]):
+    """Ask the model, run the tools it names, show it what they said, until it answers."""
+
+    recipe_name = "react"
+    tool_timeout: ClassVar[timedelta] = timedelta(minutes=5)
+    # The tool activities heartbeat: a worker that dies mid-call is noticed this soon.
+    tool_heartbeat_timeout: ClassVar[timedelta] = timedelta(seconds=10)
+    tool_retry: ClassVar[RetryPolicy] = RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=6,
+    )
+
+    # --- hooks --------------------------------------------------------------------------
+
+    def question(self, input: In) -> str:
+        return subject_text(input, "question", "text")
+
+    def tools(self, input: In) -> list[str]:
+        return list(getattr(input, "tools", []))
+
+    def mcp_servers(self, input: In) -> list[str]:
+        return list(getattr(input, "mcp_servers", []))
+
+    def settings(self, input: In) -> ReActSettings:
+        return input if isinstance(input, ReActSettings) else ReActSettings()
+
+    async def system(self, ctx: RecipeContext, input: In, specs: list[ToolSpec]) -> str:
+        """Who the agent is; the text protocol's format rules are added by the recipe."""
+        return SYSTEM
+
+    async def summarize(
+        self, ctx: RecipeContext, input: In, observation_id: str, observation: Observation
+    ) -> str:
+        return await ctx.llm.text(
+            f"Question: {self.question(input)}\nSummarize the tool result given as context.",
+            system=SUMMARIZER,
+            context=[observation_id],
+            summary=f"request model: summarize {observation_id}",
+        )
+
+    async def finish(self, ctx: RecipeContext, input: In, outcome: ReActOutcome) -> Out:
+        raise NotImplementedError
+
+    # --- the lifecycle ------------------------------------------------------------------
+
+    async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
+        run = _Run(ctx, self.question(input), self.settings(input))
+        run.specs = await self._list_tools(ctx, run, input)
+        messages = self._system_messages(run, await self.system(ctx, input, run.specs))
+        run.say(ChatTurn(role="user", content=f"Question: {run.question}"))
+
+        ending: Ending = "turn_limit"
+        answer: str | None = None
+        turn = 0
+        for turn in range(1, run.settings.max_turns + 1):
+            ctx.set_status(f"turn:{turn}", f"turn {turn}/{run.settings.max_turns}")
+            with ctx.scoped(react_turn_id(run.key, turn)):
+                response = await ctx.llm.request(
+                    messages,
+                    conversation=run.conversation(),
+                    tools=run.tool_names if run.native else None,
+                    stop=None if run.native else STOP,
+                    summary=f"request model: turn {turn}",
+                )
+            if run.native:
+                answer, calls = self._read_native_reply(ctx, run, turn, response)
+            else:
+                answer, calls = self._read_text_reply(ctx, run, turn, response)
+            if answer is not None:
+                ending = "answer"
+                break
+            # Every call of the turn at once; their observations in the order asked.
+            observations = await asyncio.gather(
+                *(self._call(ctx, run, turn, k, call) for k, call in enumerate(calls))
+            )
+            for k, (call, observation) in enumerate(zip(calls, observations, strict=True)):
+                await self._observe(ctx, input, run, turn, k, call, observation)
+            if is_looping(list(run.observations.values()), run.settings.loop_limit):
+                ending = "looping"
+                break
+        return await self._end(ctx, input, run, ending, answer, turn)
+
+    # --- the parts of a turn ------------------------------------------------------------
+
+    @staticmethod
+    def _system_messages(run: _Run, system: str) -> list[ChatMessage]:
+        """The constant messages of every model call. The text protocol adds its rules,
+        and the tool listing by reference to `tools:{run}` (stored once)."""
+        if run.native:
+            return [ChatMessage(role="system", content=system)]
+        return [
+            ChatMessage(
+                role="system", content=f"{system}\n\n{TEXT_PROTOCOL}", context=[tools_id(run.key)]
+            )
+        ]
+
+    async def _list_tools(self, ctx: RecipeContext, run: _Run, input: In) -> list[ToolSpec]:
+        """The run's tools, listed once (`tools:{run}`)."""
+        request = ToolListRequest(tools=self.tools(input), mcp_servers=self.mcp_servers(input))
+        specs: list[ToolSpec] = []
+        if request.tools or request.mcp_servers:
+            names = ", ".join([*request.tools, *request.mcp_servers])
+            specs = await workflow.execute_activity(
+                "list_tools",
+                request,
+                result_type=list[ToolSpec],
+                activity_id=tools_id(run.key),
+                summary=f"get tools: {_short(names, 80)}",
+                start_to_close_timeout=self.tool_timeout,
+                heartbeat_timeout=self.tool_heartbeat_timeout,
+                retry_policy=self.tool_retry,
+            )
+        # The listing on lines of its own after the `[tools:{run}]` the model activity adds.
+        listing = f"\n{render_tools(specs)}"
+        ctx.ledger.create(tools_id(run.key), ToolList(specs=specs, text=listing))
+        ctx.announce(f"tools: {', '.join(s.name for s in specs) or 'none'}")
+        return specs
+
+    def _read_text_reply(
+        self, ctx: RecipeContext, run: _Run, turn: int, response: LLMResponse
+    ) -> tuple[str | None, list[ToolCall]]:
+        """(the final answer, or None and the one call the reply asks for). A reply that
+        breaks the format adds the correction to the conversation and asks for nothing."""
+        run.say(ChatTurn(role="assistant", content=reply_before_observation(response.text)))
+        parsed = parse_reply(response.text, run.tool_names)
+        if isinstance(parsed, FormatViolation):
+            ctx.announce(f"format: {parsed.problem}; correcting", kind="correction")
+            run.say(ChatTurn(role="user", content=parsed.correction))
+            return None, []
+        if parsed.thought:
+            ctx.announce(f"thought: {_short(parsed.thought)}", kind="thought")
+        if isinstance(parsed, ReActFinal):
+            return parsed.answer, []
+        call = ToolCall(
+            id=tool_call_id(run.key, turn, 0),
+            name=parsed.tool,
+            arguments=bind_arguments(parsed.arguments, run.spec(parsed.tool)),
+        )
+        ctx.announce(f"action: {call.name} {_short(call.arguments)}", kind="action")
+        return None, [call]
+
+    def _read_native_reply(
+        self, ctx: RecipeContext, run: _Run, turn: int, response: LLMResponse
+    ) -> tuple[str | None, list[ToolCall]]:
+        """(the final answer, or None and the calls the reply asks for)."""
+        # A call without an id (some local servers) gets one: its tool message must name it.
+        calls = [
+            call if call.id else call.model_copy(update={"id": tool_call_id(run.key, turn, k)})
+            for k, call in enumerate(response.tool_calls)
+        ]
+        run.say(ChatTurn(role="assistant", content=response.text, tool_calls=calls))
+        if not calls:
+            return response.text.strip(), []
+        if response.text.strip():
+            ctx.announce(f"thought: {_short(response.text)}", kind="thought")
+        for call in calls:
+            ctx.announce(f"action: {call.name} {_short(call.arguments)}", kind="action")
+        return None, calls
+
+    async def _call(
+        self, ctx: RecipeContext, run: _Run, turn: int, k: int, call: ToolCall
+    ) -> Observation:
+        """One tool call, gated and run: its full observation, whatever happened."""
+        activity_id = tool_call_id(run.key, turn, k)
+        spec = run.spec(call.name)
+
+        def failed(error_type: str, text: str) -> Observation:
+            return Observation(
+                call_id=call.id,
+                tool=call.name,
+                arguments=call.arguments,
+                ok=False,
+                error_type=error_type,
+                text=text,
+            )
+
+        if spec is None:  # not one of the run's tools: never sent to the worker
+            return failed("UnknownTool", unknown_tool_message(call.name, run.tool_names))
+        if spec.destructive:
+            approval = await ctx.ask_approval(
+                f"tool:{run.key}",
+                f"Run the destructive tool {call.name} with {_short(call.arguments, 400)}?",
+                run.settings.approval,
+            )
+            if not approval.approved:
+                return failed("NotApproved", not_approved_message(approval.reason))
+        ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}")
+        result: ToolResult = await workflow.execute_activity(
+            "call_tool",
+            ToolRequest(call=call, idempotency_key=f"{workflow.info().workflow_id}:{activity_id}"),
+            result_type=ToolResult,
+            activity_id=activity_id,
+            summary=f"call tool: {call.name}",
+            start_to_close_timeout=self.tool_timeout,
+            heartbeat_timeout=self.tool_heartbeat_timeout,
+            retry_policy=self.tool_retry,
+        )
+        return Observation(
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            ok=result.ok,
+            error_type=result.error_type,
+            text=result.content,
+        )
+
+    async def _observe(
+        self,
+        ctx: RecipeContext,
+        input: In,
+        run: _Run,
+        turn: int,
+        k: int,
+        call: ToolCall,
+        observation: Observation,
+    ) -> None:
+        """Keep the full observation (`obs:{run}:{turn}:{k}`) and tell the model what the
+        observation policy lets through."""
+        oid = observation_id(run.key, turn, k)
+        ctx.ledger.create(oid, observation)
+        run.observations[oid] = observation
+        run.calls.append(
+            ToolCallRecord(
+                id=tool_call_id(run.key, turn, k),
+                tool=call.name,
+                ok=observation.ok,
+                error_type=observation.error_type,
+            )
+        )
+        text, limit = observation.text, run.settings.max_observation_chars
+        shown = text
+        if len(text) > limit and run.settings.observation_policy == "summarize":
+            with ctx.scoped(f"summary:{oid}"):
+                summary = await self.summarize(ctx, input, oid, observation)
+            shown = f"{truncate_observation(summary, limit)}\n{summary_note(len(text))}"
+        elif len(text) > limit:
+            shown = truncate_observation(text, limit)
+        ctx.announce(f"observation: {_short(shown)}", kind="observation")
+        if run.native:
+            run.say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
+        else:
+            run.say(ChatTurn(role="user", content=observation_message(shown)))
+
+    async def _end(
+        self,
+        ctx: RecipeContext,
+        input: In,
+        run: _Run,
+        ending: Ending,
+        answer: str | None,
+        turns: int,
+    ) -> Out:
+        """The answer artifact (or the announcement of why there is none), then `finish`."""
+        answer_id = None
+        if answer is not None:
+            answer_id = react_answer_id(run.key)
+            ctx.ledger.create(answer_id, ReActAnswer(question=run.question, text=answer))
+            for oid in run.observations:
+                ctx.ledger.link(answer_id, "based_on", oid)
+            ctx.announce(f"answer: {_short(answer)}", kind="answer")
+        elif ending == "looping":
+            last = list(run.observations.values())[-1]
+            ctx.announce(
+                f"{last.tool} failed {run.settings.loop_limit} times in a row with the same "
+                "arguments: stopped",
+                kind="looping",
+            )
+        else:
+            ctx.announce(f"no answer after {turns} turns", kind="turn_limit")
+        outcome = ReActOutcome(
+            question=run.question,
+            ending=ending,
+            answer=answer,
+            answer_id=answer_id,
+            turns=turns,
+            calls=list(run.calls),
+        )
+        result = await self.finish(ctx, input, outcome)
+        ctx.set_status("completed" if ending == "answer" else ending)
+        return result
+
+
+# --- The ready, LLM-driven ReAct ----------------------------------------------------------
+
+
+class ReActInput(ReActSettings):
+    question: str = Field(description="What the agent should find out.")
+    tools: list[str] = Field(
+        default_factory=lambda: ["calculator"],
+        description="Names of the worker's tools the agent may use (`server__tool` for one "
+        "MCP tool).",
+    )
+    mcp_servers: list[str] = Field(
+        default_factory=list, description="MCP servers (by name) whose every tool it may use."
+    )
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the question is empty")
+        return value.strip()
+
+    @field_validator("tools", "mcp_servers")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        bad = [n for n in names if not TOOL_NAME.fullmatch(n)]
+        if bad:
+            raise ValueError(f"not tool names: {bad} (letters, digits, _ and -, at most 64)")
+        return names
+
+
+class ReActResult(BaseModel):
+    """How the run ended, without the conversation: the texts stay in the ledger
+    (query `artifacts`), so the result does not store them again."""
+
+    question: str
+    ending: Ending
+    answer: str | None
+    answer_id: str | None
+    turns: int
+    tool_calls: list[ToolCallRecord]
+    usage: Usage
+
+
+SYSTEM = (
+    "You are a careful assistant that answers questions with the help of tools. Use a tool "
+    "whenever it can check or compute something better than you can, read what it returns, "
+    "and answer only when the results support the answer. If a tool fails, read the error "
+    "and change what you send instead of repeating the same call."
+)
+SUMMARIZER = (
+    "You shorten a tool's result for an assistant answering the question below. Keep every "
+    "fact, number and name that could matter for the question; drop the rest. Plain text, "
+    "no preamble."
+)
+
+
+@workflow.defn
+class ReActWorkflow(ReAct[ReActInput, ReActResult]):
+    """A question and tool names in; the loop's answer, or how it stopped."""
+
+    @workflow.run
+    async def run(self, input: ReActInput) -> ReActResult:
+        return await self.execute(input)
+
+    async def finish(
+        self, ctx: RecipeContext, input: ReActInput, outcome: ReActOutcome
+    ) -> ReActResult:
+        return ReActResult(
+            question=outcome.question,
+            ending=outcome.ending,
+            answer=outcome.answer,
+            answer_id=outcome.answer_id,
+            turns=outcome.turns,
+            tool_calls=outcome.calls,
+            usage=ctx.usage,
+        )
