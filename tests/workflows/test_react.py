@@ -12,6 +12,7 @@ import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.tools import tool
 from cli.settings import Settings
 from cli.worker import build_worker
-from durafact.approval import ApprovalAnswer
+from durafact.approval import ApprovalAnswer, ApprovalPolicy
 from durafact.ledger import Ledger
 from durafact.react import Observation
 from tests.helpers import question_waiting, result_despite_worker_crash, scheduled_activities
@@ -163,6 +164,11 @@ async def test_text_protocol_answers_with_the_calculator(
         f"msg:{q}:{n}" for n in range(4)
     ]
     assert await status_of(handle) == "completed"
+    progress = await handle.query(ReActWorkflow.progress, 0)
+    statuses = [e.status for e in progress.events if e.kind == "status"]
+    assert statuses == ["turn:1", "calling:calculator", "turn:2", "completed"]
+    kinds = [e.kind for e in progress.events]
+    assert kinds.index("thought") < kinds.index("action") < kinds.index("observation")
 
 
 async def test_a_reply_that_breaks_the_format_is_corrected_and_counts_a_turn(
@@ -362,6 +368,22 @@ async def test_a_rejected_destructive_call_never_runs_and_the_model_hears_why(
     assert turn_calls(model)[1].last_user == "Observation: not approved: never that file"
     scheduled = await scheduled_activities(client, handle)
     assert not [s for s in scheduled if s.activity_id.startswith("tool:")]
+
+
+async def test_an_unanswered_destructive_call_times_out_as_not_approved(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(turns(act("delete_file", "/tmp/x"), final("nobody answered")))
+    result = await run(
+        client,
+        react_worker,
+        "Delete x if someone agrees",
+        tools=["delete_file"],
+        approval=ApprovalPolicy(timeout=timedelta(seconds=1)),
+    )
+    assert DELETED == []
+    assert result.ending == "answer"
+    assert turn_calls(model)[1].last_user == "Observation: not approved: timed out"
 
 
 # --- history discipline and crashes ---------------------------------------------------
