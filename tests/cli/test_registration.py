@@ -375,8 +375,8 @@ async def test_an_unknown_type_is_one_line_naming_the_registered_ones(
         assert run.out == ""
     assert runs[0].err_lines == [
         "starter: unknown workflow type 'TripPlaner' (registered: AnswerFlowWorkflow, "
-        "PlanExecuteWorkflow, ReflectionWorkflow, ResearchWorkflow, SupervisorWorkflow, "
-        "TripPlanner; register yours with --recipes MODULE or DURAFACT_RECIPES)"
+        "PlanExecuteWorkflow, ReActWorkflow, ReflectionWorkflow, ResearchWorkflow, "
+        "SupervisorWorkflow, TripPlanner; register yours with --recipes MODULE or DURAFACT_RECIPES)"
     ]
     assert runs[1].err_lines[0].startswith("starter: unknown workflow type 'TripPlanner'")
     assert not (tmp_path / ".durafact").exists()
