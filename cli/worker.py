@@ -1,14 +1,17 @@
 """Run every registered durafact workflow and activity on the task queue.
 
-    python worker.py [--recipes MODULE[,MODULE...]] ...     (installed: durafact-worker)
+    python worker.py [--recipes MODULE[,MODULE...]] [--mcp NAME=COMMAND|URL] ...
+                                                            (installed: durafact-worker)
 
 Runs the built-in recipes, the recipes modules named by `--recipes` (repeatable) and
 DURAFACT_RECIPES (comma-separated), and those of installed distributions' entry
-points in the group `durafact.recipes` (see cli/registry.py). Reads
-TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE, OPENAI_BASE_URL,
-OPENAI_API_KEY and DURAFACT_MODEL. A registration mistake is one line and exit code
-2, before connecting. SIGINT or SIGTERM stops polling, lets running activities
-finish (up to the graceful timeout) and exits 0.
+points in the group `durafact.recipes` (see cli/registry.py), with the tools of the
+MCP servers named by `--mcp` (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`; see
+activities/mcp.py). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE,
+OPENAI_BASE_URL, OPENAI_API_KEY and DURAFACT_MODEL. A registration or MCP
+configuration mistake is one line and exit code 2, before connecting. SIGINT or
+SIGTERM stops polling, lets running activities finish (up to the graceful timeout),
+closes the MCP servers (ending their processes) and exits 0.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
@@ -29,7 +33,8 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import ModelActivities, SourceActivities
-from activities.tools import Tool, ToolActivities, ToolCatalog
+from activities.mcp import McpConfigError, close_servers, configured_servers
+from activities.tools import Tool, ToolActivities, ToolCatalog, ToolProvider
 from cli.connection import connect, exit_now, require_search_attributes
 from cli.registry import (
     RegistrationError,
@@ -78,19 +83,21 @@ async def build_worker(
     extra_workflows: Sequence[type] = (),
     output_models: Sequence[type[BaseModel]] = (),
     tools: Sequence[Tool] = (),
+    tool_providers: Mapping[str, ToolProvider] | None = None,
 ) -> AsyncIterator[Worker]:
     """Run the registered workflows and every activity on the task queue while the
     block runs; on exit, stop the worker and close the model client it made.
 
     `registry` defaults to the built-ins; `extra_workflows`, `output_models` and
     `tools` add to it (a test's own recipe, the models its structured calls ask for,
-    and the @tool functions its tool calls name).
+    and the @tool functions its tool calls name). `tool_providers` are MCP servers by
+    name; whoever made them closes them.
     """
     registry = (registry or builtin_registry()).add(
         extra_workflows, output_models, origin="build_worker", tools=tools
     )
     # The registered Python tools; the model activity shows their specs, call_tool runs them.
-    catalog = ToolCatalog(registry.tools.values())
+    catalog = ToolCatalog(registry.tools.values(), tool_providers)
     tool_activities = ToolActivities(catalog)
     llm = openai_client(settings)
     models = ModelActivities(
@@ -128,6 +135,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="MODULE[,MODULE...]",
         help="a recipes module to run besides the built-ins (repeatable; also DURAFACT_RECIPES)",
     )
+    top.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND|URL",
+        help="an MCP server whose tools workflows name as NAME__TOOL: a command run over "
+        "stdio or an http(s) URL (streamable HTTP) (repeatable; also DURAFACT_MCP)",
+    )
     return top
 
 
@@ -135,7 +150,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         registry = load_registry(recipe_modules(args.recipes))
-    except RegistrationError as exc:
+        mcp_servers = configured_servers(args.mcp, os.environ.get("DURAFACT_MCP"))
+        ToolCatalog(registry.tools.values(), mcp_servers)  # a name both a tool and a server
+    except (RegistrationError, McpConfigError, ValueError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -159,9 +176,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
     log.info("recipes: %s (from %s)", ", ".join(registry.names()), ", ".join(registry.modules))
     log.info("tools: %s", ", ".join(sorted(registry.tools)) or "none")
-    async with build_worker(client, settings, registry):
-        await stop.wait()
-        log.info("stopping: finishing running activities")
+    for server in mcp_servers.values():
+        log.info("MCP server %s: %s (tools as %s__TOOL)", server.name, server.target, server.name)
+    try:
+        async with build_worker(client, settings, registry, tool_providers=mcp_servers):
+            await stop.wait()
+            log.info("stopping: finishing running activities")
+    finally:
+        await close_servers(mcp_servers.values())  # and their stdio processes
     log.info("worker stopped")
 
 
