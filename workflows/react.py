@@ -16,9 +16,10 @@ three-line `run`:
         async def finish(self, ctx, books, outcome): ...  # -> Verdict
 
 Optional hooks: `settings(input) -> ReActSettings` (by default the input itself
-when it is one), `mcp_servers(input)` (servers whose every tool the run may use)
-and `summarize(ctx, input, observation_id, observation)` for the `summarize`
-observation policy.
+when it is one), `mcp_servers(input)` (servers whose every tool the run may use),
+`sources(input) -> list[SourceSpec]` (where `search_sources` looks; by default the
+input's `sources`) and `summarize(ctx, input, observation_id, observation)` for the
+`summarize` observation policy.
 
 The loop. Tools are named; `list_tools` runs once per run (activity and artifact
 `tools:{run}`) and gives their specs. Then, for turn 1..`max_turns`: status
@@ -42,6 +43,21 @@ tool (`ToolSpec.destructive`) never runs before `ctx.ask_approval(thread=
 (per `settings.approval`) is the observation "not approved: REASON". Arguments
 that do not validate and tools that raise come back from the activity as failed
 observations, for the model to correct.
+
+search_sources. A run with sources is offered one more tool, `search_sources`
+(arguments `{"query": str}`), that runs in workflow code, not on a worker: a call
+is `fan_out_sources(ctx, query, sources, owner_id=tool:{run}:{turn}:{k})` (one
+`search_source` activity per source; the best `source_refs` refs stored as
+`ref:{stable_id}:{call}`, each `found_by` its `source:{source_id}`), then
+`materialize_doc` on only the best `source_docs` of them (`resolve_ref` activities;
+`resolved:{ref id}`, `materialized_from` the ref). The observation lists each read
+document's id, title and locator with an excerpt of `excerpt_chars`, and is linked
+`based_on` those documents, so the answer's provenance walks answer -> observation
+-> document -> ref -> source. Its spec is built here: the text protocol lists it
+with the worker's tools; the native protocol sends it as `tool_specs` beside the
+worker's tool names. No refs is an observation that says so; every source failing,
+or no ref that can be read, is a failed observation (`SearchFailed`,
+`ResolveFailed`), never an exception.
 
 Observations. The full observation is the artifact `obs:{run}:{turn}:{k}`; the
 model sees it through the policy: cut to `max_observation_chars` with
@@ -72,7 +88,7 @@ import json
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
@@ -84,6 +100,7 @@ from durafact.ids import (
     react_answer_id,
     react_run,
     react_turn_id,
+    search_failure_id,
     tool_call_id,
     tools_id,
 )
@@ -105,8 +122,10 @@ from durafact.react import (
     truncate_observation,
     unknown_tool_message,
 )
+from durafact.sources import Doc, SourceSpec, preview
 from durafact.tools import TOOL_NAME, ToolCall, ToolListRequest, ToolRequest, ToolResult, ToolSpec
 from workflows.recipe import Recipe, RecipeContext, subject_text
+from workflows.sources import fan_out_sources, materialize_doc
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
@@ -141,6 +160,25 @@ class ReActSettings(BaseModel):
     approval: ApprovalPolicy = Field(
         default_factory=ApprovalPolicy,
         description="How long a destructive call waits for a person, and what silence means.",
+    )
+    source_refs: int = Field(
+        default=5,
+        ge=1,
+        le=50,
+        description="search_sources: refs kept per call, best first across the sources.",
+    )
+    source_docs: int = Field(
+        default=2,
+        ge=1,
+        le=10,
+        description="search_sources: how many of the best refs are read and shown; the "
+        "others stay unread refs.",
+    )
+    excerpt_chars: int = Field(
+        default=400,
+        ge=40,
+        description="search_sources: characters of each read document the model sees (the "
+        "whole document stays in the ledger).",
     )
 
 
@@ -178,6 +216,27 @@ class ReActOutcome(BaseModel):
     calls: list[ToolCallRecord] = Field(default_factory=list)
 
 
+SEARCH_SOURCES = "search_sources"
+
+
+def search_sources_spec(sources: list[SourceSpec]) -> ToolSpec:
+    """The spec of the workflow-side tool over `sources`."""
+    names = ", ".join(spec.source_id for spec in sources)
+    return ToolSpec(
+        name=SEARCH_SOURCES,
+        description=f"Search the configured sources ({names}) and read the best matching "
+        "documents: each comes back with its id and an excerpt.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for: a few keywords."}
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+
+
 def _short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
@@ -193,9 +252,12 @@ class _Run:
         self.key = react_run(question)
         self.settings = settings
         self.specs: list[ToolSpec] = []
+        self.sources: list[SourceSpec] = []
         self.messages = 0
         self.observations: dict[str, Observation] = {}
         self.calls: list[ToolCallRecord] = []
+        # The documents a search_sources call read, by its call id: its observation's basis.
+        self.read: dict[str, list[str]] = {}
 
     @property
     def native(self) -> bool:
@@ -204,6 +266,18 @@ class _Run:
     @property
     def tool_names(self) -> list[str]:
         return [s.name for s in self.specs]
+
+    def runs_here(self, name: str) -> bool:
+        """Whether the tool runs in workflow code (search_sources) rather than on a worker."""
+        return name == SEARCH_SOURCES and bool(self.sources)
+
+    @property
+    def worker_tool_names(self) -> list[str]:
+        return [s.name for s in self.specs if not self.runs_here(s.name)]
+
+    @property
+    def workflow_tool_specs(self) -> list[ToolSpec]:
+        return [s for s in self.specs if self.runs_here(s.name)]
 
     def spec(self, name: str) -> ToolSpec | None:
         return next((s for s in self.specs if s.name == name), None)
@@ -243,6 +317,10 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     def mcp_servers(self, input: In) -> list[str]:
         return list(getattr(input, "mcp_servers", []))
 
+    def sources(self, input: In) -> list[SourceSpec]:
+        """Where `search_sources` looks; none: the tool is not offered."""
+        return list(getattr(input, "sources", []))
+
     def settings(self, input: In) -> ReActSettings:
         return input if isinstance(input, ReActSettings) else ReActSettings()
 
@@ -267,6 +345,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         run = _Run(ctx, self.question(input), self.settings(input))
+        run.sources = self.sources(input)
         run.specs = await self._list_tools(ctx, run, input)
         messages = self._system_messages(run, await self.system(ctx, input, run.specs))
         run.say(ChatTurn(role="user", content=f"Question: {run.question}"))
@@ -280,7 +359,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 response = await ctx.llm.request(
                     messages,
                     conversation=run.conversation(),
-                    tools=run.tool_names if run.native else None,
+                    tools=run.worker_tool_names if run.native else None,
+                    tool_specs=run.workflow_tool_specs if run.native else None,
                     stop=None if run.native else STOP,
                     summary=f"request model: turn {turn}",
                 )
@@ -317,8 +397,10 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         ]
 
     async def _list_tools(self, ctx: RecipeContext, run: _Run, input: In) -> list[ToolSpec]:
-        """The run's tools, listed once (`tools:{run}`)."""
-        request = ToolListRequest(tools=self.tools(input), mcp_servers=self.mcp_servers(input))
+        """The run's tools, listed once (`tools:{run}`), and search_sources when the run has
+        sources (its spec made here)."""
+        names = [n for n in self.tools(input) if not run.runs_here(n)]
+        request = ToolListRequest(tools=names, mcp_servers=self.mcp_servers(input))
         specs: list[ToolSpec] = []
         if request.tools or request.mcp_servers:
             names = ", ".join([*request.tools, *request.mcp_servers])
@@ -332,6 +414,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 heartbeat_timeout=self.tool_heartbeat_timeout,
                 retry_policy=self.tool_retry,
             )
+        if run.sources:
+            specs = [s for s in specs if s.name != SEARCH_SOURCES]
+            specs.append(search_sources_spec(run.sources))
         # The listing on lines of its own after the `[tools:{run}]` the model activity adds.
         listing = f"\n{render_tools(specs)}"
         ctx.ledger.create(tools_id(run.key), ToolList(specs=specs, text=listing))
@@ -407,6 +492,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             if not approval.approved:
                 return failed("NotApproved", not_approved_message(approval.reason))
         ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}")
+        if run.runs_here(call.name):
+            return await self._search_sources(ctx, run, activity_id, call)
         result: ToolResult = await workflow.execute_activity(
             "call_tool",
             ToolRequest(call=call, idempotency_key=f"{workflow.info().workflow_id}:{activity_id}"),
@@ -426,6 +513,65 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             text=result.content,
         )
 
+    async def _search_sources(
+        self, ctx: RecipeContext, run: _Run, owner: str, call: ToolCall
+    ) -> Observation:
+        """search_sources in workflow code: fan out, read the best few refs, show excerpts.
+        The documents read are kept in `run.read[owner]` for the observation's links."""
+
+        def seen(text: str, error_type: str | None = None) -> Observation:
+            return Observation(
+                call_id=call.id,
+                tool=call.name,
+                arguments=call.arguments,
+                ok=error_type is None,
+                error_type=error_type,
+                text=text,
+            )
+
+        query = call.arguments.get("query") if isinstance(call.arguments, dict) else None
+        if not isinstance(query, str) or not query.strip():
+            return seen(
+                f'invalid arguments for {SEARCH_SOURCES}: give {{"query": "..."}}, a non-empty '
+                f"string, not {_short(call.arguments)}",
+                "InvalidArguments",
+            )
+        query = query.strip()
+        names = ", ".join(s.source_id for s in run.sources)
+        refs = await fan_out_sources(
+            ctx, query, sources=run.sources, owner_id=owner, limit=run.settings.source_refs
+        )
+        if not refs:
+            failed = [
+                s.source_id
+                for s in run.sources
+                if search_failure_id(s.source_id, owner) in ctx.ledger
+            ]
+            if len(failed) == len(run.sources):
+                return seen(f"searching failed in every source ({names})", "SearchFailed")
+            return seen(f"no documents match {query!r} in {names}; try other words")
+        chosen = refs[: run.settings.source_docs]
+        docs = [
+            doc.typed(Doc)
+            for doc in await asyncio.gather(*(materialize_doc(ctx, ref) for ref in chosen))
+            if doc is not None
+        ]
+        if not docs:
+            return seen(
+                f"found {len(refs)} references for {query!r}, but none of the best "
+                f"{len(chosen)} could be read",
+                "ResolveFailed",
+            )
+        run.read[owner] = [doc.id for doc in docs]
+        lines = [f"{len(docs)} of {len(refs)} references for {query!r} read ({names}); cite by id:"]
+        for doc in docs:
+            title = doc.data.title or doc.data.uid
+            lines.append(
+                f"[{doc.id}] {title} ({doc.data.source_id}: {doc.data.uid})\n"
+                f"{preview(doc.data.text, run.settings.excerpt_chars)}"
+            )
+        return seen("\n\n".join(lines))
+
     async def _observe(
         self,
         ctx: RecipeContext,
@@ -441,6 +587,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         oid = observation_id(run.key, turn, k)
         ctx.ledger.create(oid, observation)
         run.observations[oid] = observation
+        for doc_id in run.read.get(tool_call_id(run.key, turn, k), []):
+            ctx.ledger.link(oid, "based_on", doc_id)
         run.calls.append(
             ToolCallRecord(
                 id=tool_call_id(run.key, turn, k),
@@ -515,6 +663,10 @@ class ReActInput(ReActSettings):
     mcp_servers: list[str] = Field(
         default_factory=list, description="MCP servers (by name) whose every tool it may use."
     )
+    sources: list[SourceSpec] = Field(
+        default_factory=list,
+        description="Where the built-in `search_sources` looks; with none it is not offered.",
+    )
 
     @field_validator("question")
     @classmethod
@@ -530,6 +682,16 @@ class ReActInput(ReActSettings):
         if bad:
             raise ValueError(f"not tool names: {bad} (letters, digits, _ and -, at most 64)")
         return names
+
+    @model_validator(mode="after")
+    def _sources(self) -> ReActInput:
+        ids = [s.source_id for s in self.sources]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"two sources are named {', '.join(map(repr, twice))}")
+        if SEARCH_SOURCES in self.tools and not self.sources:
+            raise ValueError(f"{SEARCH_SOURCES} needs sources to search: give sources")
+        return self
 
 
 class ReActResult(BaseModel):

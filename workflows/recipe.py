@@ -53,6 +53,7 @@ from durafact.llm import (
     Usage,
     type_path,
 )
+from durafact.tools import ToolSpec
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
@@ -159,6 +160,7 @@ class ModelCalls:
         output: type[BaseModel] | None = None,
         conversation: ArtifactSpan | None = None,
         tools: list[str] | None = None,
+        tool_specs: list[ToolSpec] | None = None,
         stop: list[str] | None = None,
         summary: str | None = None,
         temperature: float | None = None,
@@ -166,7 +168,8 @@ class ModelCalls:
     ) -> LLMResponse:
         """The general form: explicit messages, optional structured output; for a tool
         loop or a chat, the run's `ChatTurn` artifacts (`conversation`, a reference read
-        by the activity), the tools the model may call (by name) and stop sequences."""
+        by the activity), the tools the model may call (by name, or `tool_specs` for tools
+        the workflow runs itself) and stop sequences."""
         ctx = self._ctx
         activity_id = ctx.next_activity_id("llm")
         response: LLMResponse = await workflow.execute_activity(
@@ -176,6 +179,7 @@ class ModelCalls:
                 output_type=type_path(output) if output else None,
                 conversation=conversation,
                 tools=tools or [],
+                tool_specs=tool_specs or [],
                 stop=stop,
                 temperature=temperature,
                 max_tokens=max_tokens,

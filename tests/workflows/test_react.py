@@ -26,9 +26,11 @@ from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer, ApprovalPolicy
 from durafact.ledger import Ledger
 from durafact.react import Observation
+from durafact.sources import Doc, SourceRef, SourceSpec
 from tests.helpers import question_waiting, result_despite_worker_crash, scheduled_activities
 from tests.scripted_model import Call, ScriptedModel, ToolCalls
 from workflows import ReActInput, ReActResult, ReActWorkflow
+from workflows.react import SEARCH_SOURCES
 from workflows.recipe import STATUS_ATTRIBUTE
 
 # --- tools of these tests -------------------------------------------------------------
@@ -384,6 +386,148 @@ async def test_an_unanswered_destructive_call_times_out_as_not_approved(
     assert DELETED == []
     assert result.ending == "answer"
     assert turn_calls(model)[1].last_user == "Observation: not approved: timed out"
+
+
+# --- search_sources: a workflow-side tool with provenance -----------------------------
+
+TIDES = {
+    "brest.md": "# Tides at Brest\n\nThe spring tide at Brest rises about seven metres "
+    "above low water.\n\nThe harbour master publishes the tide tables every month.",
+    "moon.md": "# The moon\n\nThe moon pulls the sea: every tide follows it.",
+    "calendar.md": "# Calendar\n\nA tide table lists high water for each day.",
+    "recipes.md": "# Crepes\n\nFlour, eggs, milk and a pinch of salt.",
+}
+
+
+def tide_docs(tmp_path: Path) -> SourceSpec:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name, text in TIDES.items():
+        (root / name).write_text(text)
+    return SourceSpec.files(str(root))
+
+
+async def test_search_sources_reads_the_best_refs_and_the_answer_walks_down_to_the_source(
+    client: Client, react_worker: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    q = "How high is the spring tide at Brest"
+    call = f"tool:{q}:1:0"
+    model.reply(
+        turns(act(SEARCH_SOURCES, "spring tide Brest"), final("About seven metres (brest.md)."))
+    )
+    handle = await start(
+        client, react_worker, q, sources=[tide_docs(tmp_path)], source_refs=3, source_docs=1
+    )
+    result: ReActResult = await handle.result()
+    assert (result.ending, result.answer) == ("answer", "About seven metres (brest.md).")
+    assert [(c.id, c.tool, c.ok) for c in result.tool_calls] == [(call, SEARCH_SOURCES, True)]
+
+    # Offered beside the worker's tools, with its arguments.
+    first, second = turn_calls(model)
+    system = first.messages[0]["content"]
+    assert "- calculator:" in system
+    assert "- search_sources: Search the configured sources (docs)" in system
+    assert 'Action Input: {"query": string (What to look for: a few keywords.)}' in system
+
+    # The call's refs: the best three of the files that share a word with the query,
+    # owned by the call; only the best one was read.
+    ledger = await ledger_of(handle)
+    refs = [a.typed(SourceRef) for a in ledger.all() if a.id.startswith("ref:")]
+    assert len(refs) == 3
+    assert all(r.id.endswith(f":{call}") for r in refs)
+    assert "recipes.md" not in [r.data.uid for r in refs]
+    docs = [a.typed(Doc) for a in ledger.all() if a.id.startswith("resolved:")]
+    assert [(d.data.uid, d.data.text) for d in docs] == [("brest.md", TIDES["brest.md"])]
+    (doc,) = docs
+    best_ref = doc.data.ref_id
+    scheduled = await scheduled_activities(client, handle)
+    assert [(s.activity_id, s.summary) for s in scheduled] == [
+        (f"tools:{q}", "get tools: calculator"),
+        (f"llm:react:{q}:1", "request model: turn 1"),
+        (f"search:docs:{call}", "search source: docs"),
+        (f"resolve:{best_ref}", "resolve doc: brest.md"),
+        (f"llm:react:{q}:2", "request model: turn 2"),
+    ]
+    # No call_tool activity: search_sources never reaches a worker's tool catalog.
+    assert scheduled[0].input["tools"] == ["calculator"]
+
+    # The model sees the document's id and an excerpt; the observation is linked to it.
+    shown = second.last_user
+    assert shown.startswith("Observation: 1 of 3 references for 'spring tide Brest' read (docs)")
+    assert f"[{doc.id}] Tides at Brest (docs: brest.md)" in shown
+    assert "rises about seven metres above low water" in shown
+
+    # answer -> observation -> document -> ref -> source, and nothing else below it.
+    chain = []
+    node = ledger.provenance(result.answer_id)
+    while True:
+        chain.append((node.relation, node.id))
+        if not node.children:
+            break
+        (node,) = node.children
+    assert chain == [
+        (None, f"answer:{q}"),
+        ("based_on", f"obs:{q}:1:0"),
+        ("based_on", doc.id),
+        ("materialized_from", best_ref),
+        ("found_by", "source:docs"),
+    ]
+    assert ledger.get("source:docs").typed(SourceSpec).data.root == str(tmp_path / "docs")
+
+
+async def test_native_protocol_offers_search_sources_by_its_spec(
+    client: Client, react_worker: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    q = "Tell me about the moon and the tide"
+    model.reply(
+        turns(
+            ToolCalls([(SEARCH_SOURCES, {"query": "moon tide"})], ids=["call_s"]),
+            "The moon pulls the sea.",
+        )
+    )
+    handle = await start(
+        client, react_worker, q, protocol="native", tools=[], sources=[tide_docs(tmp_path)]
+    )
+    result: ReActResult = await handle.result()
+    assert (result.ending, result.answer) == ("answer", "The moon pulls the sea.")
+    first, second = turn_calls(model)
+    assert first.tool_names == [SEARCH_SOURCES]
+    (schema,) = first.body["tools"]
+    assert schema["function"]["parameters"]["required"] == ["query"]
+    (tool_message,) = [m for m in second.messages if m["role"] == "tool"]
+    assert tool_message["tool_call_id"] == "call_s"
+    assert tool_message["content"].startswith("2 of ")
+    assert "The moon pulls the sea" in tool_message["content"]
+    ledger = await ledger_of(handle)
+    read = [link.target for link in ledger.links_from(f"obs:{q}:1:0", "based_on")]
+    assert len(read) == 2 and all(ledger.get(d).type == "Doc" for d in read)
+    # No worker tool was named, so no tool list was asked for.
+    scheduled = await scheduled_activities(client, handle)
+    assert not [s for s in scheduled if s.activity_id.startswith(("tools:", "tool:"))]
+
+
+async def test_a_search_nothing_matches_says_so_and_reads_nothing(
+    client: Client, react_worker: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    q = "Who won the chess final"
+    model.reply(turns(act(SEARCH_SOURCES, "chess grandmaster"), final("I do not know.")))
+    handle = await start(client, react_worker, q, tools=[], sources=[tide_docs(tmp_path)])
+    result: ReActResult = await handle.result()
+    assert result.tool_calls[0].ok
+    assert turn_calls(model)[1].last_user == (
+        "Observation: no documents match 'chess grandmaster' in docs; try other words"
+    )
+    ledger = await ledger_of(handle)
+    assert not [a for a in ledger.all() if a.id.startswith(("ref:", "resolved:"))]
+
+
+def test_search_sources_needs_sources_and_distinct_source_ids(tmp_path: Path) -> None:
+    spec = SourceSpec.files(str(tmp_path))
+    with pytest.raises(ValueError, match="search_sources needs sources"):
+        ReActInput(question="q", tools=["search_sources"])
+    with pytest.raises(ValueError, match="two sources are named 'docs'"):
+        ReActInput(question="q", sources=[spec, spec])
+    assert ReActInput(question="q", tools=["search_sources"], sources=[spec]).sources == [spec]
 
 
 # --- history discipline and crashes ---------------------------------------------------
