@@ -15,12 +15,26 @@ from temporalio.client import WorkflowFailureError
 
 from cli import embedded
 from cli.embedded import Embedded
-from cli.output import ANSWER_HINT, Failed, emit_json, failure_text, indent, note, print_result, say
+from cli.output import (
+    ANSWER_HINT,
+    Failed,
+    brief,
+    emit_json,
+    failure_text,
+    indent,
+    note,
+    print_result,
+    say,
+)
 from cli.settings import Settings
 from workflows.recipe import Progress
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
+# Announcements of a tool loop's turns (workflows/react.py): one short line each,
+# however long the thought, the arguments or the tool's output.
+BRIEF_KINDS = frozenset({"thought", "action", "observation", "answer", "correction"})
+BRIEF_WIDTH = 100
 
 
 async def wait_and_print(
@@ -112,7 +126,11 @@ class ProgressFeed:
         except Exception:
             return  # not answerable yet (no workflow task done) or no worker: try again
         for event in page.events:
-            say(indent(event.message, f"  [{event.status}] "))
+            label = f"  [{event.status}] "
+            if event.kind in BRIEF_KINDS:
+                say(label + brief(event.message, max(BRIEF_WIDTH - len(label), 40)))
+            else:
+                say(indent(event.message, label))
             if event.kind == "question":
                 # Once per question: a person must act before the workflow goes on.
                 say(

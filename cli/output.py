@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 from durafact.sources import SourceFailure
 from workflows.answer_flow import AnswerFlowResult
 from workflows.plan_execute import PlanExecuteResult
+from workflows.react import ReActResult
 from workflows.reflection import ReflectionResult
 from workflows.research import ResearchResult
 from workflows.supervisor import SupervisorResult
@@ -42,6 +43,11 @@ def fail(message: str) -> None:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def brief(text: str, limit: int = 100) -> str:
+    """A progress line of the tool loop: one line, its label capitalized, cut to `limit`."""
+    return summarize(text[:1].upper() + text[1:], limit)
 
 
 def summarize(text: str, limit: int = 100) -> str:
@@ -170,10 +176,33 @@ def _research(value: ResearchResult) -> None:
         say(f"  {f.stage} failed: {where}: {f.error_type}: {one_line(f.message)}")
 
 
+def _react(value: ReActResult) -> None:
+    if value.answer is not None:
+        say("answer:")
+        say(indent(value.answer, "  "))
+    elif value.ending == "looping":
+        failing = [c for c in value.tool_calls if not c.ok]
+        last = failing[-1] if failing else None
+        what = f"{last.tool} failed ({last.error_type or 'error'})" if last else "a call failed"
+        say(f"no answer: looping: {what} the same way again and again, so the run stopped")
+    else:
+        say(f"no answer: turn_limit: the model did not answer within {value.turns} turns")
+    say(f"turns: {value.turns}")
+    if not value.tool_calls:
+        say("tool calls: none")
+        return
+    say("tool calls:")
+    for call in value.tool_calls:
+        turn = call.id.rsplit(":", 2)[-2] if call.id.count(":") >= 2 else "?"
+        outcome = "ok" if call.ok else f"failed ({call.error_type or 'error'})"
+        say(f"  turn {turn}: {call.tool} {outcome}")
+
+
 PRINTERS: dict[type, Any] = {
     PlanExecuteResult: _plan,
     ReflectionResult: _reflection,
     AnswerFlowResult: _answers,
     SupervisorResult: _supervisor,
     ResearchResult: _research,
+    ReActResult: _react,
 }

@@ -1,4 +1,4 @@
-"""The per-recipe commands: `plan`, `reflect`, `answer`, `route`, `research`.
+"""The per-recipe commands: `plan`, `reflect`, `answer`, `route`, `research`, `react`.
 
 Conveniences over `start TYPE --input ...`: each turns its arguments into the
 ready workflow's input, checked here (one line, exit code 2, before any
@@ -18,17 +18,18 @@ from pydantic import BaseModel, ValidationError
 
 from activities.skills import SkillError, load_skills
 from cli.launch import Launch
-from cli.output import Failed, summarize
+from cli.output import Failed, one_line, summarize
 from cli.registry import Registry
 from durafact.answer_flow import AnswerBatchError
 from durafact.sources import SourceSpec
 from workflows.answer_flow import AnswerFlowWorkflow, load_answer_batch
 from workflows.plan_execute import Goal, PlanExecuteWorkflow
+from workflows.react import ReActInput, ReActWorkflow
 from workflows.reflection import ReflectionInput, ReflectionWorkflow
 from workflows.research import ResearchInput, ResearchWorkflow
 from workflows.supervisor import SupervisorRequest, SupervisorWorkflow
 
-RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research")
+RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research", "react")
 REPO = Path(__file__).resolve().parent.parent
 SKILLS = REPO / "skills"
 # What `research` reads when no source is given: the shipped sample shop.
@@ -113,6 +114,36 @@ def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -
         "--max-docs", type=int, default=4, help="documents the model may read (default 4)"
     )
 
+    react = commands.add_parser(
+        "react",
+        parents=parents,
+        help="answer a question in a tool loop: think, call a tool, read what it said, repeat",
+    )
+    react.add_argument("question", help="what to find out")
+    react.add_argument(
+        "--tools",
+        action="append",
+        metavar="NAME[,NAME...]",
+        help="the worker's tools the agent may use (repeatable; default: calculator; "
+        "'' for none; SERVER__TOOL for one MCP tool)",
+    )
+    react.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an MCP server configured on the worker whose every tool it may use (repeatable)",
+    )
+    react.add_argument(
+        "--protocol",
+        choices=("text", "native"),
+        default="text",
+        help="text: Thought/Action/Observation (default); native: the chat API's tool calls",
+    )
+    react.add_argument(
+        "--max-turns", type=int, default=8, metavar="N", help="model calls at most (default 8)"
+    )
+
 
 def ready(
     registry: Registry,
@@ -186,6 +217,8 @@ def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
         )
     if args.command == "research":
         return research_launch(args, registry)
+    if args.command == "react":
+        return react_launch(args, registry)
     try:
         document = Path(args.file).read_bytes()
     except OSError as exc:
@@ -238,6 +271,34 @@ def research_launch(args: argparse.Namespace, registry: Registry) -> Launch:
         f"**Question:** {request.question}\n\n**Sources:** {listed}, **limit:** "
         f"{request.limit}, **max docs:** {request.max_docs}",
     )
+
+
+def react_launch(args: argparse.Namespace, registry: Registry) -> Launch:
+    """The tool loop: the question, its tools (the calculator unless told) and budget."""
+    values: dict[str, Any] = {
+        "question": args.question,
+        "mcp_servers": names(args.mcp),
+        "protocol": args.protocol,
+        "max_turns": args.max_turns,
+    }
+    if args.tools is not None:
+        values["tools"] = names(args.tools)
+    request = checked(ReActInput, values, positional="question", options={"mcp_servers": "--mcp"})
+    tools = ", ".join([*request.tools, *request.mcp_servers]) or "none"
+    return ready(
+        registry,
+        ReActWorkflow,
+        request,
+        "react",
+        f"react: {summarize(request.question)}",
+        f"**Question:** {request.question}\n\n**Tools:** {tools}, **protocol:** "
+        f"{request.protocol}, **max turns:** {request.max_turns}",
+    )
+
+
+def names(given: list[str]) -> list[str]:
+    """Names from repeatable, comma-separated options: `--tools a,b --tools c`."""
+    return [name.strip() for option in given for name in option.split(",") if name.strip()]
 
 
 def research_sources(args: argparse.Namespace) -> list[SourceSpec]:
@@ -304,15 +365,23 @@ def duration(text: str, option: str) -> timedelta:
     return timedelta(**{UNITS[match[2]]: int(match[1])})
 
 
-def checked(model: type[BaseModel], values: dict[str, Any]) -> Any:
-    """`model` from command-line values, or a one-line reason naming the option."""
+def checked(
+    model: type[BaseModel],
+    values: dict[str, Any],
+    positional: str | None = None,
+    options: dict[str, str] | None = None,
+) -> Any:
+    """`model` from command-line values, or a one-line reason naming the option.
+
+    `positional` is the field the command's argument fills (by default the model's
+    first); `options` names the option of a field whose name is not `--field-name`."""
     try:
         return model.model_validate(values)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else ""
-        reason = str(error.get("ctx", {}).get("error") or error["msg"])
-        positional = next(iter(model.model_fields))
-        if field and field != positional:
-            reason = f"--{field.replace('_', '-')}: {reason}"
+        reason = one_line(str(error.get("ctx", {}).get("error") or error["msg"]))
+        if field and field != (positional or next(iter(model.model_fields))):
+            option = (options or {}).get(field) or f"--{field.replace('_', '-')}"
+            reason = f"{option}: {reason}"
         raise Failed(reason, code=2) from None

@@ -10,6 +10,8 @@
     python starter.py research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
                       [--csv-key COLUMN] [--url URL ...] [--search-endpoint URL] [--allow-private]
                       [--limit N] [--max-docs N]
+    python starter.py react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
+                      [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--recipes MODULE[,MODULE...]])
     python starter.py pending [--json]          # every workflow waiting for a person
     python starter.py approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]

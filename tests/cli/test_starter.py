@@ -16,20 +16,23 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from activities.tools import tool
 from cli.output import ANSWER_HINT
 from cli.settings import Settings
+from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.sources import SourceSpec
 from tests.helpers import ROOT, clean_env, free_port, question_waiting, spawn, starter
 from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
-from tests.scripted_model import Call, ScriptedModel
+from tests.scripted_model import Call, ScriptedModel, ToolCalls
 from tests.scripted_research import (
     KAYAK_QUESTION,
     SUM_QUESTION,
@@ -38,6 +41,7 @@ from tests.scripted_research import (
     sum_script,
 )
 from workflows import AnswerFlowResult, PlanExecuteResult, SupervisorResult, SupervisorWorkflow
+from workflows.react import ReActResult
 from workflows.recipe import RECIPE_ATTRIBUTE
 from workflows.research import ResearchResult
 
@@ -277,8 +281,8 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.code == 2
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
-        "(commands: start, plan, reflect, answer, route, research, pending, approve, decide, "
-        "status, result, up, down)"
+        "(commands: start, plan, reflect, answer, route, research, react, pending, approve, "
+        "decide, status, result, up, down)"
     ]
 
 
@@ -795,5 +799,181 @@ async def test_bad_research_input_is_one_line_and_starts_nothing(
     run = await starter(*args, env=starter_env, cwd=tmp_path)
     assert run.code == 2
     assert len(run.err_lines) == 1 and run.err_lines[0].startswith(reason), run.err
+    queue = starter_env["DURAFACT_TASK_QUEUE"]
+    assert await executions(client, f'TaskQueue="{queue}"') == []
+
+
+# --- react ------------------------------------------------------------------------------
+
+CALC_QUESTION = "What is 17 * 23?"
+LONG_THOUGHT = "I should multiply the two numbers, " + "checking every digit twice, " * 12
+
+
+@tool(destructive=True)
+def shred(path: str) -> str:
+    """Shred a document for good."""
+    return f"shredded {path}"
+
+
+@pytest.fixture
+async def shredder_env(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> AsyncIterator[dict[str, str]]:
+    """The starter on a task queue whose in-process worker also runs the destructive `shred`."""
+    async with build_worker(client, settings, tools=[shred]):
+        yield clean_env(
+            TEMPORAL_ADDRESS=client.service_client.config.target_host,
+            DURAFACT_TASK_QUEUE=settings.task_queue,
+            OPENAI_BASE_URL=model.url,
+        )
+
+
+def agent(*replies: str) -> Callable[[Call], str]:
+    """Reply n answers the tool loop's model call of turn n (`llm:react:{run}:{n}`)."""
+
+    def reply(call: Call) -> str:
+        turn = int(call.activity_id.rsplit(":", 1)[-1])
+        return replies[min(turn, len(replies)) - 1]
+
+    return reply
+
+
+def act(tool_name: str, arguments: str, thought: str = "I should use a tool.") -> str:
+    return f"Thought: {thought}\nAction: {tool_name}\nAction Input: {arguments}\nPAUSE"
+
+
+def final(answer: str) -> str:
+    return f"Thought: I now know the answer.\nFinal Answer: {answer}"
+
+
+async def test_react_answers_a_calculator_question_showing_each_turn_in_one_short_line(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(agent(act("calculator", '{"expression": "17 * 23"}', LONG_THOUGHT), final("391")))
+    run = await starter("react", CALC_QUESTION, env=starter_env, cwd=tmp_path)
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[0].startswith("started workflow react-")
+    progress = [line for line in lines if line.startswith("  [")]
+    assert "  [starting] tools: calculator" in progress, run.out
+    thought = next(line for line in progress if "] Thought: I should multiply" in line)
+    assert len(thought) <= 100 and thought.endswith("…")  # cut, however long the thought
+    assert '  [turn:1] Action: calculator {"expression": "17 * 23"}' in progress
+    assert "  [calling:calculator] Observation: 391" in progress
+    assert "  [turn:2] Answer: 391" in progress
+    # In the order the loop ran them: thought, action, observation, then the answer.
+    order = [thought, "  [calling:calculator] Observation: 391", "  [turn:2] Answer: 391"]
+    positions = [progress.index(line) for line in order]
+    assert positions == sorted(positions)
+    # The result: the answer, the turns, and each tool call with how it went.
+    assert lines[lines.index("answer:") + 1] == "  391"
+    assert "turns: 2" in lines
+    assert lines[lines.index("tool calls:") + 1] == "  turn 1: calculator ok"
+    assert lines[-1].startswith("Web UI: http://localhost:8233/namespaces/default/workflows/react-")
+    workflow_id = lines[0].split()[2]
+    description = await client.get_workflow_handle(workflow_id).describe()
+    assert await description.static_summary() == f"react: {CALC_QUESTION}"
+    assert description.typed_search_attributes.get(RECIPE_ATTRIBUTE) == "react"
+
+
+async def test_react_json_is_one_object_with_the_loops_result_in_either_protocol(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(agent(act("calculator", "2 ** 10"), final("1024")))
+    text = await starter(
+        "react", "What is 2 to the 10th?", "--max-turns", "3", "--json",
+        env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+
+    assert text.code == 0, text.err
+    assert text.err == ""
+    doc = json.loads(text.out)  # the whole of stdout is one JSON object, no progress
+    assert set(doc) == {"workflow_id", "run_id", "status", "result", "ui_url"}
+    assert doc["status"] == "COMPLETED" and doc["workflow_id"].startswith("react-")
+    result = ReActResult.model_validate(doc["result"])
+    assert (result.ending, result.answer, result.turns) == ("answer", "1024", 2)
+    assert [(c.tool, c.ok) for c in result.tool_calls] == [("calculator", True)]
+
+    model.reset()
+    both = [("calculator", {"expression": "2 ** 10"}), ("calculator", {"expression": "2 ** 5"})]
+
+    def native(call: Call) -> str | ToolCalls:
+        return ToolCalls(both) if call.activity_id.endswith(":1") else "1024 and 32"
+
+    model.reply(native)
+    run = await starter(
+        "react", "What are 2**10 and 2**5?", "--protocol", "native", "--json",
+        env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    result = ReActResult.model_validate(json.loads(run.out)["result"])
+    assert (result.answer, result.turns) == ("1024 and 32", 2)
+    assert [(c.tool, c.ok) for c in result.tool_calls] == [("calculator", True)] * 2
+    assert model.calls_for("llm:react:")[0].tool_names == ["calculator"]  # tools= was used
+
+
+async def test_react_without_an_answer_says_how_the_loop_ended(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(agent(act("calculator", "1 / 0")))  # the same failing call, every turn
+    looping = await starter("react", "What is 1 / 0?", env=starter_env, cwd=tmp_path)
+    assert looping.code == 0, looping.err
+    lines = looping.out.splitlines()
+    assert any(line.startswith("no answer: looping: calculator failed (") for line in lines)
+    assert "  turn 3: calculator failed (ToolError)" in lines, looping.out
+
+    model.reply(agent(act("calculator", "1 + 1", "Let me check again.")))
+    limited = await starter(
+        "react", "What is 1 + 1?", "--max-turns", "2", env=starter_env, cwd=tmp_path
+    )
+    assert limited.code == 0, limited.err
+    assert "no answer: turn_limit: the model did not answer within 2 turns" in limited.out
+    assert "turns: 2" in limited.out.splitlines()
+
+
+async def test_react_asks_a_person_before_a_destructive_tool_and_says_how_to_answer(
+    shredder_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(agent(act("shred", '{"path": "q3.pdf"}'), final("Shredded q3.pdf.")))
+    workflow_id = f"react-{uuid.uuid4().hex[:6]}"
+    process = await spawn(
+        "react", "Shred q3.pdf", "--tools", "shred", "--id", workflow_id,
+        env=shredder_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen = await read_until(process.stdout, "waiting for a person")
+    question = await question_waiting(client.get_workflow_handle(workflow_id))
+    approved = await starter("approve", workflow_id, env=shredder_env, cwd=tmp_path)
+    assert approved.code == 0, approved.err
+    rest, err = await asyncio.wait_for(process.communicate(), 60)
+    lines = seen + rest.decode().splitlines()
+
+    assert process.returncode == 0, err
+    hint = f"  waiting for a person: python starter.py approve {workflow_id} {ANSWER_HINT}"
+    assert lines.count(hint) == 1
+    asked = lines[lines.index(hint) - 1]
+    assert asked.startswith(f"  [awaiting_approval] {question.id} (approve): Run the destructive")
+    assert "  [calling:shred] Observation: shredded q3.pdf" in lines
+    assert lines[lines.index("tool calls:") + 1] == "  turn 1: shred ok"
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["react", "  "], "starter: the question is empty"),
+        (["react", "x", "--max-turns", "0"], "starter: --max-turns: "),
+        (["react", "x", "--tools", "calculator,no such"], "starter: --tools: not tool names"),
+        (["react", "x", "--mcp", "a/b"], "starter: --mcp: not tool names"),
+        (["react", "x", "--protocol", "json"], "starter: argument --protocol: invalid choice"),
+    ],
+)
+async def test_bad_react_input_is_one_line_and_starts_nothing(
+    starter_env: dict[str, str], client: Client, tmp_path: Path, args: list[str], reason: str
+) -> None:
+    run = await starter(*args, env=starter_env, cwd=tmp_path)
+    assert run.code == 2
+    assert len(run.err_lines) == 1 and run.err_lines[0].startswith(reason), run.err
+    assert run.out == ""
     queue = starter_env["DURAFACT_TASK_QUEUE"]
     assert await executions(client, f'TaskQueue="{queue}"') == []
