@@ -14,6 +14,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 from temporalio.client import Client, WorkflowFailureError
 
@@ -36,6 +37,8 @@ from workflows import (
     AnswerFlowWorkflow,
     Goal,
     PlanExecuteWorkflow,
+    PlanReActInput,
+    PlanReActWorkflow,
     ReActInput,
     ReActWorkflow,
     ReflectionInput,
@@ -266,6 +269,38 @@ async def react_native(client: Client, model: ScriptedModel) -> str:
     return "react_native"
 
 
+async def plan_react(client: Client, model: ScriptedModel) -> str:
+    """A plan of two steps, each a ReAct child: the first answers with the calculator,
+    the second runs out of turns."""
+    step_agents = [
+        agent(
+            'Thought: compute it.\nAction: calculator\nAction Input: {"expression": "3 * 12"}',
+            "Thought: I now know the answer.\nFinal Answer: 36",
+        ),
+        agent(
+            "Thought: add.\nAction: calculator\nAction Input: 36 + 1",
+            "Thought: add again.\nAction: calculator\nAction Input: 37 + 1",
+        ),
+    ]
+
+    def reply(call: Call) -> str | dict | ToolCalls:
+        if call.schema_name == "Plan":
+            return {"steps": ["Count the eggs in three boxes of twelve", "Count them again"]}
+        if call.activity_id.startswith("llm:react:"):
+            workflow_id = unquote(call.headers["x-durafact-workflow-id"])
+            return step_agents[int(workflow_id.rsplit(":", 1)[-1])](call)
+        return "Three boxes hold 36 eggs."
+
+    model.reply(reply)
+    await client.execute_workflow(
+        PlanReActWorkflow.run,
+        PlanReActInput(text="How many eggs are in three boxes of twelve?", max_turns=2),
+        id="plan_react",
+        task_queue=QUEUE,
+    )
+    return "plan_react"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -280,6 +315,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     research_insufficient,
     react,
     react_native,
+    plan_react,
 ]
 
 

@@ -29,6 +29,7 @@ from workflows.plan_execute import (
     PlanStep,
     StepResult,
 )
+from workflows.plan_react import AgentStepResult, PlanReActInput, PlanReActResult, PlanReActWorkflow
 from workflows.react import (
     ReAct,
     ReActAnswer,
@@ -99,6 +100,7 @@ RECIPES = [
     SupervisorWorkflow,
     ResearchWorkflow,
     ReActWorkflow,
+    PlanReActWorkflow,
 ]
 OUTPUT_MODELS = [
     Plan,
@@ -117,6 +119,7 @@ __all__ = [
     "OUTPUT_MODELS",
     "RECIPES",
     "SEARCH_ATTRIBUTES",
+    "AgentStepResult",
     "Announcement",
     "AnswerBatchInput",
     "AnswerDraft",
@@ -146,6 +149,9 @@ __all__ = [
     "PlanExecute",
     "PlanExecuteResult",
     "PlanExecuteWorkflow",
+    "PlanReActInput",
+    "PlanReActResult",
+    "PlanReActWorkflow",
     "PlanStep",
     "Progress",
     "Question",

@@ -375,8 +375,9 @@ async def test_an_unknown_type_is_one_line_naming_the_registered_ones(
         assert run.out == ""
     assert runs[0].err_lines == [
         "starter: unknown workflow type 'TripPlaner' (registered: AnswerFlowWorkflow, "
-        "PlanExecuteWorkflow, ReActWorkflow, ReflectionWorkflow, ResearchWorkflow, "
-        "SupervisorWorkflow, TripPlanner; register yours with --recipes MODULE or DURAFACT_RECIPES)"
+        "PlanExecuteWorkflow, PlanReActWorkflow, ReActWorkflow, ReflectionWorkflow, "
+        "ResearchWorkflow, SupervisorWorkflow, TripPlanner; register yours with --recipes MODULE "
+        "or DURAFACT_RECIPES)"
     ]
     assert runs[1].err_lines[0].startswith("starter: unknown workflow type 'TripPlanner'")
     assert not (tmp_path / ".durafact").exists()

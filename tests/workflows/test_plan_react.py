@@ -1,0 +1,157 @@
+"""PlanReActWorkflow end to end on a real dev server: the scripted model plans, plays
+each step's ReAct agent (told apart by the child workflow id it is called from) and
+writes the final answer; the worker runs the real calculator."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import unquote
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+
+from cli.settings import Settings
+from durafact.ids import react_run
+from tests.scripted_model import Call, ScriptedModel
+from workflows import PlanReActInput, PlanReActResult, PlanReActWorkflow, ReActResult
+from workflows.recipe import STATUS_ATTRIBUTE
+
+GOAL = "Price three boxes of twelve eggs at 0.25 each"
+STEPS = ["Count the eggs in three boxes of twelve", "Price those eggs at 0.25 each"]
+
+
+def act(expression: str) -> str:
+    return f"Thought: compute it.\nAction: calculator\nAction Input: {expression}\nPAUSE"
+
+
+def final(answer: str) -> str:
+    return f"Thought: I now know the answer.\nFinal Answer: {answer}"
+
+
+def workflow_of(call: Call) -> str:
+    return unquote(call.headers.get("x-durafact-workflow-id", ""))
+
+
+def script(*agents: Sequence[str]) -> Callable[[Call], str | dict]:
+    """Plans STEPS; the agent of step i answers its turn n with `agents[i][n - 1]` (the
+    last one for every later turn); anything else is the final answer."""
+
+    def reply(call: Call) -> str | dict:
+        if call.schema_name == "Plan":
+            return {"steps": STEPS}
+        if call.activity_id.startswith("llm:react:"):
+            replies = agents[int(workflow_of(call).rsplit(":", 1)[-1])]
+            turn = int(call.activity_id.rsplit(":", 1)[-1])
+            return replies[min(turn, len(replies)) - 1]
+        return "Three boxes hold 36 eggs; they cost 9.00."
+
+    return reply
+
+
+async def start(client: Client, settings: Settings, **kw: Any) -> WorkflowHandle:
+    return await client.start_workflow(
+        PlanReActWorkflow.run,
+        PlanReActInput(text=GOAL, **kw),
+        id=f"plan-react-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+
+
+async def test_each_step_runs_a_react_child_and_provenance_reaches_its_tool_calls(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(script([act("3 * 12"), final("36")], [act("36 * 0.25"), final("9.00")]))
+    handle = await start(client, worker)
+    result: PlanReActResult = await handle.result()
+
+    children = [f"{handle.id}/step:{GOAL}:{i}" for i in range(2)]
+    assert [(r.child_id, r.ending, r.text) for r in result.results] == [
+        (children[0], "answer", "36"),
+        (children[1], "answer", "9.00"),
+    ]
+    # Each step is a real ReActWorkflow child of this run, and its calculator really ran.
+    child_results: list[ReActResult] = []
+    for child_id in children:
+        child = client.get_workflow_handle(child_id, result_type=ReActResult)
+        described = await child.describe()
+        assert described.workflow_type == "ReActWorkflow"
+        assert described.status == WorkflowExecutionStatus.COMPLETED
+        assert described.parent_id == handle.id
+        child_results.append(await child.result())
+    assert [[c.ok for c in r.tool_calls] for r in result.results] == [[True], [True]]
+    shown = [c.last_user for c in model.calls_for("llm:react:") if "Observation" in c.last_user]
+    assert shown == ["Observation: 36", "Observation: 9"]
+
+    # The agent of step 2 got its step, the goal and what step 1 found; the parent's
+    # settings (the text protocol) reached it.
+    step2_first = next(
+        c
+        for c in model.calls_for("llm:react:")
+        if workflow_of(c) == children[1] and c.activity_id.endswith(":1")
+    )
+    assert step2_first.last_user.startswith(f"Question: {STEPS[1]}")
+    assert GOAL in step2_first.last_user and "1. 36" in step2_first.last_user
+    assert step2_first.body["stop"] == ["Observation:"]
+
+    # final -> results -> the children's answers -> their tool calls.
+    ledger = result.ledger
+    ids = [node.id for node in ledger.provenance(f"final:{GOAL}").walk()]
+    for i, child in enumerate(child_results):
+        step = f"step:{GOAL}:{i}"
+        answer = f"child:{step}:answer:{react_run(child.question)}"
+        call = f"child:{step}:{child.tool_calls[0].id}"
+        assert [link.target for link in ledger.links_from(f"result:{step}", "supported_by")] == [
+            answer
+        ]
+        assert [link.target for link in ledger.links_from(answer, "based_on")] == [call]
+        assert ids.index(f"result:{step}") < ids.index(answer) < ids.index(call)
+    # The final answer was written from the results, by reference.
+    (final_call,) = model.calls_for("llm:final:")
+    assert "36" in final_call.text and "9.00" in final_call.text
+    assert result.answer.text == "Three boxes hold 36 eggs; they cost 9.00."
+    assert result.usage.total_tokens > sum(r.usage.total_tokens for r in child_results)
+    assert (await handle.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE) == "completed"
+
+
+async def test_a_child_that_runs_out_of_turns_gives_a_result_that_says_so(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(script([act("1 + 1"), act("2 + 1")], [final("9.00")]))
+    handle = await start(client, worker, max_turns=2)
+    result: PlanReActResult = await handle.result()
+
+    first, second = result.results
+    assert (first.ending, first.turns, first.answer_id) == ("turn_limit", 2, None)
+    assert first.text == "No answer: the agent used all its 2 turns without finding one."
+    assert (second.ending, second.text) == ("answer", "9.00")
+    child = client.get_workflow_handle(first.child_id)
+    assert (await child.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE) == "turn_limit"
+    # Without an answer, the result rests on the calls the agent made.
+    step = f"step:{GOAL}:0"
+    assert [link.target for link in result.ledger.links_from(f"result:{step}", "based_on")] == [
+        f"child:{step}:{c.id}" for c in first.tool_calls
+    ]
+    assert len(first.tool_calls) == 2
+    # The plan went on, and the final answer heard that step 1 found nothing.
+    (final_call,) = model.calls_for("llm:final:")
+    assert first.text in final_call.text
+    assert (await handle.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE) == "completed"
+
+
+async def test_a_looping_child_gives_a_result_that_says_so(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(script([act('{"expression": "2 +"}')], [final("9.00")]))
+    handle = await start(client, worker, loop_limit=2)
+    result: PlanReActResult = await handle.result()
+    first = result.results[0]
+    assert (first.ending, first.turns, [c.ok for c in first.tool_calls]) == (
+        "looping",
+        2,
+        [False, False],
+    )
+    assert first.text == (
+        "No answer: the agent repeated the same failing tool call and was stopped after 2 turns."
+    )
+    assert result.results[1].ending == "answer"

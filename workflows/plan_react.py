@@ -1,0 +1,244 @@
+"""PlanReAct: plan once, then carry out each step with a ReAct agent, then finish.
+
+The seed's recommendation for tool-using work: a planner that sees the whole goal,
+and for each step an agent that may call tools. It is a `PlanExecute` (the order,
+the ids, the `supported_by` links and the statuses are that recipe's), whose
+`execute_step` runs `ReActWorkflow` as a child workflow:
+
+    PlanReActWorkflow.run(PlanReActInput(text="...", max_steps=3,
+                                         tools=["calculator"], protocol="text", max_turns=6))
+
+- `plan`: one structured model call (`Plan`), as in `PlanExecuteWorkflow`, cut to
+  `max_steps`.
+- `execute_step`: one child `ReActWorkflow` per step, id
+  `{parent workflow id}/step:{goal}:{i}` (derived from the step, so a replay or a
+  retried task never starts a second one), summary "run agent: step N ...". Its
+  question is the step, with the goal and the earlier steps' findings in words (a
+  child cannot read its parent's ledger); its tools, MCP servers and every
+  `ReActSettings` field (protocol, max_turns, observation policy, loop guard,
+  approval policy) are the parent input's. A destructive tool asks for approval in
+  the child: answer the child workflow. The child's usage adds to the parent's.
+- The step result (`AgentStepResult`) records the child's answer, its workflow id,
+  its ending, its turns and its tool calls. A child that ends `turn_limit` or
+  `looping` is not a failure: its result says that the agent stopped without an
+  answer, and why, and the plan goes on.
+- `finish`: one model call that writes the final answer from the results, given by
+  reference (`ctx.refs`), so no result text is stored again in its input.
+
+Provenance. The child's answer is copied into the parent's ledger as
+`child:{step}:answer:{run}` (`ReActAnswer`) and each of its tool calls as
+`child:{step}:tool:{run}:{turn}:{k}` (`ToolCallRecord`); the answer is linked
+`based_on` every tool call, and the step result `supported_by` the answer (a step
+without an answer: `based_on` the calls directly). So `ledger.provenance(final)`
+walks final -> results -> the child's answer -> the child's tool calls. A
+result's links are made as soon as it is stored (when the next step starts, or
+at `finish`). The full observations stay in the child's ledger (query the child
+by its id).
+
+Statuses are PlanExecute's: `planning`, `executing:{i}/{n}`, `finishing`,
+`completed`; a child's own status shows on the child.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+from temporalio import workflow
+
+from durafact.ids import result_id, step_id
+from durafact.ledger import Ledger
+from durafact.llm import Usage
+from durafact.tools import TOOL_NAME
+from workflows.plan_execute import FINISHER, PLANNER, FinalAnswer, Plan, PlanExecute, PlanStep
+from workflows.react import (
+    Ending,
+    ReActAnswer,
+    ReActInput,
+    ReActResult,
+    ReActSettings,
+    ReActWorkflow,
+    ToolCallRecord,
+)
+from workflows.recipe import RecipeContext, quote
+
+
+def child_artifact_id(step: str, child_id: str) -> str:
+    """The parent's copy of the child artifact `child_id` made for step `step`."""
+    return f"child:{step}:{child_id}"
+
+
+class PlanReActInput(ReActSettings):
+    """The goal, and what each step's agent may use and how it behaves."""
+
+    text: str = Field(description="What the plan should achieve.")
+    max_steps: int = Field(default=3, ge=1, le=12, description="Upper bound on plan length.")
+    tools: list[str] = Field(
+        default_factory=lambda: ["calculator"],
+        description="Names of the worker's tools every step's agent may use.",
+    )
+    mcp_servers: list[str] = Field(
+        default_factory=list, description="MCP servers (by name) whose every tool it may use."
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the goal is empty")
+        return value.strip()
+
+    @field_validator("tools", "mcp_servers")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        bad = [n for n in names if not TOOL_NAME.fullmatch(n)]
+        if bad:
+            raise ValueError(f"not tool names: {bad} (letters, digits, _ and -, at most 64)")
+        return names
+
+
+class AgentStepResult(BaseModel):
+    """What one step's agent found, and how its child workflow ended."""
+
+    goal: str = ""
+    index: int = 0
+    text: str = Field(description="The agent's answer, or why there is none.")
+    child_id: str = Field(description="The child ReActWorkflow's workflow id.")
+    ending: Ending
+    turns: int
+    answer_id: str | None = Field(
+        default=None, description="The parent's copy of the child's answer, if it answered."
+    )
+    tool_calls: list[ToolCallRecord] = Field(
+        default_factory=list, description="The child's tool calls, with the child's ids."
+    )
+
+
+class PlanReActResult(BaseModel):
+    """The answer and the ledger (steps, results and the children's records)."""
+
+    goal: str
+    answer: FinalAnswer
+    usage: Usage = Field(description="The parent's model calls and every child's.")
+    ledger: Ledger
+
+    @property
+    def steps(self) -> list[PlanStep]:
+        return [a.data for a in self.ledger.find_all(PlanStep)]
+
+    @property
+    def results(self) -> list[AgentStepResult]:
+        return [a.data for a in self.ledger.find_all(AgentStepResult)]
+
+
+STOPPED = {
+    "turn_limit": "No answer: the agent used all its {turns} turns without finding one.",
+    "looping": "No answer: the agent repeated the same failing tool call and was stopped "
+    "after {turns} turns.",
+}
+
+
+@workflow.defn
+class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, FinalAnswer]):
+    """Goal and tools in; a plan whose every step a ReAct child carries out; a final answer."""
+
+    recipe_name = "plan_react"
+
+    @workflow.init
+    def __init__(self, goal: PlanReActInput) -> None:
+        super().__init__()
+        self.goal = goal
+
+    @workflow.run
+    async def run(self, goal: PlanReActInput) -> PlanReActResult:
+        answer = await self.execute(goal)
+        return PlanReActResult(goal=goal.text, answer=answer, usage=self.usage, ledger=self.ledger)
+
+    async def plan(self, ctx: RecipeContext, goal: PlanReActInput) -> list[PlanStep]:
+        plan = await ctx.llm.structured(
+            Plan,
+            f"Goal: {goal.text}",
+            system=PLANNER.format(n=goal.max_steps),
+            summary=f"request model: plan steps for {quote(goal.text)}",
+        )
+        if len(plan.steps) > goal.max_steps:
+            ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {goal.max_steps}")
+        return [PlanStep(description=s) for s in plan.steps[: goal.max_steps]]
+
+    async def execute_step(
+        self, ctx: RecipeContext, step: PlanStep, history: list[AgentStepResult]
+    ) -> AgentStepResult:
+        self._link_results(ctx, history)
+        sid = step_id(self.goal.text, step.index)
+        child_id = f"{workflow.info().workflow_id}/{sid}"
+        child: ReActResult = await workflow.execute_child_workflow(
+            ReActWorkflow.run,
+            self._child_input(step, history),
+            id=child_id,
+            result_type=ReActResult,
+            static_summary=f"run agent: step {step.index + 1} {quote(step.description)}",
+        )
+        ctx.usage += child.usage
+        for call in child.tool_calls:
+            ctx.ledger.create(child_artifact_id(sid, call.id), call)
+        answer_id = None
+        if child.answer is not None and child.answer_id is not None:
+            answer_id = child_artifact_id(sid, child.answer_id)
+            ctx.ledger.create(answer_id, ReActAnswer(question=child.question, text=child.answer))
+            for call in child.tool_calls:
+                ctx.ledger.link(answer_id, "based_on", child_artifact_id(sid, call.id))
+            text = child.answer
+        else:
+            text = STOPPED[child.ending].format(turns=child.turns)
+        ctx.announce(
+            f"step {step.index + 1}: agent {child_id} ended {child.ending} after {child.turns} "
+            f"turns, {len(child.tool_calls)} tool calls",
+            kind=child.ending,
+        )
+        return AgentStepResult(
+            text=text,
+            child_id=child_id,
+            ending=child.ending,
+            turns=child.turns,
+            answer_id=answer_id,
+            tool_calls=child.tool_calls,
+        )
+
+    async def finish(
+        self, ctx: RecipeContext, goal: PlanReActInput, results: list[AgentStepResult]
+    ) -> FinalAnswer:
+        self._link_results(ctx, results)
+        text = await ctx.llm.text(
+            f"Goal: {goal.text}\nWrite the final answer.",
+            system=FINISHER,
+            context=ctx.refs(results),
+            summary=f"request model: final answer for {quote(goal.text)}",
+        )
+        return FinalAnswer(goal=goal.text, text=text)
+
+    # --- the parts --------------------------------------------------------------------
+
+    def _child_input(self, step: PlanStep, history: list[AgentStepResult]) -> ReActInput:
+        """The step as the agent's question, the goal and earlier findings in words."""
+        question = (
+            f"{step.description}\n\n(This is step {step.index + 1} of a plan towards the "
+            f"goal: {self.goal.text})"
+        )
+        if history:
+            found = "\n".join(f"{r.index + 1}. {r.text}" for r in history)
+            question += f"\nWhat the earlier steps found:\n{found}"
+        settings = {name: getattr(self.goal, name) for name in ReActSettings.model_fields}
+        return ReActInput(
+            question=question,
+            tools=self.goal.tools,
+            mcp_servers=self.goal.mcp_servers,
+            **settings,
+        )
+
+    def _link_results(self, ctx: RecipeContext, results: list[AgentStepResult]) -> None:
+        """Each stored result -> the child's answer (or its calls). Links are kept once."""
+        for result in results:
+            sid = step_id(self.goal.text, result.index)
+            if result.answer_id is not None:
+                ctx.ledger.link(result_id(sid), "supported_by", result.answer_id)
+            else:
+                for call in result.tool_calls:
+                    ctx.ledger.link(result_id(sid), "based_on", child_artifact_id(sid, call.id))
