@@ -38,6 +38,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.plan_execute_bench
 	$(BIN)/python -m bench.answer_flow_bench
 	$(BIN)/python -m bench.reflection_bench
+	$(BIN)/python -m bench.react_bench
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

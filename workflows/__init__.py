@@ -1,6 +1,7 @@
 """Recipes: the `Recipe` base, one module per lifecycle (PlanExecute, ReflectionLoop,
 AnswerFlow, Research, ReAct), the stages any recipe composes (Router, ApprovalGate,
-fan_out_sources, materialize_doc), and the ready LLM-driven workflows.
+fan_out_sources, materialize_doc), and the ready LLM-driven workflows (among them
+PlanReActWorkflow: plan and execute with a ReAct child per step).
 
 Each module's docstring is its recipe's contract. `RECIPES` and `OUTPUT_MODELS` are
 the built-ins' registration, in the form every recipes module uses."""

@@ -13,8 +13,8 @@ from durafact.react import (
     failing_streak,
     is_looping,
     parse_reply,
-    reply_before_observation,
     render_tools,
+    reply_before_observation,
     truncate_observation,
 )
 from durafact.tools import ToolSpec
