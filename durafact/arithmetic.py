@@ -16,6 +16,8 @@ from typing import Literal
 from durafact.sources import SourceError, SourceRef
 
 Operation = Literal["sum", "mean", "min", "max", "count"]
+PRECISION = 28  # significant digits of `compute`; beyond them a result is `rounded`
+MAX_SUM_DIGITS = 100_000  # the widest exact sum before rounding (1E+99999 + 1E-99999)
 # A `{{name}}` placeholder where code puts a computed value.
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z][A-Za-z0-9_]{0,31})\s*\}\}")
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -102,29 +104,53 @@ def unsupported_numbers(text: str, support: str) -> list[str]:
 
 
 def compute(op: Operation, values: list[Decimal]) -> tuple[Decimal, bool]:
-    """(value, rounded). Exact `Decimal` arithmetic; a mean that does not terminate is
-    cut to two more decimal places than its inputs have (half to even)."""
+    """(value, rounded). `Decimal` arithmetic: a sum is added up exactly and then
+    rounded once to 28 significant digits; `rounded` is True exactly when the value
+    is not the exact result (the context's `Inexact` flag): a sum or mean with more
+    significant digits than that, or a mean that does not terminate, which is cut to
+    two more decimal places than its inputs have (half to even) when that fits in 28
+    digits. `min`, `max` and `count` are always exact."""
+    if op == "count":
+        return Decimal(len(values)), False
+    if not values:
+        raise ValueError("no values to compute over")
+    if op == "min":
+        return min(values), False
+    if op == "max":
+        return max(values), False
+    total, inexact = _sum(values)
     with localcontext() as decimal:
-        decimal.prec = 28
-        if op == "count":
-            return Decimal(len(values)), False
-        if not values:
-            raise ValueError("no values to compute over")
-        if op == "sum":
-            return sum(values, Decimal(0)), False
-        if op == "min":
-            return min(values), False
-        if op == "max":
-            return max(values), False
-        total = sum(values, Decimal(0))
+        decimal.prec = PRECISION
         decimal.clear_flags()
+        if op == "sum":
+            value = +total  # rounded once, here
+            return value, inexact or bool(decimal.flags[Inexact])
         mean = total / len(values)
-        if not decimal.flags[Inexact]:
+        if not (inexact or decimal.flags[Inexact]):
             return mean, False
         places = max(
             -v.as_tuple().exponent for v in values if isinstance(v.as_tuple().exponent, int)
         )
-        return mean.quantize(Decimal(1).scaleb(-(max(places, 0) + 2))), True
+        exponent = -(max(places, 0) + 2)
+        if mean.adjusted() - exponent < PRECISION:  # else keep all 28 digits
+            mean = mean.quantize(Decimal(1).scaleb(exponent))
+        return mean, True
+
+
+def _sum(values: list[Decimal]) -> tuple[Decimal, bool]:
+    """The sum with as many digits as it needs (up to `MAX_SUM_DIGITS`), and whether
+    even that had to be rounded."""
+    finite = [v for v in values if v.is_finite()]
+    digits = PRECISION
+    if finite:
+        top = max(v.adjusted() for v in finite)
+        bottom = min(int(v.as_tuple().exponent) for v in finite)
+        digits = max(digits, top - bottom + len(str(len(values))) + 1)
+    with localcontext() as decimal:
+        decimal.prec = min(digits, MAX_SUM_DIGITS)
+        decimal.clear_flags()
+        total = sum(values, Decimal(0))
+        return total, bool(decimal.flags[Inexact])
 
 
 def plain(value: Decimal) -> str:
