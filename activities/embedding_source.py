@@ -46,8 +46,10 @@ class EmbeddingProvider(Protocol):
 class OpenAIEmbeddings:
     """An `EmbeddingProvider` over the `openai` embeddings API (any compatible endpoint).
 
-    Give a ready `openai.AsyncOpenAI` client, or a `base_url` (and `api_key`, else
-    `OPENAI_API_KEY`, else a placeholder that keyless local servers accept). A client
+    Give a ready `openai.AsyncOpenAI` client, or a `base_url` and its `api_key` (none:
+    a placeholder that keyless local servers accept; `OPENAI_API_KEY` is the key of
+    `OPENAI_BASE_URL` and goes nowhere else), or neither: the environment's endpoint,
+    `OPENAI_BASE_URL` with `OPENAI_API_KEY`. A client
     made here has `max_retries=0`: inside an activity Temporal owns retries, and the
     `openai` errors are raised as they are, for the activity layer to classify.
     Inputs are sent in batches of `batch_size`; vectors come back as floats.
@@ -69,7 +71,9 @@ class OpenAIEmbeddings:
 
             client = openai.AsyncOpenAI(
                 base_url=base_url,
-                api_key=api_key or os.environ.get("OPENAI_API_KEY") or "local",
+                api_key=api_key
+                or (os.environ.get("OPENAI_API_KEY") if base_url is None else None)
+                or "local",
                 max_retries=0,
                 timeout=timeout,
             )

@@ -19,6 +19,7 @@ import asyncio
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +40,7 @@ from activities.files_source import FileSystemSource
 from activities.llm import classify_error, heartbeating
 from activities.web_source import RegisteredPage, WebSource
 from durafact.sources import (
+    DEFAULT_ENDPOINT,
     ResolvedDoc,
     ResolveRequest,
     SearchRequest,
@@ -55,6 +57,29 @@ _URL_NOISE = {"www", "http", "https", "html", "htm", "php", "aspx", "index"}
 
 class InvalidSourceSpec(SourceError):
     """A spec the worker cannot build a source from (an unreadable corpus file, ...)."""
+
+
+class UnknownEndpoint(SourceError):
+    """A spec names an embedding endpoint this worker has not configured. Nothing is
+    sent anywhere: endpoints and their keys are the worker's configuration."""
+
+
+def endpoint_client(
+    spec: SourceSpec, endpoints: Mapping[str, openai.AsyncOpenAI] | None
+) -> openai.AsyncOpenAI | None:
+    """The client for the endpoint `spec.embedding_endpoint` names (None: `default`).
+
+    `endpoints` are the worker's clients by name; None means none were given, and
+    then only `default` exists, made from the environment (returned as None)."""
+    name = (spec.embedding_endpoint or DEFAULT_ENDPOINT).lower()
+    configured = dict(endpoints) if endpoints is not None else {DEFAULT_ENDPOINT: None}
+    if name not in configured:
+        raise UnknownEndpoint(
+            f"source {spec.source_id!r}: no endpoint {name!r} is configured on this worker; "
+            f"it has {', '.join(repr(n) for n in sorted(configured))} "
+            "(more with DURAFACT_ENDPOINT_<NAME>=URL and DURAFACT_ENDPOINT_<NAME>_KEY=KEY)"
+        )
+    return configured[name]
 
 
 def source_failure(exc: SourceError) -> ApplicationError:
@@ -104,17 +129,21 @@ def load_corpus(location: str) -> dict[str, str] | EmbeddedCorpus:
     )
 
 
-def build_source(spec: SourceSpec, embeddings: openai.AsyncOpenAI | None = None) -> Source:
+def build_source(
+    spec: SourceSpec, endpoints: Mapping[str, openai.AsyncOpenAI] | None = None
+) -> Source:
     """The `Source` a spec describes. Reads files (a CSV, a corpus): call it off the
-    event loop. `embeddings` is the client for an embedding model without its own
-    `embedding_base_url` (the worker passes its model client)."""
+    event loop. `endpoints` are the worker's embedding clients by name (`default`:
+    its model client); a spec naming another one raises `UnknownEndpoint` before
+    anything is sent. None: only `default`, from OPENAI_BASE_URL/OPENAI_API_KEY."""
     settings = spec.settings()
 
     def embedder() -> OpenAIEmbeddings:
         model = spec.embedding_model or LOCAL_EMBEDDING_MODEL
-        if spec.embedding_base_url or embeddings is None:
-            return OpenAIEmbeddings(model=model, base_url=spec.embedding_base_url)
-        return OpenAIEmbeddings(embeddings, model=model)
+        client = endpoint_client(spec, endpoints)
+        if client is None:
+            return OpenAIEmbeddings(model=model)  # the environment's endpoint and key
+        return OpenAIEmbeddings(client, model=model)
 
     if spec.kind == "files":
         return FileSystemSource(
@@ -160,10 +189,16 @@ def _row_text(fields: dict[str, str]) -> str:
 
 
 class SourceActivities:
-    """`search_source` and `resolve_ref`; one instance per worker, sources kept by spec."""
+    """`search_source` and `resolve_ref`; one instance per worker, sources kept by spec.
 
-    def __init__(self, embeddings: openai.AsyncOpenAI | None = None, keep: int = 32) -> None:
-        self._embeddings = embeddings
+    `endpoints` are the embedding clients a spec may name (`embedding_endpoint`), by
+    name; the worker passes one per configured endpoint, `default` being its model
+    client. Their owner closes them."""
+
+    def __init__(
+        self, endpoints: Mapping[str, openai.AsyncOpenAI] | None = None, keep: int = 32
+    ) -> None:
+        self._endpoints = endpoints
         self._keep = keep
         self._sources: OrderedDict[str, Source] = OrderedDict()
 
@@ -173,7 +208,7 @@ class SourceActivities:
         source = self._sources.get(key)
         if source is None:
             try:
-                source = await asyncio.to_thread(build_source, spec, self._embeddings)
+                source = await asyncio.to_thread(build_source, spec, self._endpoints)
             except SourceError:
                 raise
             except (OSError, ValueError) as exc:

@@ -6,7 +6,8 @@ Where Temporal lives comes from `temporalio.envconfig`, as for every Temporal to
 `temporal.toml` file (`TEMPORAL_CONFIG_FILE`, default
 `~/.config/temporalio/temporal.toml`); variables override the profile. Everything
 else is durafact's own: `DURAFACT_TASK_QUEUE`, `DURAFACT_MODEL`, `DURAFACT_UI_URL`,
-`OPENAI_BASE_URL`, `OPENAI_API_KEY`.
+`OPENAI_BASE_URL`, `OPENAI_API_KEY` (the endpoint `default`), and the named endpoints
+`DURAFACT_ENDPOINT_<NAME>=URL` with `DURAFACT_ENDPOINT_<NAME>_KEY` (cli/endpoints.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 from temporalio.envconfig import ClientConfigProfile
+
+from cli.endpoints import Endpoint, EndpointError, configured_endpoints, default_endpoint
+from durafact.sources import DEFAULT_ENDPOINT
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -53,7 +57,10 @@ class Settings(BaseModel):
     metadata. The address and namespace above win over the profile's."""
     task_queue: str = "durafact"
     openai_base_url: str | None = None
-    openai_api_key: str | None = None
+    openai_api_key: str | None = Field(default=None, repr=False)
+    endpoints: dict[str, Endpoint] = Field(default_factory=dict)
+    """Named endpoints besides `default`, by name: what `SourceSpec.embedding_endpoint`
+    may name. Only these (and `default`) ever receive a key."""
     model: str = DEFAULT_MODEL
     ui_url: str = DEFAULT_UI_URL
 
@@ -70,6 +77,11 @@ class Settings(BaseModel):
                 f"{what} is configured for Temporal but no address: set TEMPORAL_ADDRESS "
                 f"(or `address` in {profile_description(env)})"
             )
+        try:
+            endpoints = configured_endpoints(env)
+            del endpoints[DEFAULT_ENDPOINT]  # the fields below hold it
+        except EndpointError as exc:
+            raise SettingsError(str(exc)) from None
         ui_url = env.get("DURAFACT_UI_URL") or (
             CLOUD_UI_URL if address.rpartition(":")[0].endswith(CLOUD_HOSTS) else DEFAULT_UI_URL
         )
@@ -82,9 +94,15 @@ class Settings(BaseModel):
             task_queue=env.get("DURAFACT_TASK_QUEUE") or "durafact",
             openai_base_url=env.get("OPENAI_BASE_URL") or None,
             openai_api_key=env.get("OPENAI_API_KEY") or None,
+            endpoints=endpoints,
             model=env.get("DURAFACT_MODEL") or DEFAULT_MODEL,
             ui_url=ui_url.rstrip("/"),
         )
+
+    def all_endpoints(self) -> dict[str, Endpoint]:
+        """Every endpoint the worker may call, by name: `default` first."""
+        default = default_endpoint(self.openai_base_url, self.openai_api_key)
+        return {default.name: default, **self.endpoints}
 
     def workflow_url(self, workflow_id: str, run_id: str | None = None) -> str:
         """The Web UI page of one workflow (the run's page when the run is known)."""

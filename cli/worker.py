@@ -8,10 +8,12 @@ DURAFACT_RECIPES (comma-separated), and those of installed distributions' entry
 points in the group `durafact.recipes` (see cli/registry.py), with the tools of the
 MCP servers named by `--mcp` (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`; see
 activities/mcp.py). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE,
-OPENAI_BASE_URL, OPENAI_API_KEY and DURAFACT_MODEL. A registration or MCP
-configuration mistake is one line and exit code 2, before connecting. SIGINT or
-SIGTERM stops polling, lets running activities finish (up to the graceful timeout),
-closes the MCP servers (ending their processes) and exits 0.
+OPENAI_BASE_URL, OPENAI_API_KEY and DURAFACT_MODEL, and the embedding endpoints
+workflows may name, DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY
+(see cli/endpoints.py). A registration, MCP or endpoint configuration mistake is
+one line and exit code 2, before connecting. SIGINT or SIGTERM stops polling, lets
+running activities finish (up to the graceful timeout), closes the MCP servers
+(ending their processes) and exits 0.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from activities import ModelActivities, SourceActivities
 from activities.mcp import McpConfigError, close_servers, configured_servers
 from activities.tools import Tool, ToolActivities, ToolCatalog, ToolProvider
 from cli.connection import connect, exit_now, require_search_attributes
+from cli.endpoints import configured_endpoints, endpoint_client
 from cli.registry import (
     RegistrationError,
     Registry,
@@ -44,6 +47,7 @@ from cli.registry import (
     recipe_modules,
 )
 from cli.settings import Settings, SettingsError
+from durafact.sources import DEFAULT_ENDPOINT
 
 log = logging.getLogger("durafact.worker")
 
@@ -103,8 +107,10 @@ async def build_worker(
     models = ModelActivities(
         llm, client, settings.model, registry.output_models.values(), tools=catalog
     )
-    # Embedding sources without an endpoint of their own use the model endpoint.
-    sources = SourceActivities(embeddings=llm)
+    # Sources name an embedding endpoint (none: `default`, the model's); each client
+    # holds its own endpoint's key, and a name the worker lacks reaches nothing.
+    named = {name: endpoint_client(e) for name, e in settings.endpoints.items()}
+    sources = SourceActivities(endpoints={DEFAULT_ENDPOINT: llm, **named})
     worker = Worker(
         client,
         task_queue=settings.task_queue,
@@ -123,7 +129,8 @@ async def build_worker(
         async with worker:
             yield worker
     finally:
-        await llm.close()
+        for endpoint in (llm, *named.values()):
+            await endpoint.close()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -151,6 +158,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     try:
         registry = load_registry(recipe_modules(args.recipes))
         mcp_servers = configured_servers(args.mcp, os.environ.get("DURAFACT_MCP"))
+        endpoints = configured_endpoints(os.environ)  # EndpointError: a ValueError
         ToolCatalog(registry.tools.values(), mcp_servers)  # a name both a tool and a server
     except (RegistrationError, McpConfigError, ValueError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
@@ -176,6 +184,13 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
     log.info("recipes: %s (from %s)", ", ".join(registry.names()), ", ".join(registry.modules))
     log.info("tools: %s", ", ".join(sorted(registry.tools)) or "none")
+    for endpoint in endpoints.values():
+        log.info(
+            "endpoint %s: %s (%s)",
+            endpoint.name,
+            endpoint.base_url or "api.openai.com",
+            "with a key" if endpoint.api_key else "no key",
+        )
     for server in mcp_servers.values():
         log.info("MCP server %s: %s (tools as %s__TOOL)", server.name, server.target, server.name)
     try:

@@ -130,13 +130,20 @@ def ranked(refs: list[SourceRef], limit: int) -> list[SourceRef]:
 
 SourceKind = Literal["files", "csv", "web", "embedding"]
 SOURCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+DEFAULT_ENDPOINT = "default"  # the worker's OPENAI_BASE_URL with OPENAI_API_KEY
+ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,63}")
+REMOVED_FIELDS = {
+    "embedding_base_url": "embedding_endpoint, the name of an endpoint configured on the "
+    "worker (DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY=KEY; none: "
+    "the worker's OPENAI_BASE_URL): a workflow never names a URL that a key is sent to",
+}
 
 # What each kind's constructor takes besides `source_id`; the rest must stay unset.
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    "files": ("root", "patterns", "max_bytes", "embedding_model", "embedding_base_url"),
+    "files": ("root", "patterns", "max_bytes", "embedding_model", "embedding_endpoint"),
     "csv": ("path", "key", "columns", "delimiter", "decimal_comma"),
     "web": ("search_endpoint", "urls", "allow_private", "allowed_networks", "timeout", "max_bytes"),
-    "embedding": ("corpus", "embedding_model", "embedding_base_url", "min_score"),
+    "embedding": ("corpus", "embedding_model", "embedding_endpoint", "min_score"),
 }
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "files": ("root",),
@@ -164,7 +171,7 @@ class SourceSpec(BaseModel):
 
     - `files`: `FileSystemSource(root, patterns=..., max_bytes=...)`; with
       `embedding_model`, file vectors from the worker's OpenAI-compatible endpoint
-      (or `embedding_base_url`) are mixed into the keyword score.
+      (`embedding_endpoint`) are mixed into the keyword score.
     - `csv`: `CSVSource(path, key=..., columns=..., delimiter=...)`; `decimal_comma`
       says how the workflow parses its numbers.
     - `web`: `WebSource(search_endpoint=... | urls=[...], allow_private=...,
@@ -172,6 +179,9 @@ class SourceSpec(BaseModel):
     - `embedding`: `EmbeddingSource` over `corpus`, a directory of `.md`/`.txt` files
       or a JSON file (a `{uid: text}` object, or a saved `EmbeddedCorpus`), embedded
       with `embedding_model` (default: the local model's).
+
+    `embedding_endpoint` names an endpoint configured on the worker, never a URL:
+    the worker alone knows where it is and which key it gets (cli/endpoints.py).
 
     Paths are read by the worker, so give them absolute (the starter does).
     """
@@ -198,8 +208,26 @@ class SourceSpec(BaseModel):
     # embedding (and files, optionally)
     corpus: str | None = None
     embedding_model: str | None = None
-    embedding_base_url: str | None = None
+    embedding_endpoint: str | None = Field(
+        default=None,
+        description="The name of an endpoint configured on the worker (None: `default`, "
+        "the worker's OPENAI_BASE_URL with OPENAI_API_KEY); a name, never a URL.",
+    )
     min_score: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_removed_fields(cls, data: Any) -> Any:
+        # A null left by an older release's serialization is harmless; a value is refused,
+        # not silently dropped, so nobody believes their URL is in use.
+        if isinstance(data, dict):
+            for name, instead in REMOVED_FIELDS.items():
+                if data.get(name) is not None:
+                    where = data.get("source_id") or "?"
+                    raise ValueError(
+                        f"source {where!r}: {name} is no longer accepted; use {instead}"
+                    )
+        return data
 
     @field_validator("urls", mode="before")
     @classmethod
@@ -233,6 +261,18 @@ class SourceSpec(BaseModel):
                 raise ValueError(f"source {self.source_id!r} ({self.kind}) needs {name}")
         if self.kind == "web" and not self.search_endpoint and not self.urls:
             raise ValueError(f"source {self.source_id!r} (web) needs search_endpoint or urls")
+        if self.embedding_endpoint is not None:
+            if not ENDPOINT_NAME.fullmatch(self.embedding_endpoint):
+                raise ValueError(
+                    f"source {self.source_id!r}: embedding_endpoint {self.embedding_endpoint!r} "
+                    "is not an endpoint name (letters, digits, '_'): name an endpoint "
+                    "configured on the worker, never a URL"
+                )
+            if self.kind == "files" and self.embedding_model is None:
+                raise ValueError(
+                    f"source {self.source_id!r} (files): embedding_endpoint applies only "
+                    "with embedding_model"
+                )
         if self.columns is not None and not self.columns:
             raise ValueError(f"source {self.source_id!r}: columns, when given, must not be empty")
         return self

@@ -1,0 +1,125 @@
+"""Named model and embedding endpoints: worker configuration, never workflow input.
+
+A workflow names an endpoint (`SourceSpec.embedding_endpoint`); the worker knows
+what the name means, a base URL and the key that URL receives. No workflow input
+carries a URL that a credential is sent to, so whoever can start a workflow cannot
+make the worker hand its keys to a server of their choosing.
+
+    default          OPENAI_BASE_URL (empty: api.openai.com) with OPENAI_API_KEY
+    NAME             DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY=KEY
+
+`NAME` is the rest of the variable's name, lower-cased (`DURAFACT_ENDPOINT_EMBED`
+is the endpoint `embed`); a variable ending in `_KEY` is always a key. An endpoint
+without a key gets none (keyless local servers); it never gets another endpoint's.
+Each mistake is one line (`EndpointError`), raised when the worker starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+import openai
+from pydantic import BaseModel, Field
+
+from durafact.sources import DEFAULT_ENDPOINT
+
+ENDPOINT_PREFIX = "DURAFACT_ENDPOINT_"
+KEY_SUFFIX = "_KEY"
+NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
+# The openai client insists on a key; local servers accept any. Not a credential.
+NO_KEY = "unused"
+
+
+class EndpointError(ValueError):
+    """A one-line reason the configured endpoints cannot be used."""
+
+
+class Endpoint(BaseModel):
+    """One OpenAI-compatible endpoint the worker may call, and the key it gets."""
+
+    name: str
+    base_url: str | None = Field(description="None: the openai client's own (api.openai.com).")
+    api_key: str | None = Field(default=None, repr=False, description="None: no key sent.")
+    origin: str = Field(default="", description="Where it was configured, for messages.")
+
+
+def check_url(url: str, origin: str) -> str:
+    """`url` when it is an http(s) URL with a host, else an EndpointError naming `origin`."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError as exc:
+        raise EndpointError(f"{origin}={url!r}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EndpointError(
+            f"{origin}={url!r}: expected an http:// or https:// URL with a host, "
+            "such as http://127.0.0.1:8765/v1"
+        )
+    return url
+
+
+def default_endpoint(base_url: str | None, api_key: str | None) -> Endpoint:
+    """The endpoint `default`: OPENAI_BASE_URL and OPENAI_API_KEY, as the model uses them."""
+    return Endpoint(
+        name=DEFAULT_ENDPOINT, base_url=base_url, api_key=api_key, origin="OPENAI_BASE_URL"
+    )
+
+
+def named_endpoints(env: Mapping[str, str]) -> dict[str, Endpoint]:
+    """The endpoints `DURAFACT_ENDPOINT_<NAME>` (and `_KEY`) variables of `env` name."""
+    urls: dict[str, tuple[str, str]] = {}
+    keys: dict[str, tuple[str, str]] = {}
+    for variable, value in sorted(env.items()):
+        if not variable.upper().startswith(ENDPOINT_PREFIX) or not value:
+            continue
+        rest = variable[len(ENDPOINT_PREFIX) :]
+        is_key = rest.upper().endswith(KEY_SUFFIX)
+        name = (rest[: -len(KEY_SUFFIX)] if is_key else rest).lower()
+        if not NAME.fullmatch(name):
+            raise EndpointError(
+                f"{variable}: {name!r} is not an endpoint name: letters, digits and '_', "
+                "starting with a letter or digit"
+            )
+        if name == DEFAULT_ENDPOINT:
+            raise EndpointError(
+                f"{variable}: the endpoint 'default' is OPENAI_BASE_URL with OPENAI_API_KEY; "
+                "give another endpoint another name"
+            )
+        (keys if is_key else urls)[name] = (variable, value.strip())
+    for name, (variable, _) in keys.items():
+        if name not in urls:
+            raise EndpointError(
+                f"{variable} is set but {ENDPOINT_PREFIX}{name.upper()} (its URL) is not: "
+                "a key is only ever sent to the URL configured beside it"
+            )
+    return {
+        name: Endpoint(
+            name=name,
+            base_url=check_url(url, variable),
+            api_key=keys[name][1] if name in keys else None,
+            origin=variable,
+        )
+        for name, (variable, url) in urls.items()
+    }
+
+
+def configured_endpoints(env: Mapping[str, str]) -> dict[str, Endpoint]:
+    """Every endpoint `env` configures, `default` first; an EndpointError when one is wrong."""
+    base_url = env.get("OPENAI_BASE_URL") or None
+    if base_url:
+        check_url(base_url, "OPENAI_BASE_URL")
+    default = default_endpoint(base_url, env.get("OPENAI_API_KEY") or None)
+    return {DEFAULT_ENDPOINT: default, **named_endpoints(env)}
+
+
+def endpoint_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
+    """A client for one endpoint, with its own key only (never the environment's):
+    no client-side retries, since Temporal owns them."""
+    return openai.AsyncOpenAI(
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key or NO_KEY,
+        max_retries=0,
+        timeout=openai.Timeout(90.0, connect=5.0),
+    )
