@@ -31,6 +31,8 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 import openai
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.client import Client
@@ -195,6 +197,67 @@ def tool_calls_of(message: Any) -> list[ToolCall]:
     return calls
 
 
+NOT_A_CHAT_COMPLETION = "NotAChatCompletion"
+
+
+def not_a_chat_completion(what: str) -> ApplicationError:
+    """The endpoint answered, but not with a chat completion (a login page, another API):
+    asking again gets the same answer, so the call fails at once."""
+    return ApplicationError(
+        f"the model endpoint answered with {what}, not a chat completion: is "
+        "OPENAI_BASE_URL an OpenAI-compatible API (ending in /v1)?",
+        type=NOT_A_CHAT_COMPLETION,
+        non_retryable=True,
+    )
+
+
+def chat_completion(answer: Any) -> ChatCompletion:
+    """`answer` when it has the shape of a chat completion where this module reads it
+    (choices, the first choice's message, its text and tool calls, usage), else a
+    `NotAChatCompletion` error. The client does not check: a 200 with an HTML body comes
+    back as a str, and JSON without `choices` as a completion whose fields are None."""
+    if isinstance(answer, str | bytes):
+        text = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else answer
+        shown = " ".join(text.split())[:80]
+        raise not_a_chat_completion(f"text ({shown!r})" if shown else "an empty body")
+    if not isinstance(answer, ChatCompletion):
+        raise not_a_chat_completion(f"JSON of another kind ({type(answer).__name__})")
+    if not isinstance(answer.choices, list):
+        raise not_a_chat_completion("JSON without a 'choices' list")
+    if answer.choices:
+        message = getattr(answer.choices[0], "message", None)
+        if not isinstance(message, ChatCompletionMessage):
+            raise not_a_chat_completion("a first choice without a message object")
+        if message.content is not None and not isinstance(message.content, str):
+            raise not_a_chat_completion("a message whose content is not text")
+        calls = message.tool_calls
+        if calls is not None and not (
+            isinstance(calls, list) and all(_well_formed_call(call) for call in calls)
+        ):
+            raise not_a_chat_completion("tool calls without an id, a name and arguments")
+    usage = answer.usage
+    if usage is not None and not (
+        isinstance(usage, CompletionUsage)
+        and all(
+            isinstance(n, int | None)
+            for n in (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
+        )
+    ):
+        raise not_a_chat_completion("a 'usage' that is not token counts")
+    return answer
+
+
+def _well_formed_call(call: Any) -> bool:
+    function = getattr(call, "function", None)
+    if function is None:
+        return True  # not a function call: not ours to run, skipped
+    return (
+        isinstance(getattr(call, "id", None), str)
+        and isinstance(getattr(function, "name", None), str)
+        and isinstance(getattr(function, "arguments", None), str | None)
+    )
+
+
 class ModelActivities:
     """Activities that talk to the model; one instance per worker.
 
@@ -332,16 +395,19 @@ class ModelActivities:
         attempts = request.validation_attempts if output_type else 1
         for attempt in range(1, attempts + 1):
             try:
-                completion = await heartbeating(
+                answer = await heartbeating(
                     self._llm.chat.completions.create(messages=messages, **kwargs)
                 )
             except openai.OpenAIError as exc:
                 raise classify_error(exc) from exc
+            except json.JSONDecodeError as exc:  # a JSON content type, a body that is not
+                raise not_a_chat_completion(f"a body that is not JSON ({exc})") from None
+            completion = chat_completion(answer)
             if completion.usage is not None:
                 usage += Usage(
-                    prompt_tokens=completion.usage.prompt_tokens,
-                    completion_tokens=completion.usage.completion_tokens,
-                    total_tokens=completion.usage.total_tokens,
+                    prompt_tokens=completion.usage.prompt_tokens or 0,
+                    completion_tokens=completion.usage.completion_tokens or 0,
+                    total_tokens=completion.usage.total_tokens or 0,
                 )
             message = completion.choices[0].message if completion.choices else None
             text = (message.content or "") if message is not None else ""
@@ -349,7 +415,7 @@ class ModelActivities:
                 text=text,
                 tool_calls=tool_calls_of(message),
                 usage=usage,
-                model=completion.model,
+                model=completion.model if isinstance(completion.model, str) else "",
                 attempts=attempt,
             )
             if response.tool_calls:

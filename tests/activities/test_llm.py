@@ -7,11 +7,13 @@ calls and ids; named tools reach it as function schemas; its tool calls come bac
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -507,3 +509,66 @@ async def test_a_request_naming_tools_fails_at_once_on_a_worker_without_them(
     assert (unknown.value.type, unknown.value.non_retryable) == ("UnknownTool", True)
     assert "tools ['weather'] are not known to this worker" in unknown.value.message
     assert model.calls == []
+
+
+class NotAModel:
+    """A loopback server that answers every POST with 200 and a fixed body: a login page,
+    another API, a proxy's error page."""
+
+    def __init__(self, content_type: str, body: bytes) -> None:
+        answer = (content_type, body)
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                server.requests += 1
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-type", answer[0])
+                self.send_header("content-length", str(len(answer[1])))
+                self.end_headers()
+                self.wfile.write(answer[1])
+
+        server = self
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "said"),
+    [
+        ("text/html", b"<html><body>Please sign in</body></html>", "Please sign in"),
+        ("application/json", b'{"object": "list", "data": []}', "without a 'choices' list"),
+        ("application/json", b'{"choices": [{"message": "hi"}]}', "without a message object"),
+        ("application/json", b"[1, 2]", "JSON of another kind"),
+        ("application/json", b"<html>not json</html>", "a body that is not JSON"),
+    ],
+)
+async def test_an_answer_that_is_not_a_chat_completion_fails_at_once_saying_so(
+    content_type: str, body: bytes, said: str
+) -> None:
+    server = NotAModel(content_type, body)
+    llm = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+    models = ModelActivities(llm, None, "scripted")  # type: ignore[arg-type]
+    request = LLMRequest(messages=[ChatMessage(role="user", content="hi")])
+    try:
+        with pytest.raises(ApplicationError) as raised:
+            await ActivityEnvironment().run(models.request_model, request)
+    finally:
+        await llm.close()
+        server.stop()
+    # Not retryable: Temporal makes no second attempt (it used to be an AttributeError
+    # on 'usage', retried six times).
+    assert (raised.value.type, raised.value.non_retryable) == ("NotAChatCompletion", True)
+    assert said in raised.value.message
+    assert "not a chat completion" in raised.value.message
+    assert server.requests == 1
