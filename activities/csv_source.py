@@ -16,8 +16,10 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from durafact.sources import (
+    ContentTooLarge,
     DocumentNotFound,
     SourceError,
     SourceRef,
@@ -27,6 +29,37 @@ from durafact.sources import (
     ranked,
 )
 from durafact.text import keyword_score
+
+DEFAULT_MAX_BYTES = 10_000_000  # a CSV file larger than this is refused
+DEFAULT_MAX_ROWS = 100_000  # so is one with more data rows than this
+# The csv module's own cap on one cell (csv.field_size_limit(), 131,072 characters by
+# default): a cell past it is an error naming its line, never a giant cell.
+MAX_CELL_CHARS = csv.field_size_limit()
+
+
+class _CappedFile:
+    """A text file read for the csv module that stops past `max_bytes` (the file may
+    grow between the size check and the read)."""
+
+    def __init__(self, handle: Any, max_bytes: int, where: str) -> None:
+        self._handle = handle
+        self._left = max_bytes
+        self._max_bytes = max_bytes
+        self._where = where
+
+    def __iter__(self) -> _CappedFile:
+        return self
+
+    def __next__(self) -> str:
+        line = self._handle.readline(self._left + 1)
+        if not line:
+            raise StopIteration
+        self._left -= len(line.encode("utf-8", "surrogatepass"))
+        if self._left < 0:
+            raise ContentTooLarge(
+                f"{self._where}: more than {self._max_bytes} bytes (max_bytes); stopped reading"
+            )
+        return line
 
 
 class CSVSource:
@@ -41,6 +74,12 @@ class CSVSource:
 
     The file is read when the source is made (a missing file, key or column is an
     error at once) and read again whenever its modification time or size changes.
+    It is bounded: a file of more than `max_bytes` bytes (default 10 MB) or more than
+    `max_rows` data rows (default 100,000) is refused with `ContentTooLarge`, and a
+    quote that is never closed, or a cell of more than 131,072 characters, is an error
+    naming the line where the cell starts, not a cell that swallows the rest of the
+    file. Rows are kept as tuples of cells, so what a built source holds stays close
+    to the size of its file.
     """
 
     def __init__(
@@ -53,6 +92,8 @@ class CSVSource:
         delimiter: str = ",",
         encoding: str = "utf-8-sig",
         use_stems: bool = True,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_rows: int = DEFAULT_MAX_ROWS,
     ) -> None:
         self.path = Path(path).expanduser()
         self.key = key
@@ -60,13 +101,17 @@ class CSVSource:
         self.delimiter = delimiter
         self.encoding = encoding
         self.use_stems = use_stems
+        if max_bytes < 1 or max_rows < 1:
+            raise SourceError(f"source {source_id!r}: max_bytes and max_rows must be positive")
+        self.max_bytes = max_bytes
+        self.max_rows = max_rows
         self._wanted_columns = None if columns is None else tuple(columns)
         if self._wanted_columns == ():
             raise SourceError(f"source {source_id!r}: columns, when given, must not be empty")
         self._version: tuple[int, int] | None = None
         self.header: tuple[str, ...] = ()
         self.columns: tuple[str, ...] = ()
-        self._rows: dict[str, tuple[int, dict[str, str]]] = {}
+        self._rows: dict[str, tuple[int, tuple[str, ...]]] = {}
         self._load()
 
     def __repr__(self) -> str:
@@ -83,9 +128,15 @@ class CSVSource:
         version = (stat.st_mtime_ns, stat.st_size)
         if version == self._version:
             return
+        if stat.st_size > self.max_bytes:
+            raise ContentTooLarge(
+                f"{where}: {stat.st_size} bytes; the cap is {self.max_bytes} (max_bytes)"
+            )
+        started = 1  # the line the record being read starts on
         try:
             with self.path.open(newline="", encoding=self.encoding) as handle:
-                reader = csv.reader(handle, delimiter=self.delimiter)
+                lines = _CappedFile(handle, self.max_bytes, where)
+                reader = csv.reader(lines, delimiter=self.delimiter, strict=True)
                 header = next(reader, None)
                 if not header:
                     raise SourceError(f"{where}: no header row")
@@ -98,16 +149,25 @@ class CSVSource:
                 missing = [c for c in self._wanted_columns or () if c not in header]
                 if missing:
                     raise SourceError(f"{where}: no column(s) {missing}; columns are {header}")
-                rows: dict[str, tuple[int, dict[str, str]]] = {}
-                for values in reader:
-                    line = reader.line_num
+                key_index = header.index(self.key)
+                width = len(header)
+                rows: dict[str, tuple[int, tuple[str, ...]]] = {}
+                while True:
+                    started = reader.line_num + 1
+                    values = next(reader, None)
+                    if values is None:
+                        break
+                    line = started
                     if not any(value.strip() for value in values):
                         continue  # a blank line
-                    if len(values) > len(header):
+                    if len(values) > width:
                         raise SourceError(f"{where}: line {line} has more fields than the header")
-                    padded = values + [""] * (len(header) - len(values))
-                    row = dict(zip(header, padded, strict=True))
-                    key_value = row[self.key]
+                    if len(rows) >= self.max_rows:
+                        raise ContentTooLarge(
+                            f"{where}: more than {self.max_rows} rows (max_rows); stopped reading"
+                        )
+                    cells = tuple(values) + ("",) * (width - len(values))
+                    key_value = cells[key_index]
                     if not key_value.strip():
                         raise SourceError(f"{where}: line {line} has an empty key {self.key!r}")
                     if key_value in rows:
@@ -116,13 +176,18 @@ class CSVSource:
                             f"{where}: key {self.key!r} is not unique: {key_value!r} is on"
                             f" lines {first} and {line}"
                         )
-                    rows[key_value] = (line, row)
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+                    rows[key_value] = (line, cells)
+        except csv.Error as exc:
+            raise SourceError(f"{where}: line {started}: {_csv_reason(exc)}") from exc
+        except (OSError, UnicodeDecodeError) as exc:
             raise SourceError(f"{where}: cannot read as CSV: {exc}") from exc
         self.header = tuple(header)
         self.columns = self._wanted_columns or self.header
         self._rows = rows
         self._version = version
+
+    def _row(self, cells: tuple[str, ...]) -> dict[str, str]:
+        return dict(zip(self.header, cells, strict=True))
 
     # -- the Source protocol -------------------------------------------------------
 
@@ -130,11 +195,13 @@ class CSVSource:
         check_limit(limit)
         await asyncio.to_thread(self._load)
         refs = []
-        for key_value, (line, row) in self._rows.items():
-            text = " ".join(row[column] for column in self.columns)
+        searched = [self.header.index(column) for column in self.columns]
+        for key_value, (line, cells) in self._rows.items():
+            text = " ".join(cells[i] for i in searched)
             score = keyword_score(text, query, self.use_stems)
             if score <= 0:
                 continue
+            row = self._row(cells)
             refs.append(
                 SourceRef(
                     source_id=self.source_id,
@@ -142,7 +209,7 @@ class CSVSource:
                     payload=preview("; ".join(f"{name}: {row[name]}" for name in self.header)),
                     score=score,
                     query=query,
-                    metadata={"row": dict(row), "line": line, "key": self.key},
+                    metadata={"row": row, "line": line, "key": self.key},
                 )
             )
         return ranked(refs, limit)
@@ -162,11 +229,23 @@ class CSVSource:
             raise DocumentNotFound(
                 f"source {self.source_id!r}: no row with {self.key} = {key_value!r}"
             )
-        return dict(found[1])
+        return self._row(found[1])
 
     def rows(self, keys: Iterable[str] | None = None) -> list[dict[str, str]]:
         """Every row in file order, or the rows with the given keys in the given order."""
         self._load()
         if keys is None:
-            return [dict(row) for _, row in self._rows.values()]
+            return [self._row(cells) for _, cells in self._rows.values()]
         return [self.row(key_value) for key_value in keys]
+
+
+def _csv_reason(exc: csv.Error) -> str:
+    """What the csv module's error means for the person who wrote the file."""
+    message = str(exc)
+    if "unexpected end of data" in message or "EOF" in message:
+        return "a quoted cell is never closed (an unbalanced quote runs to the end of the file)"
+    if "field larger than field limit" in message:
+        return f"a cell of more than {MAX_CELL_CHARS} characters (an unbalanced quote?)"
+    if "expected after" in message:
+        return f"a quote inside a cell that is not doubled or not closed ({message})"
+    return message

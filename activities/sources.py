@@ -160,7 +160,11 @@ def build_source(
             key=spec.key,
             columns=spec.columns,
             source_id=spec.source_id,
-            **({"delimiter": spec.delimiter} if spec.delimiter else {}),
+            **{
+                name: settings[name]
+                for name in ("delimiter", "max_bytes", "max_rows")
+                if settings.get(name)
+            },
         )
     if spec.kind == "web":
         pages = [

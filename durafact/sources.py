@@ -141,7 +141,7 @@ REMOVED_FIELDS = {
 # What each kind's constructor takes besides `source_id`; the rest must stay unset.
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "files": ("root", "patterns", "max_bytes", "embedding_model", "embedding_endpoint"),
-    "csv": ("path", "key", "columns", "delimiter", "decimal_comma"),
+    "csv": ("path", "key", "columns", "delimiter", "decimal_comma", "max_bytes", "max_rows"),
     "web": ("search_endpoint", "urls", "allow_private", "allowed_networks", "timeout", "max_bytes"),
     "embedding": ("corpus", "embedding_model", "embedding_endpoint", "min_score"),
 }
@@ -172,7 +172,8 @@ class SourceSpec(BaseModel):
     - `files`: `FileSystemSource(root, patterns=..., max_bytes=...)`; with
       `embedding_model`, file vectors from the worker's OpenAI-compatible endpoint
       (`embedding_endpoint`) are mixed into the keyword score.
-    - `csv`: `CSVSource(path, key=..., columns=..., delimiter=...)`; `decimal_comma`
+    - `csv`: `CSVSource(path, key=..., columns=..., delimiter=..., max_bytes=...,
+      max_rows=...)`; `decimal_comma`
       says how the workflow parses its numbers.
     - `web`: `WebSource(search_endpoint=... | urls=[...], allow_private=...,
       allowed_networks=..., timeout=..., max_bytes=...)`.
@@ -197,13 +198,16 @@ class SourceSpec(BaseModel):
     columns: list[str] | None = None
     delimiter: str | None = None
     decimal_comma: bool | None = None
+    max_rows: int | None = Field(
+        default=None, gt=0, description="csv: data rows at most (None: 100,000)."
+    )
     # web
     search_endpoint: str | None = None
     urls: list[WebPage] | None = None
     allow_private: bool | None = None
     allowed_networks: list[str] | None = None
     timeout: float | None = Field(default=None, gt=0)
-    # files and web
+    # files, csv and web (None: each source's default; csv: 10 MB)
     max_bytes: int | None = Field(default=None, gt=0)
     # embedding (and files, optionally)
     corpus: str | None = None

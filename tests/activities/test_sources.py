@@ -8,17 +8,22 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
-from activities.csv_source import CSVSource
+from activities.csv_source import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, CSVSource
 from activities.files_source import FileSystemSource
+from activities.sources import SourceActivities, build_source
 from durafact.arithmetic import column_values, parse_number
 from durafact.sources import (
     ContentTooLarge,
     DocumentNotFound,
     RefusedLocation,
+    SearchRequest,
     Source,
     SourceError,
     SourceRef,
+    SourceSpec,
 )
 
 # -- SourceRef -------------------------------------------------------------------------
@@ -347,3 +352,60 @@ async def test_every_source_answers_through_the_protocol_alone(docs: Path, price
         refs = await source.search(word, limit=1)
         assert [ref.source_id for ref in refs] == [source.source_id]
         assert word in await source.resolve(refs[0])
+
+
+# -- CSVSource limits ----------------------------------------------------------------------
+
+
+def many_rows(path: Path, count: int) -> Path:
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write("sku,name,price\n")
+        for i in range(count):
+            handle.write(f"S-{i},Widget number {i} with a fairly long name,{i % 100}.50\n")
+    return path
+
+
+async def test_csv_a_file_over_the_byte_cap_is_refused_for_good_by_the_activity(
+    tmp_path: Path,
+) -> None:
+    path = many_rows(tmp_path / "big.csv", 2000)
+    size = path.stat().st_size
+    spec = SourceSpec.csv(str(path), key="sku", max_bytes=size - 1)
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(
+            SourceActivities().search_source, SearchRequest(spec=spec, query="widget")
+        )
+    assert (raised.value.type, raised.value.non_retryable) == ("ContentTooLarge", True)
+    assert f"{size} bytes; the cap is {size - 1} (max_bytes)" in raised.value.message
+    # The default cap: 10 MB.
+    assert DEFAULT_MAX_BYTES == 10_000_000
+    assert len(CSVSource(path, key="sku").rows()) == 2000
+
+
+def test_csv_a_file_with_more_rows_than_the_cap_is_refused(tmp_path: Path) -> None:
+    path = many_rows(tmp_path / "long.csv", 11)
+    with pytest.raises(ContentTooLarge, match=r"more than 10 rows \(max_rows\)"):
+        build_source(SourceSpec.csv(str(path), key="sku", max_rows=10))
+    assert len(CSVSource(path, key="sku", max_rows=11).rows()) == 11
+    assert DEFAULT_MAX_ROWS == 100_000
+
+
+def test_csv_an_unbalanced_quote_is_an_error_naming_its_line_not_a_giant_cell(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "quote.csv"
+    path.write_text('sku,name,price\nA,one,1\nB,"two,2\nC,three,3\nD,four,4\n')
+    with pytest.raises(SourceError, match=r"line 3: a quoted cell is never closed"):
+        CSVSource(path, key="sku")
+    # A stray quote inside a cell, and one cell past the csv module's cell cap.
+    path.write_text('sku,name,price\nA,one,1\nB,"two"x,2\n')
+    with pytest.raises(SourceError, match=r"line 3: a quote inside a cell"):
+        CSVSource(path, key="sku")
+    path.write_text('sku,name,price\nA,one,1\nB,"' + "x" * 200_000 + '",2\n')
+    with pytest.raises(SourceError, match=r"line 3: a cell of more than 131072 characters"):
+        CSVSource(path, key="sku")
+    # A quoted cell over several lines is still one cell; its row starts where it starts.
+    path.write_text('sku,name,price\nA,"one\nline two",1\nB,two,2\n')
+    source = CSVSource(path, key="sku")
+    assert source.row("A")["name"] == "one\nline two"
+    assert source._rows["B"][0] == 4
