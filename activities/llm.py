@@ -25,7 +25,7 @@ import asyncio
 import email.utils
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -50,6 +50,7 @@ from durafact.llm import (
     strict_json_schema,
     type_path,
 )
+from durafact.sources import DEFAULT_ENDPOINT
 from durafact.tools import ToolCall, ToolSpec
 
 # Status codes that no retry can fix, and the error type each one is reported as.
@@ -125,6 +126,7 @@ async def heartbeating(awaitable: Any, every: float = 2.0) -> Any:
 UNKNOWN_OUTPUT_TYPE = "UnknownOutputType"
 NO_TOOLS = "NoToolsOnWorker"
 UNKNOWN_TOOL = "UnknownTool"
+UNKNOWN_ENDPOINT = "UnknownEndpoint"
 
 
 class ToolSpecLookup(Protocol):
@@ -269,6 +271,11 @@ class ModelActivities:
     when the worker has no tools: then a request that names tools fails at once
     (`NoToolsOnWorker`), as does one naming a tool the catalog does not know
     (`UnknownTool`).
+
+    `llm` is the endpoint `default`; `endpoints` are the worker's other model endpoints
+    by name, each a client holding its own key, that a request may name
+    (`LLMRequest.endpoint`); a name the worker lacks fails at once (`UnknownEndpoint`),
+    before anything is sent.
     """
 
     def __init__(
@@ -278,8 +285,10 @@ class ModelActivities:
         default_model: str,
         output_models: Iterable[type[BaseModel]] = (),
         tools: ToolSpecLookup | None = None,
+        endpoints: Mapping[str, openai.AsyncOpenAI] | None = None,
     ) -> None:
         self._llm = llm
+        self._endpoints = {DEFAULT_ENDPOINT: llm, **(endpoints or {})}
         self._temporal = temporal
         self._default_model = default_model
         self._output_models = {type_path(model): model for model in output_models}
@@ -287,6 +296,20 @@ class ModelActivities:
         # Rendered `tools=` per requested name list: a tool loop asks for the same
         # tools on every turn, and listing an MCP server's tools is a round trip.
         self._tool_schemas: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+
+    def _endpoint(self, name: str | None) -> openai.AsyncOpenAI:
+        """The client of the endpoint `name` (None: `default`)."""
+        name = (name or DEFAULT_ENDPOINT).lower()
+        try:
+            return self._endpoints[name]
+        except KeyError:
+            raise ApplicationError(
+                f"no model endpoint {name!r} is configured on this worker; it has "
+                f"{', '.join(repr(n) for n in sorted(self._endpoints))} (more with "
+                "DURAFACT_ENDPOINT_<NAME>=URL and DURAFACT_ENDPOINT_<NAME>_KEY=KEY)",
+                type=UNKNOWN_ENDPOINT,
+                non_retryable=True,
+            ) from None
 
     def _output_type(self, name: str) -> type[BaseModel]:
         try:
@@ -356,6 +379,7 @@ class ModelActivities:
 
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
+        llm = self._endpoint(request.endpoint)
         output_type = self._output_type(request.output_type) if request.output_type else None
         tools = await self._tool_schemas_for(request.tools) if request.tools else []
         tools = [*tools, *(tool_schema(spec) for spec in request.tool_specs)]
@@ -396,7 +420,7 @@ class ModelActivities:
         for attempt in range(1, attempts + 1):
             try:
                 answer = await heartbeating(
-                    self._llm.chat.completions.create(messages=messages, **kwargs)
+                    llm.chat.completions.create(messages=messages, **kwargs)
                 )
             except openai.OpenAIError as exc:
                 raise classify_error(exc) from exc

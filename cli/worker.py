@@ -8,8 +8,8 @@ DURAFACT_RECIPES (comma-separated), and those of installed distributions' entry
 points in the group `durafact.recipes` (see cli/registry.py), with the tools of the
 MCP servers named by `--mcp` (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`; see
 activities/mcp.py). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE,
-OPENAI_BASE_URL, OPENAI_API_KEY and DURAFACT_MODEL, and the embedding endpoints
-workflows may name, DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY
+OPENAI_BASE_URL, OPENAI_API_KEY and DURAFACT_MODEL, and the model and embedding
+endpoints workflows may name, DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY
 (see cli/endpoints.py). A registration, MCP or endpoint configuration mistake is
 one line and exit code 2, before connecting. SIGINT or SIGTERM stops polling, lets
 running activities finish (up to the graceful timeout), closes the MCP servers
@@ -104,12 +104,17 @@ async def build_worker(
     catalog = ToolCatalog(registry.tools.values(), tool_providers)
     tool_activities = ToolActivities(catalog)
     llm = openai_client(settings)
-    models = ModelActivities(
-        llm, client, settings.model, registry.output_models.values(), tools=catalog
-    )
-    # Sources name an embedding endpoint (none: `default`, the model's); each client
-    # holds its own endpoint's key, and a name the worker lacks reaches nothing.
+    # Every endpoint a request or a source may name, `default` being the model client;
+    # each client holds its own endpoint's key, and a name the worker lacks reaches nothing.
     named = {name: endpoint_client(e) for name, e in settings.endpoints.items()}
+    models = ModelActivities(
+        llm,
+        client,
+        settings.model,
+        registry.output_models.values(),
+        tools=catalog,
+        endpoints=named,
+    )
     sources = SourceActivities(endpoints={DEFAULT_ENDPOINT: llm, **named})
     worker = Worker(
         client,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from durafact.sources import ENDPOINT_NAME
 from durafact.tools import ToolCall, ToolSpec
 
 
@@ -102,6 +103,12 @@ class LLMRequest(BaseModel):
         ),
     )
     model: str | None = Field(default=None, description="None: the worker's DURAFACT_MODEL.")
+    endpoint: str | None = Field(
+        default=None,
+        pattern=f"^{ENDPOINT_NAME.pattern}$",
+        description="The name of a model endpoint configured on the worker (None: "
+        "`default`, its OPENAI_BASE_URL with OPENAI_API_KEY); a name, never a URL.",
+    )
     temperature: float | None = None
     max_tokens: int | None = None
     validation_attempts: int = Field(

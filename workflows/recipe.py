@@ -165,11 +165,13 @@ class ModelCalls:
         summary: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        endpoint: str | None = None,
     ) -> LLMResponse:
         """The general form: explicit messages, optional structured output; for a tool
         loop or a chat, the run's `ChatTurn` artifacts (`conversation`, a reference read
         by the activity), the tools the model may call (by name, or `tool_specs` for tools
-        the workflow runs itself) and stop sequences."""
+        the workflow runs itself) and stop sequences; `endpoint` names one of the worker's
+        model endpoints (None: `default`)."""
         ctx = self._ctx
         activity_id = ctx.next_activity_id("llm")
         response: LLMResponse = await workflow.execute_activity(
@@ -183,6 +185,7 @@ class ModelCalls:
                 stop=stop,
                 temperature=temperature,
                 max_tokens=max_tokens,
+                endpoint=endpoint,
             ),
             result_type=LLMResponse,
             activity_id=activity_id,

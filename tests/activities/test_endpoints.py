@@ -19,9 +19,10 @@ import pytest
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 
 from durafact.ledger import Ledger
+from durafact.llm import ChatMessage, LLMRequest
 from durafact.sources import SearchRequest, SourceFailure, SourceRef, SourceSpec
 from workflows.recipe import Recipe, RecipeContext
 from workflows.sources import fan_out_sources
@@ -66,6 +67,26 @@ class EndpointProbe(Recipe[Search, Found]):
         return Found(ledger=ctx.ledger)
 
 
+class Ask(BaseModel):
+    question: str
+    endpoint: str | None = None
+
+
+@workflow.defn
+class ModelProbe(Recipe[Ask, str]):
+    """One model request on the endpoint the input names."""
+
+    recipe_name = "model-probe"
+
+    @workflow.run
+    async def run(self, ask: Ask) -> str:
+        return await self.execute(ask)
+
+    async def lifecycle(self, ctx: RecipeContext, ask: Ask) -> str:
+        messages = [ChatMessage(role="user", content=ask.question)]
+        return (await ctx.llm.request(messages, endpoint=ask.endpoint)).text
+
+
 @pytest.fixture
 def embed_server() -> Iterator[ScriptedModel]:
     server = ScriptedModel().start()
@@ -92,7 +113,7 @@ async def endpoint_worker(
         model="scripted",
         task_queue=f"test-{uuid.uuid4().hex[:8]}",
     )
-    async with build_worker(client, settings, extra_workflows=[EndpointProbe]):
+    async with build_worker(client, settings, extra_workflows=[EndpointProbe, ModelProbe]):
         yield settings
 
 
@@ -257,6 +278,43 @@ async def test_a_url_given_to_the_embeddings_client_never_gets_the_environment_k
     finally:
         await embedder.client.close()
     assert authorizations(stranger) == {f"Bearer {DEFAULT_KEY}"}
+
+
+# --- model requests name endpoints the same way ---------------------------------------
+
+
+async def test_a_model_request_names_an_endpoint_and_each_gets_its_own_key(
+    client: Client,
+    endpoint_worker: Settings,
+    model: ScriptedModel,
+    embed_server: ScriptedModel,
+    stranger: ScriptedModel,
+) -> None:
+    async def ask(question: str, endpoint: str | None) -> str:
+        return await client.execute_workflow(
+            ModelProbe.run,
+            Ask(question=question, endpoint=endpoint),
+            id=f"endpoints-{uuid.uuid4().hex[:8]}",
+            task_queue=endpoint_worker.task_queue,
+        )
+
+    assert await ask("on the default", None) == "done: on the default"
+    assert await ask("on embed", "embed") == "done: on embed"
+    assert [c.last_user for c in model.calls] == ["on the default"]
+    assert authorizations(model) == {f"Bearer {DEFAULT_KEY}"}
+    assert [c.last_user for c in embed_server.calls] == ["on embed"]
+    assert authorizations(embed_server) == {f"Bearer {EMBED_KEY}"}
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await ask("on a stranger", "stranger")
+    cause = failed.value.cause.cause
+    assert (cause.type, cause.non_retryable) == ("UnknownEndpoint", True)
+    assert "no model endpoint 'stranger' is configured on this worker" in cause.message
+    assert "it has 'default', 'embed'" in cause.message
+    assert stranger.calls == [] and len(model.calls) == len(embed_server.calls) == 1
+    # A URL is not an endpoint's name: such a request cannot even be made.
+    with pytest.raises(ValidationError, match="endpoint"):
+        LLMRequest(messages=[ChatMessage(role="user", content="hi")], endpoint=stranger.url)
 
 
 # --- the configuration -----------------------------------------------------------------
