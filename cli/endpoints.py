@@ -41,7 +41,9 @@ class Endpoint(BaseModel):
 
     name: str
     base_url: str | None = Field(description="None: the openai client's own (api.openai.com).")
-    api_key: str | None = Field(default=None, repr=False, description="None: no key sent.")
+    api_key: str | None = Field(
+        default=None, repr=False, exclude=True, description="None: no key sent."
+    )
     origin: str = Field(default="", description="Where it was configured, for messages.")
 
 

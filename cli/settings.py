@@ -57,7 +57,7 @@ class Settings(BaseModel):
     metadata. The address and namespace above win over the profile's."""
     task_queue: str = "durafact"
     openai_base_url: str | None = None
-    openai_api_key: str | None = Field(default=None, repr=False)
+    openai_api_key: str | None = Field(default=None, repr=False, exclude=True)
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     """Named endpoints besides `default`, by name: what `SourceSpec.embedding_endpoint`
     may name. Only these (and `default`) ever receive a key."""
