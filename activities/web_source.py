@@ -7,7 +7,11 @@ guarded, because the URL comes from a search engine or a model, not from the
 operator:
 
 - only `http` and `https`; redirects are followed by hand (at most
-  `max_redirects`), each hop checked like the first URL;
+  `max_redirects`), each hop checked like the first URL, and more strictly:
+  `allow_private` lets the first URL reach any address, but a redirect may lead to a
+  non-global address only when it is in `allowed_networks` or is an address and port
+  the first URL already reached (the same server), so an allowed local server cannot
+  send the fetch on to 169.254.169.254 or another internal host;
 - the host is resolved (`getaddrinfo`) and **every** address it resolves to must be
   global: loopback, private (RFC 1918, ULA), link-local (incl. 169.254.169.254, the
   cloud metadata address), shared (100.64/10), multicast, unspecified and reserved
@@ -19,7 +23,9 @@ operator:
   check keep the original name), so a DNS answer that changes between check and
   connect (DNS rebinding) cannot redirect the fetch to an internal address;
 - a timeout for the whole fetch, all hops included; a size cap (the body is
-  streamed and reading stops at `max_bytes`); only `text/html`,
+  streamed and reading stops at `max_bytes` of **decompressed** bytes: only gzip
+  and deflate are accepted, decompressed here a piece at a time, so a compressed
+  bomb stops at the cap); only `text/html`,
   `application/xhtml+xml` and `text/plain` are accepted;
 - HTML becomes readable text with the standard library's `html.parser`: scripts,
   styles and other non-text elements dropped, the title first, paragraph breaks kept.
@@ -39,6 +45,7 @@ import json
 import re
 import socket
 import ssl
+import zlib
 from collections.abc import Iterable, Mapping
 from html.parser import HTMLParser
 from typing import Any
@@ -69,6 +76,7 @@ TEXT_TYPES = {"text/html": "html", "application/xhtml+xml": "html", "text/plain"
 _REDIRECTS = {301, 302, 303, 307, 308}
 _RETRYABLE_STATUS = {408, 425, 429}
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+ACCEPT_ENCODING = "gzip, deflate"  # what `_Decompressor` reads, counting its output
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 
 
@@ -290,7 +298,11 @@ class WebSource:
         assert self.search_endpoint is not None
         where = f"source {self.source_id!r}: search endpoint {self.search_endpoint}"
         params = {"q": query, "format": "json"}
-        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        headers = {
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+            "User-Agent": self.user_agent,
+        }
         client = self.client or httpx.AsyncClient(timeout=self.timeout)
         try:
             async with asyncio.timeout(self.timeout):
@@ -331,9 +343,12 @@ class WebSource:
 
     async def _fetch(self, start: str) -> str:
         url = self._parse(start)
+        reached: set[tuple[str, int]] | None = None  # the first URL's addresses and port
         for _ in range(self.max_redirects + 1):
             where = f"source {self.source_id!r}: {url}"
-            addresses = await self.check_url(url)
+            addresses = await self.check_url(url, first=reached)
+            if reached is None:
+                reached = {(address, _port(url)) for address in addresses}
             async with self._page_client() as client:
                 response = await self._connect(client, url, addresses, where)
                 try:
@@ -373,11 +388,17 @@ class WebSource:
             raise RefusedLocation(f"source {self.source_id!r}: refused {raw!r}: no host")
         return url.copy_with(fragment=None)
 
-    async def check_url(self, url: httpx.URL) -> list[str]:
+    async def check_url(
+        self, url: httpx.URL, first: set[tuple[str, int]] | None = None
+    ) -> list[str]:
         """The addresses `url`'s host resolves to, every one of them allowed, or
-        `RefusedLocation` naming the first refused one."""
+        `RefusedLocation` naming the first refused one.
+
+        `first` is given for a redirect hop: the addresses (and port) the first URL
+        reached. Then `allow_private` does not apply: a non-global address must be in
+        `allowed_networks` or be one of those, on the same port."""
         host = url.raw_host.decode("ascii")
-        port = url.port or (443 if url.scheme == "https" else 80)
+        port = _port(url)
         try:
             ipaddress.ip_address(host)
             addresses = [host]
@@ -394,18 +415,27 @@ class WebSource:
             addresses = list(dict.fromkeys(str(info[4][0]).split("%", 1)[0] for info in infos))
         if not addresses:
             raise SourceError(f"source {self.source_id!r}: {host} resolves to no address")
-        if not self.allow_private:
-            for address in addresses:
-                ip = ipaddress.ip_address(address)
-                if any(ip in network for network in self.allowed_networks):
-                    continue
-                reason = address_refusal(address)
-                if reason:
-                    shown = host if host == address else f"{host} (resolves to {address})"
+        if self.allow_private and first is None:
+            return addresses
+        for address in addresses:
+            ip = ipaddress.ip_address(address)
+            if any(ip in network for network in self.allowed_networks):
+                continue
+            if first is not None and (address, port) in first:
+                continue  # a redirect to the server the first URL reached
+            reason = address_refusal(address)
+            if reason:
+                shown = host if host == address else f"{host} (resolves to {address})"
+                if first is None:
                     raise RefusedLocation(
                         f"source {self.source_id!r}: refused {url}: {shown} is a {reason}"
                         " address; pass allow_private=True or allowed_networks to allow it"
                     )
+                raise RefusedLocation(
+                    f"source {self.source_id!r}: refused a redirect to {url}: {shown} is a "
+                    f"{reason} address; a redirect reaches one only in allowed_networks "
+                    "(--allow-network CIDR), whatever allow_private says"
+                )
         return addresses
 
     def _page_client(self) -> httpx.AsyncClient:
@@ -427,6 +457,7 @@ class WebSource:
             "Host": host_header,
             "User-Agent": self.user_agent,
             "Accept": "text/html, application/xhtml+xml, text/plain;q=0.9",
+            "Accept-Encoding": ACCEPT_ENCODING,
         }
         failure: Exception | None = None
         for address in addresses:
@@ -442,6 +473,10 @@ class WebSource:
             except httpx.HTTPError as exc:
                 raise SourceUnavailable(f"{where}: {type(exc).__name__}: {exc}") from exc
         raise SourceUnavailable(f"{where}: cannot connect: {failure}")
+
+
+def _port(url: httpx.URL) -> int:
+    return url.port or (443 if url.scheme == "https" else 80)
 
 
 def _without_fragment(url: str) -> str:
@@ -463,12 +498,62 @@ async def _read_capped(response: httpx.Response, max_bytes: int, where: str) -> 
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise ContentTooLarge(f"{where}: {declared} bytes declared, the cap is {max_bytes}")
+    decompressor = _Decompressor(response.headers.get("content-encoding", ""), where)
     data = bytearray()
-    async for chunk in response.aiter_bytes():
-        data += chunk
+    too_large = ContentTooLarge(f"{where}: more than {max_bytes} bytes; stopped reading")
+    async for chunk in response.aiter_raw():
+        # At most one byte past the cap comes out of a compressed chunk, however
+        # much it would inflate to.
+        data += decompressor.feed(chunk, max_bytes + 1 - len(data))
         if len(data) > max_bytes:
-            raise ContentTooLarge(f"{where}: more than {max_bytes} bytes; stopped reading")
+            raise too_large
+    data += decompressor.flush(max_bytes + 1 - len(data))
+    if len(data) > max_bytes:
+        raise too_large
     return bytes(data)
+
+
+class _Decompressor:
+    """A body's `Content-Encoding` undone piece by piece, each piece no larger than
+    asked: identity, gzip or deflate; anything else is refused."""
+
+    def __init__(self, encoding: str, where: str) -> None:
+        self.where = where
+        self.name = encoding.strip().lower()
+        if self.name in ("", "identity"):
+            self._inflate = None
+        elif self.name in ("gzip", "x-gzip", "deflate"):
+            # 32 + 15: a gzip or zlib header, whichever it is; raw deflate on failure.
+            self._inflate = zlib.decompressobj(32 + zlib.MAX_WBITS)
+        else:
+            raise UnsupportedContent(
+                f"{where}: content encoding {encoding!r} refused; only gzip and deflate"
+            )
+        self._started = False
+        self._pending = b""
+
+    def feed(self, chunk: bytes, room: int) -> bytes:
+        if self._inflate is None:
+            return chunk
+        try:
+            out = self._inflate.decompress(self._pending + chunk, room)
+        except zlib.error as exc:
+            if self.name == "deflate" and not self._started:
+                self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate
+                self._started = True
+                return self.feed(chunk, room)
+            raise SourceError(f"{self.where}: a broken {self.name} body: {exc}") from None
+        self._started = True
+        # What did not fit stays for the next call (only when the cap was reached).
+        self._pending = self._inflate.unconsumed_tail
+        return out
+
+    def flush(self, room: int) -> bytes:
+        if self._inflate is None:
+            return b""
+        if self._pending:
+            return self.feed(b"", room)
+        return self._inflate.flush()
 
 
 def _endpoint_refs(source_id: str, query: str, results: list[Any], limit: int) -> list[SourceRef]:

@@ -5,9 +5,12 @@ fetches only the page asked for" are observed, not assumed."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import threading
 import time
+import tracemalloc
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +29,9 @@ from durafact.sources import (
     SourceUnavailable,
     UnsupportedContent,
 )
+
+# 64 MB of spaces, gzip-compressed to about 64 KB: a page that inflates a thousandfold.
+BOMB = gzip.compress(b"<html><body>" + b" " * 64_000_000, compresslevel=9)
 
 ARTICLE = """<!doctype html>
 <html><head><title>Plaster  guide</title>
@@ -132,6 +138,19 @@ class Site:
                     self.send_header("Content-Length", str(50_000_000))
                     self.end_headers()
                     self.wfile.write(b"x" * 1000)
+                elif path == "/pages/bomb":
+                    self._send(200, "text/html", BOMB, encoding="gzip")
+                elif path == "/pages/gzipped":
+                    self._send(200, "text/html", gzip.compress(ARTICLE.encode()), encoding="gzip")
+                elif path == "/pages/deflated":
+                    body = zlib.compress(ARTICLE.encode())
+                    self._send(200, "text/html", body, encoding="deflate")
+                elif path == "/pages/raw-deflated":
+                    squeeze = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+                    body = squeeze.compress(ARTICLE.encode()) + squeeze.flush()
+                    self._send(200, "text/html", body, encoding="deflate")
+                elif path == "/pages/brotli":
+                    self._send(200, "text/html", b"\x0b\x02\x80hi\x03", encoding="br")
                 elif path == "/pages/slow":
                     time.sleep(3)
                     self._send(200, "text/plain", "late")
@@ -142,7 +161,9 @@ class Site:
                 elif path == "/redirect/page":
                     self._redirect("/pages/plaster")
                 elif path == "/redirect/twice":
-                    self._redirect(f"http://localhost:{site.port}/redirect/page")
+                    self._redirect(f"http://127.0.0.1:{site.port}/redirect/page")
+                elif path == "/redirect/other-port":
+                    self._redirect(f"http://127.0.0.1:{site.port + 1}/pages/secret")
                 elif path == "/redirect/metadata":
                     self._redirect("http://169.254.169.254/latest/meta-data/")
                 elif path == "/redirect/other-loopback":
@@ -160,11 +181,19 @@ class Site:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def _send(self, status: int, content_type: str | None, body: str | bytes) -> None:
+            def _send(
+                self,
+                status: int,
+                content_type: str | None,
+                body: str | bytes,
+                encoding: str | None = None,
+            ) -> None:
                 data = body.encode() if isinstance(body, str) else body
                 self.send_response(status)
                 if content_type:
                     self.send_header("Content-Type", content_type)
+                if encoding:
+                    self.send_header("Content-Encoding", encoding)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -419,3 +448,62 @@ def test_address_refusal_names_the_kind_of_address() -> None:
     assert address_refusal("::ffff:10.0.0.1") == "private (inside ::ffff:a00:1)"
     assert address_refusal("64:ff9b::7f00:1") == "loopback (inside 64:ff9b::7f00:1)"
     assert address_refusal("2002:7f00:1::") == "loopback (inside 2002:7f00:1::)"
+
+
+# -- bounded reads and redirect hops (issue 12) ---------------------------------------------
+
+
+async def test_a_compressed_page_is_capped_by_its_decompressed_size_without_inflating_it(
+    site: Site,
+) -> None:
+    source = endpoint_source(site)  # the default cap: 2 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(ContentTooLarge, match="more than 2000000 bytes; stopped reading"):
+            await source.resolve(ref(f"{site.base}/pages/bomb"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The cap, a chunk and the parser's buffers; not the 64 MB the page inflates to.
+    assert peak < 12_000_000, peak
+
+
+@pytest.mark.parametrize("path", ["/pages/gzipped", "/pages/deflated", "/pages/raw-deflated"])
+async def test_gzip_and_deflate_pages_are_read(site: Site, path: str) -> None:
+    text = await endpoint_source(site).resolve(ref(f"{site.base}{path}"))
+    assert text.startswith("Plaster guide\n\nHome\n\nGypsum plaster")
+
+
+async def test_a_content_encoding_that_is_not_gzip_or_deflate_is_refused(site: Site) -> None:
+    with pytest.raises(UnsupportedContent, match="content encoding 'br' refused"):
+        await endpoint_source(site).resolve(ref(f"{site.base}/pages/brotli"))
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/redirect/metadata", r"169\.254\.169\.254 is a link-local address"),
+        ("/redirect/other-loopback", r"127\.0\.0\.2 is a loopback address"),
+        ("/redirect/other-port", r"127\.0\.0\.1 is a loopback address"),
+    ],
+)
+async def test_allow_private_does_not_let_a_redirect_reach_another_internal_address(
+    site: Site, path: str, said: str
+) -> None:
+    source = WebSource(urls=["https://example.org/"], allow_private=True)
+    with pytest.raises(RefusedLocation, match=f"refused a redirect to .*{said}") as refused:
+        await source.resolve(ref(f"{site.base}{path}"))
+    assert "allowed_networks (--allow-network CIDR)" in str(refused.value)
+    assert site.hits == Counter({path: 1})
+    # The same server the first URL reached may still redirect to itself.
+    text = await source.resolve(ref(f"{site.base}/redirect/twice"))
+    assert text.startswith("Plaster guide")
+
+
+async def test_a_redirect_into_an_allowed_network_passes_the_check(site: Site) -> None:
+    source = WebSource(
+        urls=["https://example.org/"], allow_private=True, allowed_networks=["127.0.0.2/32"]
+    )
+    # Past the address check: nothing listens on 127.0.0.2, so the connection fails.
+    with pytest.raises(SourceUnavailable, match="127.0.0.2"):
+        await source.resolve(ref(f"{site.base}/redirect/other-loopback"))
