@@ -3,7 +3,9 @@
 Where to connect is read by `Settings.from_env` through `temporalio.envconfig`
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_TLS*`,
 `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`); `connect` turns it into a client with
-the pydantic data converter, or a one-line reason it cannot.
+the data converter of cli/codec.py (pydantic, and the payload codec when
+`DURAFACT_KEYS` or `DURAFACT_KEYS_FILE` configure keys), or a one-line reason it
+cannot.
 
 Every durafact workflow upserts the Keyword search attributes `DurafactRecipe` and
 `DurafactStatus`. In a namespace without them each of its workflow tasks fails,
@@ -32,9 +34,9 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
+from cli.codec import data_converter
 from cli.settings import Settings, SettingsError
 from workflows.recipe import SEARCH_ATTRIBUTES
 
@@ -83,9 +85,13 @@ def connect_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
-async def connect(settings: Settings, timeout: float = CONNECT_TIMEOUT) -> Client:
-    """A client for the configured server and namespace, with the pydantic data
-    converter; raises Unreachable with a one-line reason."""
+async def connect(
+    settings: Settings, timeout: float = CONNECT_TIMEOUT, env: Mapping[str, str] | None = None
+) -> Client:
+    """A client for the configured server and namespace, with the data converter
+    for the keys `env` (default: this process's environment) configures; raises
+    Unreachable, or CodecConfigError for unusable keys, with a one-line reason."""
+    converter = data_converter(env)
     address, source = settings.temporal_address, settings.temporal_address_source
     if settings.temporal_address_explicit and not port_open(address, timeout=3):
         raise Unreachable(f"cannot reach Temporal at {address} ({source})")
@@ -96,9 +102,7 @@ async def connect(settings: Settings, timeout: float = CONNECT_TIMEOUT) -> Clien
             f"cannot read {exc.filename}: {exc.strerror} (TLS settings for {address})"
         ) from None
     try:
-        return await asyncio.wait_for(
-            Client.connect(**options, data_converter=pydantic_data_converter), timeout
-        )
+        return await asyncio.wait_for(Client.connect(**options, data_converter=converter), timeout)
     except (RuntimeError, TimeoutError) as exc:
         reason = " ".join(str(exc).split()) or f"no answer within {timeout:.0f}s"
         raise Unreachable(f"cannot reach Temporal at {address} ({source}): {reason}") from None
@@ -135,7 +139,7 @@ async def open_client(
             f"nothing answers on {address}: starting the embedded stack (stop it: starter.py down)"
         )
         await up(stack, settings, note, env)
-    client = await connect(settings)
+    client = await connect(settings, env=env)
     registered = await ensure_search_attributes(client, register=may_register(env))
     if registered:
         note(registered_message(registered, client.namespace))

@@ -1,4 +1,5 @@
-"""The embedded stack: the Temporal dev server, the local model and a worker.
+"""The embedded stack: the Temporal dev server, the local model and a worker, and the
+codec server when payload encryption keys are configured (cli/codec.py).
 
 `python starter.py up` starts them in the background, detached, with their logs and
 pid files under `.durafact/` in the current directory; `down` stops exactly the
@@ -8,6 +9,11 @@ processes those pid files name. The tests use `temporal_binary()` and
 The stack is for when no Temporal address is configured (see cli/settings.py); with
 one, `up` starts no server: it checks that the configured one answers and that its
 namespace has durafact's search attributes (cli/connection.py), then starts the rest.
+
+With `DURAFACT_KEYS` (or `DURAFACT_KEYS_FILE`) set, `up` first starts the codec server
+(cli/codec_server.py) on `DURAFACT_CODEC_PORT` (default 8081; another free port when
+that one is taken and the port was not configured), then the dev server with
+`--ui-codec-endpoint` pointing at it, so the Web UI shows payloads decrypted.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cli.codec import keys_from_env
+from cli.codec_server import ORIGINS_ENV, TOKEN_ENV
 from cli.connection import (
     NAMES,
     connect,
@@ -49,6 +57,8 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 SERVER_TIMEOUT = 30.0
 MODEL_TIMEOUT = 180.0  # loading the model file can take a while on a slow disk
 WORKER_TIMEOUT = 30.0
+CODEC_TIMEOUT = 15.0
+CODEC_PORT_ENV = "DURAFACT_CODEC_PORT"
 # A live worker re-polls at least every ~70 s (the long-poll timeout); a poller the
 # server saw longer ago than this has gone away.
 POLLER_FRESHNESS = timedelta(minutes=2)
@@ -84,6 +94,7 @@ class Embedded:
     temporal_port: int = 7233
     ui_port: int = 8233
     model_port: int = 8765
+    codec_port: int = 8081
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Embedded:
@@ -93,6 +104,7 @@ class Embedded:
             temporal_port=_port(env, "DURAFACT_TEMPORAL_PORT", 7233),
             ui_port=_port(env, "DURAFACT_UI_PORT", 8233),
             model_port=_port(env, "DURAFACT_MODEL_PORT", 8765),
+            codec_port=_port(env, CODEC_PORT_ENV, 8081),
         )
 
     @property
@@ -144,6 +156,7 @@ def _port(env: Mapping[str, str], name: str, default: int) -> int:
 
 
 PIECES = {
+    "codec": "the codec server",
     "temporal": "the Temporal dev server",
     "model": "the local model",
     "worker": "a worker",
@@ -275,7 +288,8 @@ def stop_process(pid: int, argv: list[str], timeout: float) -> None:
             time.sleep(0.05)
 
 
-STOP_TIMEOUTS = {"worker": 15.0, "model": 10.0, "temporal": 10.0}  # the worker drains first
+# The worker drains first.
+STOP_TIMEOUTS = {"worker": 15.0, "model": 10.0, "temporal": 10.0, "codec": 5.0}
 
 
 async def has_live_poller(
@@ -326,7 +340,10 @@ async def up(
     settings = stack.settings(settings, env)
     started: list[tuple[Piece, subprocess.Popen]] = []
     try:
-        await _up_server(stack, settings, say, started)
+        codec_url = None
+        if keys_from_env(env) is not None:  # unusable keys: CodecConfigError, one line
+            codec_url = await _up_codec(stack, settings, env, say, started)
+        await _up_server(stack, settings, say, started, codec_url)
         await _ensure_search_attributes(settings, say, env)
         worker_env = {**env, "TEMPORAL_ADDRESS": settings.temporal_address}
         if uses_local_model(env):
@@ -343,7 +360,11 @@ async def up(
 
 
 async def _up_server(
-    stack: Embedded, settings: Settings, say: Say, started: list[tuple[Piece, subprocess.Popen]]
+    stack: Embedded,
+    settings: Settings,
+    say: Say,
+    started: list[tuple[Piece, subprocess.Popen]],
+    codec_url: str | None = None,
 ) -> None:
     piece = stack.piece("temporal")
     if settings.temporal_address_explicit:
@@ -351,10 +372,17 @@ async def _up_server(
         if not port_open(settings.temporal_address, timeout=3):
             raise EmbeddedError(f"cannot reach Temporal at {where}")
         say(f"using Temporal at {where}")
+        if codec_url:
+            say(f"to read payloads decrypted, set {codec_url} as the codec endpoint in its Web UI")
         return
     pid = piece.running_pid()
     if pid:
         say(f"{piece.label} is already running on {stack.address} (pid {pid})")
+        if codec_url and _flag(piece, "--ui-codec-endpoint") != codec_url:
+            say(
+                "its Web UI was started without this codec server and shows payloads "
+                "encrypted: run `starter.py down` and `up` again"
+            )
         return
     if port_open(stack.address):
         say(f"Temporal already answers on {stack.address} (not started by durafact); using it")
@@ -377,6 +405,7 @@ async def _up_server(
         "--log-level",
         "warn",
         *DEV_SERVER_TUNING,
+        *(("--ui-codec-endpoint", codec_url) if codec_url else ()),
     ]
     process = piece.start(argv, os.environ, stack.state_dir.parent)
     started.append((piece, process))
@@ -396,6 +425,84 @@ async def _up_server(
             )
         await asyncio.sleep(0.1)
     say(f"started {piece.label} on {stack.address} (pid {process.pid}, log {piece.log_name})")
+
+
+def _flag(piece: Piece, name: str) -> str | None:
+    """The value of option `name` in the command line the piece's pid file records."""
+    recorded = piece.recorded()
+    argv = recorded[1] if recorded else []
+    return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name), None)
+
+
+async def _up_codec(
+    stack: Embedded,
+    settings: Settings,
+    env: Mapping[str, str],
+    say: Say,
+    started: list[tuple[Piece, subprocess.Popen]],
+) -> str:
+    """Start the codec server (unless it runs) and return its URL for the Web UI."""
+    piece = stack.piece("codec")
+    pid = piece.running_pid()
+    if pid:
+        url = f"http://127.0.0.1:{_flag(piece, '--port')}"
+        say(f"{piece.label} is already running on {url} (pid {pid})")
+        return url
+    # A dev server that still runs keeps the codec endpoint it was started with.
+    endpoint = _flag(stack.piece("temporal"), "--ui-codec-endpoint")
+    port = stack.codec_port
+    if endpoint and stack.piece("temporal").running_pid():
+        port = int(endpoint.rpartition(":")[2])
+    if port_open(f"127.0.0.1:{port}"):
+        if env.get(CODEC_PORT_ENV) or endpoint:
+            raise EmbeddedError(
+                f"port {port} for {piece.label} is in use by another program "
+                f"(set {CODEC_PORT_ENV} to a free port)"
+            )
+        port = _free_port()
+    argv = [sys.executable, "-m", "cli.codec_server", "--port", str(port)]
+    if not env.get(ORIGINS_ENV):
+        for origin in dict.fromkeys(
+            (stack.ui_url, f"http://127.0.0.1:{stack.ui_port}", _origin(settings.ui_url))
+        ):
+            argv += ["--origin", origin]
+    process = piece.start(argv, env, stack.state_dir.parent)
+    started.append((piece, process))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + CODEC_TIMEOUT
+    while not port_open(f"127.0.0.1:{port}"):
+        if process.poll() is not None:
+            raise EmbeddedError(
+                f"{piece.label} exited with code {process.returncode}: "
+                f"{piece.last_log_line() or 'no output'} (see {piece.log_name})"
+            )
+        if time.monotonic() > deadline:
+            raise EmbeddedError(
+                f"{piece.label} did not listen on {url} within {CODEC_TIMEOUT:.0f}s "
+                f"(see {piece.log_name})"
+            )
+        await asyncio.sleep(0.05)
+    say(f"started {piece.label} on {url} (pid {process.pid}, log {piece.log_name})")
+    if env.get(TOKEN_ENV):
+        say(
+            f"{TOKEN_ENV} is set: the Web UI sends no such token, so it shows payloads "
+            f"encrypted; the temporal CLI sends it with --codec-endpoint {url} "
+            f'--codec-auth "Bearer ${TOKEN_ENV}"'
+        )
+    return url
+
+
+def _origin(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 async def _ensure_search_attributes(settings: Settings, say: Say, env: Mapping[str, str]) -> None:

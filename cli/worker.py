@@ -10,7 +10,8 @@ MCP servers named by `--mcp` (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`;
 activities/mcp.py). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE,
 OPENAI_BASE_URL, OPENAI_API_KEY and DURAFACT_MODEL, and the model and embedding
 endpoints workflows may name, DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY
-(see cli/endpoints.py). A registration, MCP or endpoint configuration mistake is
+(see cli/endpoints.py), and the payload encryption keys, DURAFACT_KEYS or
+DURAFACT_KEYS_FILE (see cli/codec.py). A registration, MCP or endpoint configuration mistake is
 one line and exit code 2, before connecting. SIGINT or SIGTERM stops polling, lets
 running activities finish (up to the graceful timeout), closes the MCP servers
 (ending their processes) and exits 0.
@@ -189,6 +190,13 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
     log.info("recipes: %s (from %s)", ", ".join(registry.names()), ", ".join(registry.modules))
     log.info("tools: %s", ", ".join(sorted(registry.tools)) or "none")
+    keyring = getattr(client.data_converter.payload_codec, "keyring", None)  # cli/codec.py
+    log.info(
+        "payloads: %s",
+        f"encrypted with key {keyring.newest} (decrypts {', '.join(keyring.ids)})"
+        if keyring
+        else "not encrypted (no DURAFACT_KEYS)",
+    )
     for endpoint in endpoints.values():
         log.info(
             "endpoint %s: %s (%s)",

@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
@@ -126,6 +127,12 @@ async def question_waiting(
                 return questions[0]
         await asyncio.sleep(0.025)
     raise AssertionError(f"question {n} of {handle.id} never came to wait alone: {questions}")
+
+
+def with_converter(client: Client, converter: DataConverter) -> Client:
+    """The same connection with another data converter, e.g. cli.codec's with keys:
+    a client (and the workers built on it) that encrypts and decrypts payloads."""
+    return Client(**{**client.config(), "data_converter": converter})
 
 
 def free_port() -> int:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from cli.codec import data_converter
 from tests.helpers import ROOT
 from workflows import RECIPES
 
@@ -28,5 +28,5 @@ def test_histories_are_committed_for_every_workflow() -> None:
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    replayer = Replayer(workflows=RECIPES, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=RECIPES, data_converter=data_converter())
     await replayer.replay_workflow(history)
