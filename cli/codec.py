@@ -13,8 +13,9 @@ id: never garbage.
 
 Without keys nothing is encrypted and plain payloads read as before; an encrypted
 payload then fails with PayloadDecryptError saying that no keys are configured.
-Search attributes are not payloads the codec sees: they stay readable (and searchable)
-by the server. Failure messages and stack traces are not encrypted either.
+With keys, failure messages and stack traces are encrypted too (the server keeps
+`Encoded failure`). Not encrypted: search attributes (the server indexes them),
+workflow and activity ids, activity types and task queues.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadCodec,
+)
 
 from cli.settings import SettingsError
 
@@ -187,8 +192,16 @@ def data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
 
 
 def converter_for(keyring: Keyring | None) -> DataConverter:
-    """The pydantic data converter with an EncryptionCodec for `keyring`."""
-    return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keyring))
+    """The pydantic data converter with an EncryptionCodec for `keyring`; with keys,
+    failure messages and stack traces travel in an encrypted payload too (the server
+    stores `Encoded failure`; clients with the keys, and the codec server, restore them)."""
+    if keyring is None:
+        return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(None))
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=EncryptionCodec(keyring),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
 
 
 def new_key(key_id: str) -> str:

@@ -193,6 +193,27 @@ async def test_rotation_encrypts_new_payloads_with_the_newest_key_and_still_read
     assert "encrypted with key 'k2', which is not configured (configured: k1)" in only_old.err
 
 
+async def test_failure_messages_are_encrypted_and_the_starter_still_prints_them(
+    client: Client, codec_worker: tuple[Settings, dict[str, str]], model: ScriptedModel
+) -> None:
+    _, env = codec_worker
+    model.fail(401, times=10)
+    workflow_id = f"codec-failed-{uuid.uuid4().hex[:6]}"
+    run = await starter(
+        "plan", GOAL, "--id", workflow_id, env=env | {"DURAFACT_KEYS": K1}, cwd=ROOT
+    )
+    assert run.code == 1
+    assert run.err.startswith(
+        f"starter: workflow {workflow_id} failed: AuthenticationFailed: model endpoint answered 401"
+    )
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    failed = [e for e in history.events if e.HasField("workflow_execution_failed_event_attributes")]
+    failure = failed[0].workflow_execution_failed_event_attributes.failure
+    assert failure.message == "Encoded failure"
+    assert failure.encoded_attributes.metadata["encoding"] == ENCODING
+    assert not [e for e in history.events if b"model endpoint answered" in e.SerializeToString()]
+
+
 # --- the codec and its keys -----------------------------------------------------------
 
 
