@@ -122,9 +122,12 @@ def address_refusal(address: str) -> str | None:
             reason = address_refusal(str(inner))
             if reason:
                 return f"{reason} (inside {ip})"
-    # Most specific first: is_private also covers loopback, link-local and more.
-    for name in ("loopback", "link_local", "multicast", "unspecified", "reserved", "private"):
-        if getattr(ip, f"is_{name}"):
+    # Most specific first: is_private also covers loopback, link-local and more. IPv6
+    # site-local (fec0::/10, deprecated but still routed inside networks) is not in the
+    # standard library's private list, so it is asked for by name.
+    kinds = ("loopback", "link_local", "site_local", "multicast", "unspecified", "reserved")
+    for name in (*kinds, "private"):
+        if getattr(ip, f"is_{name}", False):
             return name.replace("_", "-")
     if not ip.is_global:
         return "not globally routable"
