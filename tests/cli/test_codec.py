@@ -449,6 +449,7 @@ async def test_up_starts_the_codec_server_and_the_web_ui_decodes_through_it(
         run = await starter("plan", GOAL, "--id", workflow_id, "--json", env=env, cwd=tmp_path)
         assert run.code == 0, run.err
         assert MARKER in run.out
+        assert "payloads: encrypted with key k1 (decrypts k1)" in (state / "worker.log").read_text()
 
         plain = await Client.connect(f"127.0.0.1:{temporal_port}")  # no codec
         stored = await stored_payloads(plain, workflow_id)
