@@ -14,7 +14,16 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from cli.follow import QUERY_TIMEOUT, wait_and_print, warn_if_no_worker
-from cli.output import ANSWER_HINT, Failed, assignments, failure_text, indent, say
+from cli.output import (
+    ANSWER_HINT,
+    Failed,
+    assignments,
+    decide_hint,
+    failure_text,
+    indent,
+    quoted,
+    say,
+)
 from cli.registry import Registry
 from cli.settings import Settings
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
@@ -44,7 +53,8 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         with contextlib.suppress(Exception):
             for question in await pending_questions(handle):
                 say(f"waiting for a person: {question.id} ({question.kind})")
-        say(f"answer: python starter.py approve {workflow_id} {ANSWER_HINT}")
+                say(f"  decide: {decide_hint(workflow_id, question.id)}")
+        say(f"answer: python starter.py approve {quoted(workflow_id)} {ANSWER_HINT}")
     say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
     return 0
 
@@ -120,6 +130,7 @@ async def pending(client: Any, as_json: bool) -> int:
             count += 1
             say(f"{execution.id}  {question.id}  {question.kind}")
             say(indent(question.text, "  "))
+            say(f"  decide: {decide_hint(execution.id, question.id)}")
     say(
         f"{count} question(s) in {len(rows)} workflow(s) wait; answer one: "
         f"python starter.py approve ID {ANSWER_HINT}"
@@ -165,7 +176,7 @@ async def approve(
     verdict = "rejected" if reject else "approved"
     edits = f" with {assignments(changes)}" if changes else ""
     say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
-    say(f"result: python starter.py result {workflow_id}")
+    say(f"result: python starter.py result {quoted(workflow_id)}")
     return 0
 
 
@@ -189,7 +200,7 @@ async def decide(
     verdict = "approved" if outcome.approved else "rejected"
     why = f": {outcome.reason}" if outcome.reason else ""
     say(f"{outcome.question_id} {verdict}{why}")
-    say(f"result: python starter.py result {workflow_id}")
+    say(f"result: python starter.py result {quoted(workflow_id)}")
     return 0
 
 

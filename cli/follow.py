@@ -24,6 +24,7 @@ from cli.output import (
     indent,
     note,
     print_result,
+    quoted,
     say,
 )
 from cli.settings import Settings
@@ -71,7 +72,8 @@ async def wait_and_print(
     except asyncio.CancelledError:
         outcome.cancel()
         note(
-            f"starter: stopped waiting; the workflow goes on: python starter.py result {handle.id}"
+            "starter: stopped waiting; the workflow goes on: "
+            f"python starter.py result {quoted(handle.id)}"
         )
         raise
     if as_json:
@@ -134,7 +136,7 @@ class ProgressFeed:
             if event.kind == "question":
                 # Once per question: a person must act before the workflow goes on.
                 say(
-                    f"  waiting for a person: python starter.py approve {self.handle.id} "
+                    f"  waiting for a person: python starter.py approve {quoted(self.handle.id)} "
                     f"{ANSWER_HINT}"
                 )
         self.offset = page.next_offset

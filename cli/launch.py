@@ -24,15 +24,17 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from cli.follow import wait_and_print, warn_if_no_worker
-from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, say, summarize
+from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, quoted, say, summarize
 from cli.registry import Registered, Registry
 from cli.settings import Settings
 from workflows.recipe import RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
+MAX_INPUT_DEPTH = 100  # JSON nesting of --input; deeper is refused before it is parsed on
 
 
 @dataclass
@@ -105,12 +107,43 @@ def read_input(given: str) -> Any:
             raise Failed(f"--input: cannot read {name}: {exc.strerror}", code=2) from None
         except UnicodeDecodeError as exc:
             raise Failed(f"--input: cannot read {name}: {exc.reason}", code=2) from None
+    too_deep = Failed(f"{where} is nested more than {MAX_INPUT_DEPTH} levels deep", code=2)
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise Failed(
             f"{where} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", code=2
         ) from None
+    except RecursionError:
+        raise too_deep from None
+    if depth(data) > MAX_INPUT_DEPTH:
+        raise too_deep
+    return data
+
+
+def depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (a scalar: 0), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def check_sendable(launch: Launch) -> None:
+    """Refuse, before connecting, input the data converter cannot encode (text that is
+    not valid Unicode, such as a lone surrogate written as a JSON escape)."""
+    try:
+        pydantic_data_converter.payload_converter.to_payloads(launch.args)
+    except Exception as exc:
+        reason = one_line(str(exc))
+        if "surrogates not allowed" in reason:
+            reason = "it holds text that is not valid Unicode (a lone surrogate such as \\ud800)"
+        raise Failed(f"the input cannot be sent to Temporal: {reason}", code=2) from None
 
 
 def validated(kind: Any, data: Any) -> Any:
@@ -195,9 +228,9 @@ async def start(
             else:
                 say(f"workflow {workflow_id} already exists ({state}, run {run_id})")
             say(f"Web UI: {url}")
-            say(f"result: python starter.py result {workflow_id}")
+            say(f"result: python starter.py result {quoted(workflow_id)}")
             if launch.asks_approval:
-                say(f"answer: python starter.py approve {workflow_id} {ANSWER_HINT}")
+                say(f"answer: python starter.py approve {quoted(workflow_id)} {ANSWER_HINT}")
         return 0
     if not as_json:
         if started:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any, TextIO
 
@@ -19,6 +20,20 @@ from workflows.supervisor import SupervisorResult
 
 # How to answer a pending question, wherever the command line mentions one.
 ANSWER_HINT = "[--reject] [--reason TEXT] [--set FIELD=VALUE ...]"
+
+
+def quoted(word: str) -> str:
+    """`word` as one shell word, so an id with spaces, quotes or newlines in a suggested
+    command can be pasted as it is."""
+    return shlex.quote(word)
+
+
+def decide_hint(workflow_id: str, question_id: str) -> str:
+    """The command that answers one named question."""
+    return (
+        f"python starter.py decide {quoted(workflow_id)} {quoted(question_id)} "
+        "--approve|--reject [--reason TEXT]"
+    )
 
 
 class Failed(Exception):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import ipaddress
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -107,7 +108,16 @@ def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -
     research.add_argument(
         "--allow-private",
         action="store_true",
-        help="let the web source fetch loopback and private addresses (a local wiki)",
+        help="let the web source fetch loopback and private addresses (a local wiki); "
+        "a redirect from there still needs --allow-network",
+    )
+    research.add_argument(
+        "--allow-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a network the web source may fetch from, redirects included (repeatable), "
+        "e.g. 10.1.2.0/24: the narrow exception to the public-address rule",
     )
     research.add_argument("--limit", type=int, default=8, help="search results kept (default 8)")
     research.add_argument(
@@ -306,6 +316,9 @@ def research_sources(args: argparse.Namespace) -> list[SourceSpec]:
     web = bool(args.url or args.search_endpoint)
     if args.allow_private and not web:
         raise Failed("--allow-private applies to --url and --search-endpoint", code=2)
+    if args.allow_network and not web:
+        raise Failed("--allow-network applies to --url and --search-endpoint", code=2)
+    networks = [network(value) for value in args.allow_network]
     if args.csv_key and not args.csv:
         raise Failed("--csv-key needs --csv", code=2)
     if not (args.docs or args.csv or web):
@@ -344,12 +357,26 @@ def research_sources(args: argparse.Namespace) -> list[SourceSpec]:
                 search_endpoint=args.search_endpoint,
                 urls=args.url or None,
                 allow_private=args.allow_private or None,
+                allowed_networks=networks or None,
             )
         )
     return sources
 
 
+def network(value: str) -> str:
+    """`--allow-network`: one network in CIDR notation (an address alone is its /32 or
+    /128), or a one-line reason."""
+    try:
+        return str(ipaddress.ip_network(value.strip()))
+    except ValueError as exc:
+        raise Failed(
+            f"--allow-network: {value!r} is not a network ({exc}); give one like 10.1.2.0/24",
+            code=2,
+        ) from None
+
+
 DURATION = re.compile(r"([1-9][0-9]*)([smhd])")
+LONGEST = timedelta(days=36_500)  # a wait of more than 100 years is a typo
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
@@ -362,7 +389,14 @@ def duration(text: str, option: str) -> timedelta:
             "30s, 15m, 2h, 3d)",
             code=2,
         )
-    return timedelta(**{UNITS[match[2]]: int(match[1])})
+    too_long = Failed(f"{option}: {text!r} is longer than 100 years (36500d)", code=2)
+    try:
+        value = timedelta(**{UNITS[match[2]]: int(match[1])})
+    except OverflowError:
+        raise too_long from None
+    if value > LONGEST:
+        raise too_long
+    return value
 
 
 def checked(

@@ -47,7 +47,7 @@ from cli import embedded
 from cli.commands import approve, corrections, decide, pending, result, status
 from cli.connection import open_client
 from cli.embedded import Embedded, EmbeddedError
-from cli.launch import launch_of_type, start
+from cli.launch import check_sendable, launch_of_type, start
 from cli.output import Failed, fail, note, one_line, say
 from cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, launch_of
 from cli.registry import ENV_VAR, RegistrationError, Registry, load_registry, recipe_modules
@@ -168,9 +168,22 @@ def registry_of(args: argparse.Namespace) -> Registry:
     return registry
 
 
+def decoded(argv: Sequence[str]) -> list[str]:
+    """The arguments, each valid UTF-8 text, or a one-line reason naming the first that
+    is not (Python keeps undecodable bytes as surrogate escapes, which no workflow input,
+    id or file name sent to the worker can hold)."""
+    for number, argument in enumerate(argv, start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(argument).decode("utf-8", "backslashreplace")
+            raise Failed(f"argument {number} is not valid UTF-8 text: {shown}", code=2) from None
+    return list(argv)
+
+
 async def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = parser().parse_args(argv)
+        args = parser().parse_args(decoded(sys.argv[1:] if argv is None else argv))
         if args.command == "up":
             registry_of(args)
             return await up()
@@ -184,6 +197,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
             else:
                 launch = launch_of(args, registry)
             workflow_id = launch.workflow_id(args.id)
+            check_sendable(launch)
             client, settings = await connect()
             return await start(client, settings, launch, workflow_id, args.no_wait, args.json)
         if args.command == "approve" and args.set and not args.reject:

@@ -466,6 +466,8 @@ def load_answer_batch(
             raise AnswerBatchError(f"the batch is not valid JSON: {exc}") from None
         except UnicodeDecodeError as exc:
             raise AnswerBatchError(f"the batch is not UTF-8 text: {exc}") from None
+        except RecursionError:
+            raise AnswerBatchError("the batch is nested too deeply to be a batch") from None
     if isinstance(document, list):
         document = {"questions": document}
     if not isinstance(document, Mapping):

@@ -11,6 +11,7 @@ import asyncio
 import getpass
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -25,7 +26,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import tool
 from cli.output import ANSWER_HINT
+from cli.recipe_commands import launch_of
+from cli.registry import load_registry
 from cli.settings import Settings
+from cli.starter import parser
 from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.sources import SourceSpec
@@ -977,3 +981,97 @@ async def test_bad_react_input_is_one_line_and_starts_nothing(
     assert run.out == ""
     queue = starter_env["DURAFACT_TASK_QUEUE"]
     assert await executions(client, f'TaskQueue="{queue}"') == []
+
+
+# --- every input bounded (issue 12) -----------------------------------------------------
+
+
+def nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["plan", "\udcff\udcfe"], r"starter: argument 2 is not valid UTF-8 text: \xff\xfe"),
+        (["status", "run-\udcff"], r"starter: argument 2 is not valid UTF-8 text: run-\xff"),
+        (["answer", "deep.json"], "starter: deep.json: the batch is nested too deeply"),
+        (
+            ["start", "PlanExecuteWorkflow", "--input", "@deep.json"],
+            "starter: --input @deep.json is nested more than 100 levels deep",
+        ),
+        (
+            ["start", "PlanExecuteWorkflow", "--input", f'{{"text": "x", "extra": {nested(900)}}}'],
+            "starter: --input is nested more than 100 levels deep",
+        ),
+        (
+            ["start", "PlanExecuteWorkflow", "--input", '{"text": "\\ud800"}'],
+            "starter: the input cannot be sent to Temporal: it holds text that is not valid "
+            "Unicode",
+        ),
+        (
+            ["answer", "surrogate.json"],
+            "starter: the input cannot be sent to Temporal: it holds text that is not valid "
+            "Unicode",
+        ),
+        (
+            ["route", "r", "--approval-timeout", "99999999999999999999d"],
+            "starter: --approval-timeout: '99999999999999999999d' is longer than 100 years",
+        ),
+        (
+            ["research", "x", "--url", "http://example.org/", "--allow-network", "10.0.0.1/8"],
+            "starter: --allow-network: '10.0.0.1/8' is not a network",
+        ),
+        (
+            ["research", "x", "--allow-network", "10.0.0.0/8"],
+            "starter: --allow-network applies to --url and --search-endpoint",
+        ),
+    ],
+)
+async def test_bad_bytes_deep_nesting_and_overflows_are_one_line_and_exit_code_2(
+    tmp_path: Path, args: list[str], reason: str
+) -> None:
+    (tmp_path / "deep.json").write_text(nested(100_000))
+    question = '{"id": "q1", "question": "\\ud800?", "source": "text"}'
+    (tmp_path / "surrogate.json").write_text(f"[{question}]")
+    # An unreachable server: input that got as far as connecting would fail there, code 1.
+    env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1")
+    run = await starter(*args, env=env, cwd=tmp_path)
+    assert (run.code, run.out) == (2, ""), run.err
+    assert len(run.err_lines) == 1 and run.err_lines[0].startswith(reason), run.err
+
+
+def test_allow_network_puts_each_network_in_the_web_sources_spec() -> None:
+    args = parser().parse_args(
+        ["research", "q", "--url", "http://wiki.internal/", "--allow-network", "10.1.2.0/24",
+         "--allow-network", "192.168.0.5"]
+    )  # fmt: skip
+    launch = launch_of(args, load_registry([]))
+    [web] = [spec for spec in launch.args[0].sources if spec.kind == "web"]
+    assert web.allowed_networks == ["10.1.2.0/24", "192.168.0.5/32"]
+    assert web.allow_private is None
+
+
+async def test_ids_in_suggested_commands_are_shell_quoted(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id = f"plan it's {uuid.uuid4().hex[:6]}\nsecond line"
+    run = await starter(
+        "plan", GOAL, "--id", workflow_id, "--no-wait", env=starter_env, cwd=tmp_path
+    )
+    assert run.code == 0, run.err
+    suggested = run.out[run.out.index("result: ") + len("result: ") :]
+    assert shlex.split(suggested)[:4] == ["python", "starter.py", "result", workflow_id]
+    await client.get_workflow_handle(workflow_id).result()
+
+    # A question id holds the request's words: status prints a decide command to paste.
+    route_id, question = await route_waiting(starter_env, client, model, tmp_path)
+    status = await starter("status", route_id, env=starter_env, cwd=tmp_path)
+    [line] = [line for line in status.out.splitlines() if line.startswith("  decide: ")]
+    assert " " in question.id
+    assert shlex.split(line.removeprefix("  decide: "))[:5] == [
+        "python", "starter.py", "decide", route_id, question.id
+    ]  # fmt: skip
+    await client.get_workflow_handle(route_id).signal(
+        SupervisorWorkflow.answer, ApprovalAnswer(approved=True, by="test")
+    )
