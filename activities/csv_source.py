@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import heapq
 import json
 import os
 from collections.abc import Iterable
@@ -32,9 +33,15 @@ from durafact.text import keyword_score
 
 DEFAULT_MAX_BYTES = 10_000_000  # a CSV file larger than this is refused
 DEFAULT_MAX_ROWS = 100_000  # so is one with more data rows than this
+# Parsed rows of a file up to this size are kept between calls; a larger file is parsed
+# again for each call, so a worker keeping many built sources holds a few MB for each.
+DEFAULT_KEEP_BYTES = 1_000_000
 # The csv module's own cap on one cell (csv.field_size_limit(), 131,072 characters by
 # default): a cell past it is an error naming its line, never a giant cell.
 MAX_CELL_CHARS = csv.field_size_limit()
+
+
+Rows = dict[str, tuple[int, tuple[str, ...]]]  # key -> (line, cells)
 
 
 class _CappedFile:
@@ -78,8 +85,9 @@ class CSVSource:
     `max_rows` data rows (default 100,000) is refused with `ContentTooLarge`, and a
     quote that is never closed, or a cell of more than 131,072 characters, is an error
     naming the line where the cell starts, not a cell that swallows the rest of the
-    file. Rows are kept as tuples of cells, so what a built source holds stays close
-    to the size of its file.
+    file. The parsed rows of a file up to `keep_bytes` (default 1 MB) are kept between
+    calls, as tuples of cells (about 7 times the file); a larger file is parsed again
+    for each call, so a built source holds little however large its file is.
     """
 
     def __init__(
@@ -94,6 +102,7 @@ class CSVSource:
         use_stems: bool = True,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_rows: int = DEFAULT_MAX_ROWS,
+        keep_bytes: int = DEFAULT_KEEP_BYTES,
     ) -> None:
         self.path = Path(path).expanduser()
         self.key = key
@@ -105,19 +114,21 @@ class CSVSource:
             raise SourceError(f"source {source_id!r}: max_bytes and max_rows must be positive")
         self.max_bytes = max_bytes
         self.max_rows = max_rows
+        self.keep_bytes = keep_bytes
         self._wanted_columns = None if columns is None else tuple(columns)
         if self._wanted_columns == ():
             raise SourceError(f"source {source_id!r}: columns, when given, must not be empty")
         self._version: tuple[int, int] | None = None
         self.header: tuple[str, ...] = ()
         self.columns: tuple[str, ...] = ()
-        self._rows: dict[str, tuple[int, tuple[str, ...]]] = {}
+        self._rows: Rows | None = None
         self._load()
 
     def __repr__(self) -> str:
         return f"CSVSource({str(self.path)!r}, key={self.key!r}, source_id={self.source_id!r})"
 
-    def _load(self) -> None:
+    def _load(self) -> Rows:
+        """The rows by key: the kept ones while the file is unchanged, else read now."""
         where = f"source {self.source_id!r}: {self.path}"
         try:
             stat = self.path.stat()
@@ -126,8 +137,8 @@ class CSVSource:
         except OSError as exc:
             raise SourceError(f"{where}: cannot read: {exc.strerror or exc}") from exc
         version = (stat.st_mtime_ns, stat.st_size)
-        if version == self._version:
-            return
+        if version == self._version and self._rows is not None:
+            return self._rows
         if stat.st_size > self.max_bytes:
             raise ContentTooLarge(
                 f"{where}: {stat.st_size} bytes; the cap is {self.max_bytes} (max_bytes)"
@@ -151,7 +162,7 @@ class CSVSource:
                     raise SourceError(f"{where}: no column(s) {missing}; columns are {header}")
                 key_index = header.index(self.key)
                 width = len(header)
-                rows: dict[str, tuple[int, tuple[str, ...]]] = {}
+                rows: Rows = {}
                 while True:
                     started = reader.line_num + 1
                     values = next(reader, None)
@@ -183,8 +194,9 @@ class CSVSource:
             raise SourceError(f"{where}: cannot read as CSV: {exc}") from exc
         self.header = tuple(header)
         self.columns = self._wanted_columns or self.header
-        self._rows = rows
+        self._rows = rows if stat.st_size <= self.keep_bytes else None
         self._version = version
+        return rows
 
     def _row(self, cells: tuple[str, ...]) -> dict[str, str]:
         return dict(zip(self.header, cells, strict=True))
@@ -193,21 +205,23 @@ class CSVSource:
 
     async def search(self, query: str, limit: int = 5) -> list[SourceRef]:
         check_limit(limit)
-        await asyncio.to_thread(self._load)
-        refs = []
+        rows = await asyncio.to_thread(self._load)
         searched = [self.header.index(column) for column in self.columns]
-        for key_value, (line, cells) in self._rows.items():
-            text = " ".join(cells[i] for i in searched)
-            score = keyword_score(text, query, self.use_stems)
-            if score <= 0:
-                continue
+        scored = []
+        for order, (key_value, (line, cells)) in enumerate(rows.items()):
+            score = keyword_score(" ".join(cells[i] for i in searched), query, self.use_stems)
+            if score > 0:
+                scored.append((-score, order, key_value, line, cells))
+        refs = []
+        # Refs for the best `limit` only (equal scores in file order), not for every match.
+        for negated, _, key_value, line, cells in heapq.nsmallest(limit, scored):
             row = self._row(cells)
             refs.append(
                 SourceRef(
                     source_id=self.source_id,
                     uid=key_value,
                     payload=preview("; ".join(f"{name}: {row[name]}" for name in self.header)),
-                    score=score,
+                    score=-negated,
                     query=query,
                     metadata={"row": row, "line": line, "key": self.key},
                 )
@@ -223,8 +237,10 @@ class CSVSource:
 
     def row(self, key_value: str) -> dict[str, str]:
         """The row whose key is `key_value`, exactly as in the file."""
-        self._load()
-        found = self._rows.get(key_value)
+        return self._found(self._load(), key_value)
+
+    def _found(self, rows: Rows, key_value: str) -> dict[str, str]:
+        found = rows.get(key_value)
         if found is None:
             raise DocumentNotFound(
                 f"source {self.source_id!r}: no row with {self.key} = {key_value!r}"
@@ -233,10 +249,10 @@ class CSVSource:
 
     def rows(self, keys: Iterable[str] | None = None) -> list[dict[str, str]]:
         """Every row in file order, or the rows with the given keys in the given order."""
-        self._load()
+        rows = self._load()
         if keys is None:
-            return [self._row(cells) for _, cells in self._rows.values()]
-        return [self.row(key_value) for key_value in keys]
+            return [self._row(cells) for _, cells in rows.values()]
+        return [self._found(rows, key_value) for key_value in keys]
 
 
 def _csv_reason(exc: csv.Error) -> str:

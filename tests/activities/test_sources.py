@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import tracemalloc
 from decimal import Decimal
 from pathlib import Path
 
@@ -11,7 +13,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.csv_source import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, CSVSource
+from activities.csv_source import (
+    DEFAULT_KEEP_BYTES,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ROWS,
+    CSVSource,
+)
 from activities.files_source import FileSystemSource
 from activities.sources import SourceActivities, build_source
 from durafact.arithmetic import column_values, parse_number
@@ -405,7 +412,32 @@ def test_csv_an_unbalanced_quote_is_an_error_naming_its_line_not_a_giant_cell(
     with pytest.raises(SourceError, match=r"line 3: a cell of more than 131072 characters"):
         CSVSource(path, key="sku")
     # A quoted cell over several lines is still one cell; its row starts where it starts.
-    path.write_text('sku,name,price\nA,"one\nline two",1\nB,two,2\n')
+    path.write_text('sku,name,price\nA,"one\nline two",1\nB,bravo,2\n')
     source = CSVSource(path, key="sku")
     assert source.row("A")["name"] == "one\nline two"
-    assert source._rows["B"][0] == 4
+    [found] = asyncio.run(source.search("bravo", limit=5))
+    assert (found.uid, found.metadata["line"]) == ("B", 4)
+
+
+async def test_csv_a_built_source_keeps_only_small_files_parsed(tmp_path: Path) -> None:
+    # The worker keeps up to 32 built sources: one over a large file must not hold it.
+    path = many_rows(tmp_path / "large.csv", 25_000)
+    assert path.stat().st_size > DEFAULT_KEEP_BYTES
+    tracemalloc.start()
+    try:
+        large = CSVSource(path, key="sku")
+        held, _ = tracemalloc.get_traced_memory()
+        small = CSVSource(many_rows(tmp_path / "small.csv", 3000), key="sku")
+        held_small = tracemalloc.get_traced_memory()[0] - held
+    finally:
+        tracemalloc.stop()
+    assert held < 200_000, held  # parsed, checked, and let go
+    assert held_small > 500_000, held_small  # kept: a search needs no new parse
+    # The large one still answers, from the file as it is now.
+    refs = await large.search("widget number 24999", limit=1)
+    assert [ref.uid for ref in refs] == ["S-24999"]
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("S-new,Brand new gadget,1.00\n")
+    assert [ref.uid for ref in await large.search("gadget", limit=3)] == ["S-new"]
+    assert large.rows(["S-new", "S-0"])[0]["name"] == "Brand new gadget"
+    assert len(small.rows()) == 3000
