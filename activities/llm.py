@@ -181,7 +181,7 @@ def parse_arguments(raw: str | None) -> dict[str, Any] | str:
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return raw
     return value if isinstance(value, dict) else raw
 
@@ -426,6 +426,8 @@ class ModelActivities:
                 raise classify_error(exc) from exc
             except json.JSONDecodeError as exc:  # a JSON content type, a body that is not
                 raise not_a_chat_completion(f"a body that is not JSON ({exc})") from None
+            except RecursionError:
+                raise not_a_chat_completion("JSON nested too deeply to read") from None
             completion = chat_completion(answer)
             if completion.usage is not None:
                 usage += Usage(

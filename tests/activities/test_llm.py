@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Worker
 
     from activities import ModelActivities, classify_error, retry_after
+    from activities.llm import parse_arguments
     from cli.settings import Settings
     from cli.worker import WORKFLOW_RUNNER, build_worker
     from durafact.llm import (
@@ -551,6 +552,7 @@ class NotAModel:
         ("application/json", b'{"choices": [{"message": "hi"}]}', "without a message object"),
         ("application/json", b"[1, 2]", "JSON of another kind"),
         ("application/json", b"<html>not json</html>", "a body that is not JSON"),
+        ("application/json", b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
     ],
 )
 async def test_an_answer_that_is_not_a_chat_completion_fails_at_once_saying_so(
@@ -572,3 +574,9 @@ async def test_an_answer_that_is_not_a_chat_completion_fails_at_once_saying_so(
     assert said in raised.value.message
     assert "not a chat completion" in raised.value.message
     assert server.requests == 1
+
+
+def test_tool_arguments_nested_past_the_parsers_depth_stay_raw() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    assert parse_arguments(deep) == deep
+    assert parse_arguments('{"x": 1}') == {"x": 1}
