@@ -323,7 +323,7 @@ class WebSource:
                 await client.aclose()
         try:
             body = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise SourceError(
                 f"{where}: the answer is not JSON (is 'json' among SearxNG's search.formats?)"
             ) from None

@@ -138,6 +138,8 @@ class Site:
                     self.send_header("Content-Length", str(50_000_000))
                     self.end_headers()
                     self.wfile.write(b"x" * 1000)
+                elif path == "/deep-search":
+                    self._send(200, "application/json", "[" * 100_000 + "]" * 100_000)
                 elif path == "/pages/bomb":
                     self._send(200, "text/html", BOMB, encoding="gzip")
                 elif path == "/pages/gzipped":
@@ -507,3 +509,9 @@ async def test_a_redirect_into_an_allowed_network_passes_the_check(site: Site) -
     # Past the address check: nothing listens on 127.0.0.2, so the connection fails.
     with pytest.raises(SourceUnavailable, match="127.0.0.2"):
         await source.resolve(ref(f"{site.base}/redirect/other-loopback"))
+
+
+async def test_a_search_answer_nested_past_the_parsers_depth_is_a_clear_error(site: Site) -> None:
+    deep = WebSource(search_endpoint=f"{site.base}/deep-search", allow_private=True)
+    with pytest.raises(SourceError, match="the answer is not JSON"):
+        await deep.search("plaster")
