@@ -428,6 +428,8 @@ class ModelActivities:
                 raise not_a_chat_completion(f"a body that is not JSON ({exc})") from None
             except RecursionError:
                 raise not_a_chat_completion("JSON nested too deeply to read") from None
+            except ValueError as exc:  # e.g. an integer of more than 4300 digits
+                raise not_a_chat_completion(f"JSON it cannot read ({exc})") from None
             completion = chat_completion(answer)
             if completion.usage is not None:
                 usage += Usage(

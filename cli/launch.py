@@ -116,6 +116,9 @@ def read_input(given: str) -> Any:
         ) from None
     except RecursionError:
         raise too_deep from None
+    except ValueError:  # the only other one json raises: an integer past 4300 digits
+        too_long = f"{where} holds a number too long to read (over 4300 digits)"
+        raise Failed(too_long, code=2) from None
     if depth(data) > MAX_INPUT_DEPTH:
         raise too_deep
     return data

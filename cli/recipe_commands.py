@@ -389,10 +389,13 @@ def duration(text: str, option: str) -> timedelta:
             "30s, 15m, 2h, 3d)",
             code=2,
         )
-    too_long = Failed(f"{option}: {text!r} is longer than 100 years (36500d)", code=2)
+    shown = text if len(text) <= 24 else f"{text[:20]}…"
+    too_long = Failed(f"{option}: {shown!r} is longer than 100 years (36500d)", code=2)
+    if len(match[1]) > 12:  # more than 100 years in any unit; int() refuses 4300 digits
+        raise too_long
     try:
         value = timedelta(**{UNITS[match[2]]: int(match[1])})
-    except OverflowError:
+    except OverflowError:  # more days than timedelta holds
         raise too_long from None
     if value > LONGEST:
         raise too_long

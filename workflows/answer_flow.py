@@ -468,6 +468,10 @@ def load_answer_batch(
             raise AnswerBatchError(f"the batch is not UTF-8 text: {exc}") from None
         except RecursionError:
             raise AnswerBatchError("the batch is nested too deeply to be a batch") from None
+        except ValueError:  # the only other one json raises: an integer past 4300 digits
+            raise AnswerBatchError(
+                "the batch holds a number too long to read (over 4300 digits)"
+            ) from None
     if isinstance(document, list):
         document = {"questions": document}
     if not isinstance(document, Mapping):

@@ -553,6 +553,7 @@ class NotAModel:
         ("application/json", b"[1, 2]", "JSON of another kind"),
         ("application/json", b"<html>not json</html>", "a body that is not JSON"),
         ("application/json", b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
+        ("application/json", b'{"created": ' + b"7" * 5000 + b"}", "JSON it cannot read"),
     ],
 )
 async def test_an_answer_that_is_not_a_chat_completion_fails_at_once_saying_so(

@@ -996,6 +996,15 @@ def nested(levels: int) -> str:
         (["plan", "\udcff\udcfe"], r"starter: argument 2 is not valid UTF-8 text: \xff\xfe"),
         (["status", "run-\udcff"], r"starter: argument 2 is not valid UTF-8 text: run-\xff"),
         (["answer", "deep.json"], "starter: deep.json: the batch is nested too deeply"),
+        (["answer", "long.json"], "starter: long.json: the batch holds a number too long"),
+        (
+            ["start", "PlanExecuteWorkflow", "--input", '{"max_steps": ' + "7" * 5000 + "}"],
+            "starter: --input holds a number too long to read",
+        ),
+        (
+            ["route", "r", "--approval-timeout", "9" * 5000 + "s"],
+            "starter: --approval-timeout: '999",
+        ),
         (
             ["start", "PlanExecuteWorkflow", "--input", "@deep.json"],
             "starter: --input @deep.json is nested more than 100 levels deep",
@@ -1032,6 +1041,7 @@ async def test_bad_bytes_deep_nesting_and_overflows_are_one_line_and_exit_code_2
     tmp_path: Path, args: list[str], reason: str
 ) -> None:
     (tmp_path / "deep.json").write_text(nested(100_000))
+    (tmp_path / "long.json").write_text('{"questions": [], "max_repairs": ' + "7" * 5000 + "}")
     question = '{"id": "q1", "question": "\\ud800?", "source": "text"}'
     (tmp_path / "surrogate.json").write_text(f"[{question}]")
     # An unreachable server: input that got as far as connecting would fail there, code 1.
