@@ -9,7 +9,7 @@
                                                               [--on-timeout reject|escalate]
     python starter.py research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
                       [--csv-key COLUMN] [--url URL ...] [--search-endpoint URL] [--allow-private]
-                      [--limit N] [--max-docs N]
+                      [--allow-network CIDR ...] [--limit N] [--max-docs N]
     python starter.py react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--recipes MODULE[,MODULE...]])
