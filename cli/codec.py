@@ -216,3 +216,10 @@ if __name__ == "__main__":  # python -m cli.codec ID: print a new key entry
         print(new_key(sys.argv[1] if len(sys.argv) > 1 else "k1"))
     except CodecConfigError as exc:
         sys.exit(f"codec: {exc}")
+
+
+def encrypts(converter: DataConverter) -> bool:
+    """Whether `converter` encrypts payloads: then the starter also asks the run for
+    opaque activity ids (`OPAQUE_IDS_MEMO`), since ids are stored in plain text."""
+    codec = converter.payload_codec
+    return isinstance(codec, EncryptionCodec) and codec.keyring is not None

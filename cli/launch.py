@@ -27,10 +27,12 @@ from temporalio.common import (
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from cli.codec import encrypts
 from cli.follow import wait_and_print, warn_if_no_worker
 from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, quoted, say, summarize
 from cli.registry import Registered, Registry
 from cli.settings import Settings
+from durafact.ids import OPAQUE_IDS_MEMO
 from workflows.recipe import RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
@@ -205,6 +207,8 @@ async def start(
             ),
             static_summary=summary,
             static_details=f"{launch.details}\n\nStarted by `starter.py {launch.command}`.",
+            # Encrypted payloads: ids built from the goal's text must not leak it either.
+            memo={OPAQUE_IDS_MEMO: True} if encrypts(client.data_converter) else None,
         )
         run_id = handle.result_run_id
         response = getattr(handle, "_start_workflow_response", None)

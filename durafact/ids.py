@@ -208,3 +208,19 @@ def observation_id(run: str, turn: int, k: int) -> str:
 
 def react_answer_id(run: str) -> str:
     return f"answer:{run}"
+
+
+# --- ids Temporal stores in plain text ----------------------------------------------
+
+# The memo key that makes a run's activity and child-workflow ids opaque: the starter
+# sets it when payloads are encrypted, since those ids are stored unencrypted.
+OPAQUE_IDS_MEMO = "durafact-opaque-ids"
+
+
+def opaque_id(readable: str) -> str:
+    """`readable` with everything after its verb replaced by a hash: `llm:step:Trip:0`
+    becomes `llm:` and 20 hex digits, stable across replays and retries alike."""
+    verb, _, rest = readable.partition(":")
+    if not rest:
+        return readable
+    return f"{verb}:{hashlib.sha256(rest.encode()).hexdigest()[:20]}"

@@ -44,7 +44,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
-from durafact.ids import result_id, step_id
+from durafact.ids import OPAQUE_IDS_MEMO, result_id, step_id
 from durafact.ledger import Ledger
 from durafact.llm import Usage
 from durafact.tools import TOOL_NAME
@@ -168,11 +168,12 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
     ) -> AgentStepResult:
         self._link_results(ctx, history)
         sid = step_id(self.goal.text, step.index)
-        child_id = f"{workflow.info().workflow_id}/{sid}"
+        child_id = f"{workflow.info().workflow_id}/{ctx.temporal_id(sid)}"
         child: ReActResult = await workflow.execute_child_workflow(
             ReActWorkflow.run,
             self._child_input(step, history),
             id=child_id,
+            memo={OPAQUE_IDS_MEMO: True} if ctx.opaque_ids else None,
             result_type=ReActResult,
             static_summary=f"run agent: step {step.index + 1} {quote(step.description)}",
         )

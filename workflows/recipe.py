@@ -40,7 +40,7 @@ from durafact.approval import (
     ApprovalQuestion,
     validate_answer,
 )
-from durafact.ids import approval_id, text_key
+from durafact.ids import OPAQUE_IDS_MEMO, approval_id, opaque_id, text_key
 from durafact.ledger import Ledger
 from durafact.llm import (
     ArtifactSpan,
@@ -188,7 +188,7 @@ class ModelCalls:
                 endpoint=endpoint,
             ),
             result_type=LLMResponse,
-            activity_id=activity_id,
+            activity_id=ctx.temporal_id(activity_id),
             summary=summary or f"request model: {ctx.scope}",
             start_to_close_timeout=ctx.llm_timeout,
             heartbeat_timeout=ctx.llm_heartbeat_timeout,
@@ -217,8 +217,10 @@ class RecipeContext:
         llm_timeout: timedelta,
         llm_heartbeat_timeout: timedelta,
         llm_retry: RetryPolicy,
+        opaque_ids: bool = False,
     ) -> None:
         self.recipe = recipe
+        self.opaque_ids = opaque_ids
         self.ledger = Ledger()
         self.status = "starting"
         self.usage = Usage()
@@ -229,6 +231,12 @@ class RecipeContext:
         self.llm_retry = llm_retry
         self.llm = ModelCalls(self)
         self._calls_in_scope = 0
+
+    def temporal_id(self, readable: str) -> str:
+        """The id Temporal stores for an activity or child workflow named `readable`: the
+        readable id itself, or (when the run's payloads are encrypted, see
+        `OPAQUE_IDS_MEMO`) its opaque form, so no text of the run is stored in plain."""
+        return opaque_id(readable) if self.opaque_ids else readable
 
     def refs(self, *items: BaseModel | Sequence[BaseModel]) -> list[ContextRef]:
         """Context references (`ctx.llm.text(..., context=ctx.refs(...))`) to artifacts
@@ -457,7 +465,11 @@ class Recipe(Generic[In, Out]):
 
     def __init__(self) -> None:
         self._ctx = RecipeContext(
-            self.recipe_name, self.llm_timeout, self.llm_heartbeat_timeout, self.llm_retry
+            self.recipe_name,
+            self.llm_timeout,
+            self.llm_heartbeat_timeout,
+            self.llm_retry,
+            opaque_ids=bool(workflow.memo_value(OPAQUE_IDS_MEMO, False, type_hint=bool)),
         )
 
     async def execute(self, input: In) -> Out:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import sys
 import threading
 import uuid
@@ -141,6 +142,16 @@ async def test_a_goal_is_in_no_stored_payload_yet_the_starter_and_replayer_read_
     assert all(p.metadata["encoding"] == ENCODING for p in stored)
     assert key_ids(stored) == {"k1"}
     assert not [p for p in stored if MARKER.encode() in p.SerializeToString()]
+    # Nor anywhere else in what the server stores: activity ids are made from the goal's
+    # text, so a run started with encryption gets opaque ones.
+    raw = await client.get_workflow_handle(workflow_id).fetch_history()
+    assert MARKER not in raw.to_json()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_id
+        for e in raw.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert scheduled and all(re.fullmatch(r"llm:[0-9a-f]{20}", i) for i in scheduled)
 
     # The starter, with the key, reads it back; without it, or with a wrong one, it
     # says which key it needs in one line.
