@@ -1,7 +1,8 @@
 """Properties of the command line's argument and file parsing, over generated input
 (hypothesis): whatever string a user types or a file holds, a parsing helper gives a
 value or `Failed` with code 2 and a one-line reason, never another exception (which
-the starter would print as an exception name with exit code 1).
+the starter would print as an exception name with exit code 1); and any id pasted
+from a suggested command reaches the shell as the same single word.
 
 Arguments are generated the way the interpreter hands them over: any text, and any
 bytes decoded as `sys.argv` decodes them (invalid UTF-8 becomes lone surrogates).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 
 from cli.commands import corrections
 from cli.launch import read_input
-from cli.output import Failed, one_line
+from cli.output import Failed, decide_hint, one_line, quoted
 from cli.recipe_commands import checked, duration, names
 from workflows.plan_execute import Goal
 from workflows.react import ReActInput
@@ -237,3 +239,16 @@ def test_react_arguments_are_an_input_or_one_line_with_code_2(
     }
     options = {"mcp_servers": "--mcp"}
     value_or_failed(lambda: checked(ReActInput, values, positional="question", options=options))
+
+
+# --- ids in suggested commands -------------------------------------------------------------
+
+
+@FAST
+@given(ARGS.filter(bool), ARGS.filter(bool))
+def test_a_suggested_command_gives_the_shell_back_the_ids_as_they_are(
+    workflow_id: str, question_id: str
+) -> None:
+    assert shlex.split(f"python starter.py result {quoted(workflow_id)}")[3:] == [workflow_id]
+    words = shlex.split(decide_hint(workflow_id, question_id))
+    assert words[3:5] == [workflow_id, question_id]
