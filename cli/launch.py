@@ -36,6 +36,8 @@ from durafact.ids import OPAQUE_IDS_MEMO
 from workflows.recipe import RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
+# Temporal refuses payloads over 2 MB by default: a larger input could never start.
+MAX_INPUT_BYTES = 1_000_000
 MAX_INPUT_DEPTH = 100  # JSON nesting of --input; deeper is refused before it is parsed on
 
 
@@ -104,7 +106,19 @@ def read_input(given: str) -> Any:
         name = given[1:]
         where = f"--input {given}"
         try:
-            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+            # One byte past the cap is enough to know the input is too large.
+            if name == "-":
+                raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+            else:
+                with Path(name).open("rb") as handle:
+                    raw = handle.read(MAX_INPUT_BYTES + 1)
+            if len(raw) > MAX_INPUT_BYTES:
+                raise Failed(
+                    f"--input: {name} is over {MAX_INPUT_BYTES:,} bytes, more than a workflow "
+                    "input may hold; put large content in a source and pass its location",
+                    code=2,
+                )
+            text = raw.decode("utf-8")
         except OSError as exc:
             raise Failed(f"--input: cannot read {name}: {exc.strerror}", code=2) from None
         except UnicodeDecodeError as exc:
