@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -200,6 +200,29 @@ class Piece:
         if recorded and is_our_process(*recorded):
             return recorded[0]
         return None
+
+    async def wait_for(
+        self,
+        process: subprocess.Popen,
+        ready: Callable[[], Awaitable[bool]],
+        what: str,
+        timeout: float,
+        every: float = 0.1,
+    ) -> None:
+        """Poll `ready` until it says yes; EmbeddedError, naming the log, when the process
+        exits first or `timeout` seconds pass (`what` says what it did not do)."""
+        deadline = time.monotonic() + timeout
+        while not await ready():
+            if process.poll() is not None:
+                raise EmbeddedError(
+                    f"{self.label} exited with code {process.returncode}: "
+                    f"{self.last_log_line() or 'no output'} (see {self.log_name})"
+                )
+            if time.monotonic() > deadline:
+                raise EmbeddedError(
+                    f"{self.label} did not {what} within {timeout:.0f}s (see {self.log_name})"
+                )
+            await asyncio.sleep(every)
 
     def start(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -409,21 +432,11 @@ async def _up_server(
     ]
     process = piece.start(argv, os.environ, stack.state_dir.parent)
     started.append((piece, process))
-    deadline = time.monotonic() + SERVER_TIMEOUT
-    while True:
-        if process.poll() is not None:
-            raise EmbeddedError(
-                f"{piece.label} exited with code {process.returncode}: "
-                f"{piece.last_log_line() or 'no output'} (see {piece.log_name})"
-            )
-        if port_open(stack.address) and await _namespace_usable(settings):
-            break
-        if time.monotonic() > deadline:
-            raise EmbeddedError(
-                f"{piece.label} did not come up on {stack.address} within "
-                f"{SERVER_TIMEOUT:.0f}s (see {piece.log_name})"
-            )
-        await asyncio.sleep(0.1)
+
+    async def ready() -> bool:
+        return port_open(stack.address) and await _namespace_usable(settings)
+
+    await piece.wait_for(process, ready, f"come up on {stack.address}", SERVER_TIMEOUT)
     say(f"started {piece.label} on {stack.address} (pid {process.pid}, log {piece.log_name})")
 
 
@@ -469,19 +482,11 @@ async def _up_codec(
     process = piece.start(argv, env, stack.state_dir.parent)
     started.append((piece, process))
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + CODEC_TIMEOUT
-    while not port_open(f"127.0.0.1:{port}"):
-        if process.poll() is not None:
-            raise EmbeddedError(
-                f"{piece.label} exited with code {process.returncode}: "
-                f"{piece.last_log_line() or 'no output'} (see {piece.log_name})"
-            )
-        if time.monotonic() > deadline:
-            raise EmbeddedError(
-                f"{piece.label} did not listen on {url} within {CODEC_TIMEOUT:.0f}s "
-                f"(see {piece.log_name})"
-            )
-        await asyncio.sleep(0.05)
+
+    async def listening() -> bool:
+        return port_open(f"127.0.0.1:{port}")
+
+    await piece.wait_for(process, listening, f"listen on {url}", CODEC_TIMEOUT, every=0.05)
     say(f"started {piece.label} on {url} (pid {process.pid}, log {piece.log_name})")
     if env.get(TOKEN_ENV):
         say(
@@ -590,22 +595,14 @@ async def _up_worker(
     process = piece.start(argv, env, stack.state_dir.parent)
     started.append((piece, process))
     client = await connect(settings)
-    deadline = time.monotonic() + WORKER_TIMEOUT
+
     # The SDK's default worker identity is "<pid>@<host>": wait for this one to poll.
-    while not await has_live_poller(
-        client, settings.temporal_namespace, queue, identity_prefix=f"{process.pid}@"
-    ):
-        if process.poll() is not None:
-            raise EmbeddedError(
-                f"{piece.label} exited with code {process.returncode}: "
-                f"{piece.last_log_line() or 'no output'} (see {piece.log_name})"
-            )
-        if time.monotonic() > deadline:
-            raise EmbeddedError(
-                f"{piece.label} did not poll task queue {queue!r} within "
-                f"{WORKER_TIMEOUT:.0f}s (see {piece.log_name})"
-            )
-        await asyncio.sleep(0.1)
+    async def polling() -> bool:
+        return await has_live_poller(
+            client, settings.temporal_namespace, queue, identity_prefix=f"{process.pid}@"
+        )
+
+    await piece.wait_for(process, polling, f"poll task queue {queue!r}", WORKER_TIMEOUT)
     say(
         f"started {piece.label} on task queue {queue!r} "
         f"(pid {process.pid}, log {piece.log_name}, model {env.get('OPENAI_BASE_URL') or 'OpenAI'})"

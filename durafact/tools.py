@@ -80,3 +80,11 @@ class ToolListRequest(BaseModel):
 
 def mcp_tool_name(server: str, tool: str) -> str:
     return f"{server}{MCP_SEPARATOR}{tool}"
+
+
+def checked_tool_names(names: list[str]) -> list[str]:
+    """`names` when each is a tool name (`TOOL_NAME`), else a ValueError listing the bad ones."""
+    bad = [n for n in names if not TOOL_NAME.fullmatch(n)]
+    if bad:
+        raise ValueError(f"not tool names: {bad} (letters, digits, _ and -, at most 64)")
+    return names

@@ -173,6 +173,19 @@ FINISHER = (
 )
 
 
+async def plan_steps(ctx: RecipeContext, goal: str, max_steps: int) -> list[PlanStep]:
+    """The ready planner: one structured model call, kept to `max_steps` steps."""
+    plan = await ctx.llm.structured(
+        Plan,
+        f"Goal: {goal}",
+        system=PLANNER.format(n=max_steps),
+        summary=f"request model: plan steps for {quote(goal)}",
+    )
+    if len(plan.steps) > max_steps:
+        ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {max_steps}")
+    return [PlanStep(description=s) for s in plan.steps[:max_steps]]
+
+
 @workflow.defn
 class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
     """Goal in; a plan of steps, each executed with the earlier results; a final answer."""
@@ -190,15 +203,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         )
 
     async def plan(self, ctx: RecipeContext, goal: Goal) -> list[PlanStep]:
-        plan = await ctx.llm.structured(
-            Plan,
-            f"Goal: {goal.text}",
-            system=PLANNER.format(n=goal.max_steps),
-            summary=f"request model: plan steps for {quote(goal.text)}",
-        )
-        if len(plan.steps) > goal.max_steps:
-            ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {goal.max_steps}")
-        return [PlanStep(description=s) for s in plan.steps[: goal.max_steps]]
+        return await plan_steps(ctx, goal.text, goal.max_steps)
 
     async def execute_step(
         self, ctx: RecipeContext, step: PlanStep, history: list[StepResult]

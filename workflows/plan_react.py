@@ -47,8 +47,8 @@ from temporalio import workflow
 from durafact.ids import OPAQUE_IDS_MEMO, result_id, step_id
 from durafact.ledger import Ledger
 from durafact.llm import Usage
-from durafact.tools import TOOL_NAME
-from workflows.plan_execute import FINISHER, PLANNER, FinalAnswer, Plan, PlanExecute, PlanStep
+from durafact.tools import checked_tool_names
+from workflows.plan_execute import FINISHER, FinalAnswer, PlanExecute, PlanStep, plan_steps
 from workflows.react import (
     Ending,
     ReActAnswer,
@@ -89,10 +89,7 @@ class PlanReActInput(ReActSettings):
     @field_validator("tools", "mcp_servers")
     @classmethod
     def _names(cls, names: list[str]) -> list[str]:
-        bad = [n for n in names if not TOOL_NAME.fullmatch(n)]
-        if bad:
-            raise ValueError(f"not tool names: {bad} (letters, digits, _ and -, at most 64)")
-        return names
+        return checked_tool_names(names)
 
 
 class AgentStepResult(BaseModel):
@@ -153,15 +150,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
         return PlanReActResult(goal=goal.text, answer=answer, usage=self.usage, ledger=self.ledger)
 
     async def plan(self, ctx: RecipeContext, goal: PlanReActInput) -> list[PlanStep]:
-        plan = await ctx.llm.structured(
-            Plan,
-            f"Goal: {goal.text}",
-            system=PLANNER.format(n=goal.max_steps),
-            summary=f"request model: plan steps for {quote(goal.text)}",
-        )
-        if len(plan.steps) > goal.max_steps:
-            ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {goal.max_steps}")
-        return [PlanStep(description=s) for s in plan.steps[: goal.max_steps]]
+        return await plan_steps(ctx, goal.text, goal.max_steps)
 
     async def execute_step(
         self, ctx: RecipeContext, step: PlanStep, history: list[AgentStepResult]

@@ -123,7 +123,14 @@ from durafact.react import (
     unknown_tool_message,
 )
 from durafact.sources import Doc, SourceSpec, preview
-from durafact.tools import TOOL_NAME, ToolCall, ToolListRequest, ToolRequest, ToolResult, ToolSpec
+from durafact.tools import (
+    ToolCall,
+    ToolListRequest,
+    ToolRequest,
+    ToolResult,
+    ToolSpec,
+    checked_tool_names,
+)
 from workflows.recipe import Recipe, RecipeContext, subject_text
 from workflows.sources import fan_out_sources, materialize_doc
 
@@ -678,10 +685,7 @@ class ReActInput(ReActSettings):
     @field_validator("tools", "mcp_servers")
     @classmethod
     def _names(cls, names: list[str]) -> list[str]:
-        bad = [n for n in names if not TOOL_NAME.fullmatch(n)]
-        if bad:
-            raise ValueError(f"not tool names: {bad} (letters, digits, _ and -, at most 64)")
-        return names
+        return checked_tool_names(names)
 
     @model_validator(mode="after")
     def _sources(self) -> ReActInput:

@@ -386,7 +386,10 @@ async def test_the_codec_server_decodes_what_the_server_stores_for_a_bearer_of_t
         cwd=ROOT,
     )
     assert cli.code == 0, cli.err
-    assert MARKER in cli.out
+    shown = json.loads(cli.out)["events"][0]["workflowExecutionStartedEventAttributes"]
+    payload = shown["input"]["payloads"][0]
+    assert payload["metadata"]["encoding"] == base64.b64encode(b"json/plain").decode()
+    assert MARKER in base64.b64decode(payload["data"]).decode()
 
 
 def test_the_codec_server_answers_the_web_uis_preflight_and_refuses_other_origins(
