@@ -23,10 +23,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-demo
 	$(BIN)/python starter.py plan "$(GOAL)"
 
+# Two test processes (pytest-xdist), each with its own dev server and scripted model: the
+# tests mostly wait on Temporal, so two of them fit 2 cores and halve the wall time.
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 up: $(VENV)/.installed-demo
 	$(BIN)/python starter.py up
