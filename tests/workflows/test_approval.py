@@ -127,12 +127,15 @@ async def eventually(
         raise AssertionError(f"no {what} within {limit} s; last seen: {value!r}") from None
 
 
-async def waiting(handle: WorkflowHandle[Any, Any], count: int = 1) -> list[ApprovalQuestion]:
+async def waiting(
+    handle: WorkflowHandle[Any, Any], count: int = 1, limit: float = 30
+) -> list[ApprovalQuestion]:
     """The pending questions, once there are `count` of them."""
     return await eventually(
         lambda: handle.query(AskWorkflow.pending_questions),
         lambda questions: len(questions) == count,
         f"{count} pending questions",
+        limit,
     )
 
 
@@ -680,7 +683,9 @@ async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved
         handles = await asyncio.gather(
             *(start_ask(client, settings.task_queue, Ask(thread=f"release {i}")) for i in range(50))
         )
-        await asyncio.gather(*(waiting(h) for h in handles))
+        # Fifty first workflow tasks at once on 2 cores, beside the other test process:
+        # the first answer to a query can take a while; a patient poll, not a timing.
+        await asyncio.gather(*(waiting(h, limit=180) for h in handles))
         found = await eventually(
             lambda: listed(client, awaiting_query(settings.task_queue)),
             lambda ids: len(ids) == 50,
