@@ -114,6 +114,8 @@ def load_corpus(location: str) -> dict[str, str] | EmbeddedCorpus:
         raise InvalidSourceSpec(f"corpus {location}: no such file or directory") from None
     except (OSError, ValueError) as exc:
         raise InvalidSourceSpec(f"corpus {location}: not a readable JSON file: {exc}") from None
+    except RecursionError:  # nested past the parser's depth: bad data, not a retryable crash
+        raise InvalidSourceSpec(f"corpus {location}: JSON nested too deeply") from None
     try:
         if isinstance(data, dict) and "entries" in data:
             return EmbeddedCorpus.model_validate(data)

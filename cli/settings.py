@@ -36,6 +36,10 @@ class SettingsError(RuntimeError):
     an unreachable server or an unready namespace in cli/connection.py."""
 
 
+# The variables durafact reads: checked for text that is not UTF-8.
+OUR_PREFIXES = ("TEMPORAL_", "DURAFACT_", "OPENAI_")
+
+
 class Settings(BaseModel):
     """Where Temporal and the model live."""
 
@@ -69,6 +73,13 @@ class Settings(BaseModel):
         """Settings from `env` (default: this process's environment) and the
         profile file it names; raises SettingsError with a one-line reason."""
         env = dict(os.environ if env is None else env)
+        for name, value in env.items():
+            # Python keeps undecodable bytes as surrogates; they fail later, far from here.
+            if name.startswith(OUR_PREFIXES) and not value.isascii():
+                try:
+                    value.encode()
+                except UnicodeEncodeError:
+                    raise SettingsError(f"{name} is not valid UTF-8 text") from None
         profile = temporal_profile(env)
         address = profile.address or ""
         if not address and (profile.api_key or (profile.tls and not profile.tls.disabled)):

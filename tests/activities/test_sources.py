@@ -20,7 +20,7 @@ from activities.csv_source import (
     CSVSource,
 )
 from activities.files_source import FileSystemSource
-from activities.sources import SourceActivities, build_source
+from activities.sources import InvalidSourceSpec, SourceActivities, build_source, load_corpus
 from durafact.arithmetic import column_values, parse_number
 from durafact.sources import (
     ContentTooLarge,
@@ -441,3 +441,13 @@ async def test_csv_a_built_source_keeps_only_small_files_parsed(tmp_path: Path) 
     assert [ref.uid for ref in await large.search("gadget", limit=3)] == ["S-new"]
     assert large.rows(["S-new", "S-0"])[0]["name"] == "Brand new gadget"
     assert len(small.rows()) == 3000
+
+
+def test_a_corpus_file_nested_past_the_parsers_depth_is_a_clear_source_error(
+    tmp_path: Path,
+) -> None:
+    # A RecursionError would escape as a crash the activity retries; bad data is refused.
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InvalidSourceSpec, match="nested too deeply"):
+        load_corpus(str(corpus))

@@ -290,3 +290,13 @@ async def test_the_worker_refuses_to_start_without_the_search_attributes_until_t
         worker_err = stop(worker)
     assert result.answer.text == "done: Write the final answer."
     assert worker.returncode == 0, worker_err
+
+
+async def test_a_variable_that_is_not_utf8_is_one_line_for_starter_and_worker() -> None:
+    # os.fsdecode keeps the byte 0xff as a surrogate, which reaches the child as that byte.
+    env = clean_env(DURAFACT_TASK_QUEUE=os.fsdecode(b"queue-\xff"))
+    started = await starter("status", "some-id", env=env, cwd=ROOT)
+    worker = await worker_until_exit(env)
+    for run, who in ((started, "starter"), (worker, "worker")):
+        assert run.code != 0
+        assert run.err_lines == [f"{who}: DURAFACT_TASK_QUEUE is not valid UTF-8 text"], run.err
