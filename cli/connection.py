@@ -108,11 +108,12 @@ async def connect(
         raise Unreachable(f"cannot reach Temporal at {address} ({source}): {reason}") from None
 
 
-def exit_now(message: str, code: int = 1) -> NoReturn:
-    """Print `message` on stderr and end the process without interpreter
+def exit_now(message: str | None, code: int = 1) -> NoReturn:
+    """Print `message` (if any) on stderr and end the process without interpreter
     finalization: once a client exists, temporalio's Rust threads can abort it
-    ("PyGILState_Release", temporalio/sdk-python#300). For a refusal at startup."""
-    print(message, file=sys.stderr)
+    ("PyGILState_Release", temporalio/sdk-python#300), even after a clean stop."""
+    if message is not None:
+        print(message, file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -45,7 +44,7 @@ from typing import Any, NoReturn
 
 from cli import embedded
 from cli.commands import approve, corrections, decide, pending, result, status
-from cli.connection import open_client
+from cli.connection import exit_now, open_client
 from cli.embedded import Embedded, EmbeddedError
 from cli.launch import check_sendable, launch_of_type, start
 from cli.output import Failed, fail, note, one_line, say
@@ -252,21 +251,12 @@ async def up() -> int:
     return 0
 
 
-def _exit(code: int) -> NoReturn:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    # Skip interpreter finalization: in a short-lived client process, temporalio's
-    # Rust threads can abort it ("PyGILState_Release", temporalio/sdk-python#300).
-    os._exit(code)
-
-
 def run() -> NoReturn:
     """The console script `durafact` and `python starter.py`."""
     try:
-        _exit(asyncio.run(main()))
+        exit_now(None, asyncio.run(main()))
     except KeyboardInterrupt:
-        _exit(130)
+        exit_now(None, 130)
 
 
 if __name__ == "__main__":

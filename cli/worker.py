@@ -28,6 +28,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from typing import NoReturn
 
 import openai
 from pydantic import BaseModel
@@ -215,12 +216,13 @@ async def main(argv: Sequence[str] | None = None) -> None:
     log.info("worker stopped")
 
 
-def run() -> None:
+def run() -> NoReturn:
     """The console script `durafact-worker` and `python worker.py`."""
     try:
         asyncio.run(main())
     except RuntimeError as exc:  # e.g. the server cannot be reached
-        sys.exit(f"worker: {exc}")
+        exit_now(f"worker: {exc}")
+    exit_now(None, 0)  # a clean stop, without the finalization that can abort
 
 
 if __name__ == "__main__":
