@@ -245,6 +245,13 @@ def parse_arguments(arguments: dict[str, Any] | str, spec: ToolSpec | None = Non
     raise InvalidArguments(f"the arguments must be a JSON object, not {_short(arguments)}")
 
 
+def _retryable(what: str, exc: ToolUnavailable) -> ApplicationError:
+    """A transient tool failure as the error Temporal retries, after the tool's own delay."""
+    return ApplicationError(
+        f"{what} is unavailable: {exc}", type=TOOL_UNAVAILABLE, next_retry_delay=exc.retry_after
+    )
+
+
 class ToolCatalog:
     """The tools a worker can run: Python tools by name, and each provider's tools as
     `{provider}__{tool}` (a bare provider name means all of its tools)."""
@@ -330,11 +337,7 @@ class ToolCatalog:
             message = f"invalid arguments for {call.name}: {exc}"
             return self._failed(call, INVALID_ARGUMENTS, message)
         except ToolUnavailable as exc:
-            raise ApplicationError(
-                f"tool {call.name} is unavailable: {exc}",
-                type=TOOL_UNAVAILABLE,
-                next_retry_delay=exc.retry_after,
-            ) from exc
+            raise _retryable(f"tool {call.name}", exc) from exc
         except ApplicationError:
             raise  # a tool that chose how Temporal treats its failure
         except Exception as exc:
@@ -370,11 +373,7 @@ class ToolCatalog:
         try:
             return list(await self.providers[server].specs())
         except ToolUnavailable as exc:
-            raise ApplicationError(
-                f"tool provider {server} is unavailable: {exc}",
-                type=TOOL_UNAVAILABLE,
-                next_retry_delay=exc.retry_after,
-            ) from exc
+            raise _retryable(f"tool provider {server}", exc) from exc
 
     @staticmethod
     def _failed(call: ToolCall, error_type: str, content: str) -> ToolResult:
