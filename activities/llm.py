@@ -36,6 +36,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
 from durafact.llm import (
@@ -46,6 +47,8 @@ from durafact.llm import (
     ContextText,
     LLMRequest,
     LLMResponse,
+    StreamTo,
+    TextChunk,
     Usage,
     strict_json_schema,
     type_path,
@@ -296,6 +299,8 @@ class ModelActivities:
         # Rendered `tools=` per requested name list: a tool loop asks for the same
         # tools on every turn, and listing an MCP server's tools is a round trip.
         self._tool_schemas: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        # Endpoints that answered a streaming request with a whole completion.
+        self._whole: set[str] = set()
 
     def _endpoint(self, name: str | None) -> openai.AsyncOpenAI:
         """The client of the endpoint `name` (None: `default`)."""
@@ -377,6 +382,41 @@ class ModelActivities:
         self._tool_schemas[key] = schemas
         return schemas
 
+    async def _streamed(
+        self,
+        llm: openai.AsyncOpenAI,
+        messages: list[dict[str, Any]],
+        kwargs: dict[str, Any],
+        target: StreamTo,
+        stops: bool,
+    ) -> LLMResponse | None:
+        """The reply, streamed from the endpoint and published to the workflow's stream
+        as it comes (batched every STREAM_INTERVAL); None when the endpoint does not
+        stream, and then the caller asks for a whole completion."""
+        try:
+            stream = await _stream_response(llm, messages, kwargs)
+            if stream is None:
+                return None
+            reply = _Streamed()
+            attempt = activity.info().attempt
+            publisher = WorkflowStreamClient.from_within_activity(batch_interval=STREAM_INTERVAL)
+            topic = publisher.topic(target.topic, type=TextChunk)
+            async with publisher:
+                async for chunk in stream:
+                    text = reply.add(chunk)
+                    if text:
+                        topic.publish(
+                            TextChunk(
+                                key=target.key, attempt=attempt, index=len(reply.parts), text=text
+                            )
+                        )
+        except openai.OpenAIError as exc:
+            raise classify_error(exc) from exc
+        response = reply.response()
+        if not response.text.strip() and not response.tool_calls and not stops:
+            raise ApplicationError("model returned an empty answer", type="EmptyModelOutput")
+        return response
+
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
         llm = self._endpoint(request.endpoint)
@@ -413,6 +453,15 @@ class ModelActivities:
                     "strict": True,
                 },
             }
+
+        endpoint = (request.endpoint or DEFAULT_ENDPOINT).lower()
+        if request.stream is not None and output_type is None and endpoint not in self._whole:
+            streamed = await heartbeating(
+                self._streamed(llm, messages, kwargs, request.stream, bool(request.stop))
+            )
+            if streamed is not None:
+                return streamed
+            self._whole.add(endpoint)  # it does not stream: ask it for whole replies from now
 
         usage = Usage()
         error = ""
@@ -481,6 +530,66 @@ class ModelActivities:
             f"model output did not match {output_type.__name__} after {attempts} asks: {error}",
             type="InvalidModelOutput",
             non_retryable=True,
+        )
+
+
+STREAM_INTERVAL = timedelta(milliseconds=100)
+
+
+async def _stream_response(
+    llm: openai.AsyncOpenAI, messages: list[dict[str, Any]], kwargs: dict[str, Any]
+) -> Any:
+    """The endpoint's streamed answer (an `AsyncStream`), or None when it answered with
+    a whole completion instead of server-sent events."""
+    raw = await llm.chat.completions.with_raw_response.create(
+        messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
+    )
+    if "text/event-stream" not in raw.headers.get("content-type", ""):
+        await raw.http_response.aclose()
+        return None
+    return raw.parse()
+
+
+class _Streamed:
+    """A reply put together from its chunks: text, tool calls by index, usage."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.usage = Usage()
+        self.model = ""
+
+    def add(self, chunk: Any) -> str:
+        """Take one chunk in; the text it adds."""
+        if isinstance(getattr(chunk, "model", None), str):
+            self.model = chunk.model
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = Usage(
+                prompt_tokens=chunk.usage.prompt_tokens or 0,
+                completion_tokens=chunk.usage.completion_tokens or 0,
+                total_tokens=chunk.usage.total_tokens or 0,
+            )
+        added = ""
+        for choice in getattr(chunk, "choices", None) or []:
+            delta = choice.delta
+            if delta.content:
+                added += delta.content
+            for call in delta.tool_calls or []:
+                slot = self.calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                slot["id"] = call.id or slot["id"]
+                if call.function is not None:
+                    slot["name"] += call.function.name or ""
+                    slot["arguments"] += call.function.arguments or ""
+        self.parts.append(added)
+        return added
+
+    def response(self) -> LLMResponse:
+        calls = [
+            ToolCall(id=c["id"], name=c["name"], arguments=parse_arguments(c["arguments"]))
+            for _, c in sorted(self.calls.items())
+        ]
+        return LLMResponse(
+            text="".join(self.parts), tool_calls=calls, usage=self.usage, model=self.model
         )
 
 

@@ -74,6 +74,25 @@ class ChatTurn(BaseModel):
     name: str | None = Field(default=None, description="The tool a tool turn comes from.")
 
 
+class StreamTo(BaseModel):
+    """Where the model activity publishes the reply's text while the model writes it:
+    a topic of its own workflow's stream (`temporalio.contrib.workflow_streams`), each
+    piece a `TextChunk` tagged with `key`."""
+
+    topic: str
+    key: str
+
+
+class TextChunk(BaseModel):
+    """A piece of a reply as it is written. `attempt` is the activity attempt that wrote
+    it: a retried call writes its reply again from the start."""
+
+    key: str
+    attempt: int
+    index: int
+    text: str
+
+
 class LLMRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     conversation: ArtifactSpan | None = Field(
@@ -113,6 +132,11 @@ class LLMRequest(BaseModel):
     max_tokens: int | None = None
     validation_attempts: int = Field(
         default=3, ge=1, description="Asks in all when the output does not validate."
+    )
+    stream: StreamTo | None = Field(
+        default=None,
+        description="Free text only: publish the reply as it is written (when the endpoint "
+        "streams); the result is still the whole reply.",
     )
 
 

@@ -9,6 +9,11 @@ that are not what was asked for. Every request is recorded as a `Call`.
 `POST /v1/embeddings` answers with `bag_of_words` vectors: deterministic, no model,
 and texts that share words are close, so ranking by cosine similarity is testable.
 Those requests are recorded in `embedding_calls`, apart from the chat `calls`.
+
+A request with `"stream": true` is answered with server-sent events, one
+`data:` chunk per word of the reply (whitespace kept), then usage and `[DONE]`,
+as hosted endpoints do; `streams = False` answers it with a whole completion, as
+an endpoint that cannot stream does.
 """
 
 from __future__ import annotations
@@ -166,6 +171,7 @@ class ScriptedModel:
         self._reply: Reply = default_reply
         self._faults: list[_Fault] = []
         self._holds: list[tuple[Callable[[Call], bool], threading.Event]] = []
+        self.streams = True
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -190,6 +196,7 @@ class ScriptedModel:
             self.embedding_calls.clear()
             self._reply = default_reply
             self._faults.clear()
+            self.streams = True
         self.release_all()
 
     def reply(self, fn: Reply) -> None:
@@ -285,6 +292,25 @@ class ScriptedModel:
             },
         )
 
+    def events(self, completion: dict[str, Any]) -> list[dict[str, Any]]:
+        """A completion as the chunks a streaming endpoint sends: the text a word at a
+        time, tool calls whole, then the finish reason, then usage."""
+        choice = completion["choices"][0]
+        message, base = choice["message"], {k: completion[k] for k in ("id", "created", "model")}
+        base["object"] = "chat.completion.chunk"
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        pieces = re.findall(r"\S+\s*|\s+", message.get("content") or "")
+        chunks = [chunk({"role": "assistant", "content": piece}) for piece in pieces]
+        if message.get("tool_calls"):
+            calls = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+            chunks.append(chunk({"role": "assistant", "tool_calls": calls}))
+        chunks.append(chunk({}, choice["finish_reason"]))
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
+        return chunks
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
 
@@ -306,7 +332,23 @@ class ScriptedModel:
                     status, answer = embeddings_response(body)
                     self._send(status, {}, answer)
                     return
-                self._send(*model._respond(Call(body, headers)))
+                status, extra, answer = model._respond(Call(body, headers))
+                if status == 200 and body.get("stream") and model.streams:
+                    self._send_events(model.events(answer))
+                else:
+                    self._send(status, extra, answer)
+
+            def _send_events(self, chunks: list[dict[str, Any]]) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    for chunk in chunks:
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _send(self, status: int, headers: dict[str, str], body: dict) -> None:
                 data = json.dumps(body).encode()

@@ -20,6 +20,7 @@ from workflows.answer_flow import (
     load_answer_batch,
 )
 from workflows.approval_gate import ApprovalGate, GateResult
+from workflows.chat import ChatInput, ChatReply, ChatSend, ChatWorkflow
 from workflows.plan_execute import (
     FinalAnswer,
     Goal,
@@ -102,6 +103,7 @@ RECIPES = [
     ResearchWorkflow,
     ReActWorkflow,
     PlanReActWorkflow,
+    ChatWorkflow,
 ]
 OUTPUT_MODELS = [
     Plan,
@@ -131,6 +133,10 @@ __all__ = [
     "ApprovalGate",
     "BatchAnswers",
     "Calculation",
+    "ChatInput",
+    "ChatReply",
+    "ChatSend",
+    "ChatWorkflow",
     "CalculationRequest",
     "Claim",
     "ClaimDraft",

@@ -50,6 +50,7 @@ from durafact.llm import (
     ContextText,
     LLMRequest,
     LLMResponse,
+    StreamTo,
     Usage,
     type_path,
 )
@@ -166,12 +167,13 @@ class ModelCalls:
         temperature: float | None = None,
         max_tokens: int | None = None,
         endpoint: str | None = None,
+        stream: StreamTo | None = None,
     ) -> LLMResponse:
         """The general form: explicit messages, optional structured output; for a tool
         loop or a chat, the run's `ChatTurn` artifacts (`conversation`, a reference read
         by the activity), the tools the model may call (by name, or `tool_specs` for tools
         the workflow runs itself) and stop sequences; `endpoint` names one of the worker's
-        model endpoints (None: `default`)."""
+        model endpoints (None: `default`); `stream` publishes the reply as it is written."""
         ctx = self._ctx
         activity_id = ctx.next_activity_id("llm")
         response: LLMResponse = await workflow.execute_activity(
@@ -186,6 +188,7 @@ class ModelCalls:
                 temperature=temperature,
                 max_tokens=max_tokens,
                 endpoint=endpoint,
+                stream=stream,
             ),
             result_type=LLMResponse,
             activity_id=ctx.temporal_id(activity_id),

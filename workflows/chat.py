@@ -1,0 +1,429 @@
+"""Chat: one long-lived workflow per conversation, bounded by a memory policy.
+
+A message arrives by the update `send` (returns the reply; its validator refuses
+an empty or oversized message before anything is written to history) or the
+signal `message` (fire and forget). Messages queue in arrival order and the main
+loop answers one at a time: a turn adds the user's message to the window, asks
+the model (one `request_model` activity, `llm:chat:{turn}`; with tools, the
+ReAct tool running of workflows/react.py, up to `max_turns` model calls), adds
+the reply, then lets the memory policy (durafact/memory.py) fold the window: a
+fold that needs text is one more model activity (`llm:summary:{round}` or
+`llm:digest:{version}`), and a failed one falls back to truncated lines.
+
+A message may carry an id (`ChatSend.id`; by default the update's id): the same
+id again gets the first reply, never a second turn, also after continue-as-new.
+
+Continue-as-new. When the run's history passes `continue_after_events` or
+`continue_after_bytes` (or the server suggests it), the chat detaches the
+stream's pollers, keeps answering what is queued until every handler has
+finished (an update that arrives meanwhile is answered in this run), and
+continues as new carrying only `ChatCarry`: the memory (window, summaries,
+digest, counters), recent replies by id, and the stream's state.
+
+Streaming. With `stream` on, the model activity publishes the reply's text as it
+is written to the topic `tokens` (`TextChunk`, keyed by the message id) of the
+workflow's stream (`temporalio.contrib.workflow_streams`); the workflow itself
+publishes each message and reply to `messages` (`ChatEvent`). The durable reply
+is the activity's result either way; an endpoint that does not stream only
+means no `tokens`.
+
+Queries: `transcript(offset, limit)` pages this run's messages (numbered across
+runs; earlier ones are in earlier runs' histories), `memory` shows what is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from durafact.ledger import Artifact
+from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo
+from durafact.memory import (
+    DIGEST_ID,
+    ChatLine,
+    Fold,
+    Memory,
+    MemoryPolicy,
+    RollingDigestSummarizer,
+    render,
+    summary_id,
+)
+from durafact.react import truncate_observation
+from durafact.tools import ToolCall, checked_tool_names
+from workflows.react import ReAct, ReActSettings, _Run
+from workflows.recipe import RecipeContext
+
+MESSAGES_TOPIC = "messages"
+TOKENS_TOPIC = "tokens"
+INVALID_MESSAGE = "InvalidMessage"
+TURN_FAILED = "ChatTurnFailed"
+# Replies kept by message id for repeated sends, carried across continue-as-new.
+REMEMBERED_REPLIES = 100
+CONVERSATION_PREFIX = "msg:"
+
+
+class ChatSend(BaseModel):
+    text: str
+    id: str | None = Field(
+        default=None,
+        description="The message's id; the same id again gets the first reply (default: "
+        "the update's id).",
+    )
+
+
+class ChatReply(BaseModel):
+    id: str
+    seq: int = Field(description="The number of the user's message in the conversation.")
+    text: str
+    run: int = Field(description="Continue-as-new runs before the one that answered.")
+
+
+class ChatEvent(BaseModel):
+    """What the topic `messages` carries: a message, its reply, or why it failed."""
+
+    kind: Literal["user", "reply", "error"]
+    key: str
+    seq: int
+    text: str
+
+
+class ChatCarry(BaseModel):
+    """Everything a chat carries across continue-as-new."""
+
+    memory: Memory = Field(default_factory=Memory)
+    turns: int = 0
+    model_calls: int = 0
+    runs: int = 0
+    replies: dict[str, ChatReply] = Field(default_factory=dict)
+    stream: WorkflowStreamState | None = None
+
+
+class ChatInput(ReActSettings):
+    """A chat's settings (and, after continue-as-new, what it carries)."""
+
+    protocol: Literal["native"] = "native"
+    system: str = Field(
+        default="You are a helpful assistant. Answer briefly and use what you remember "
+        "of the conversation.",
+        description="Who the assistant is.",
+    )
+    memory: MemoryPolicy = Field(default_factory=RollingDigestSummarizer)
+    tools: list[str] = Field(default_factory=list, description="Worker tools it may use.")
+    mcp_servers: list[str] = Field(default_factory=list)
+    max_message_chars: int = Field(default=8000, ge=1, description="Longer messages are refused.")
+    stream: bool = Field(default=True, description="Publish replies as they are written.")
+    continue_after_events: int = Field(default=10_000, ge=100)
+    continue_after_bytes: int = Field(default=10_000_000, ge=10_000)
+    carried: ChatCarry | None = None
+
+    @field_validator("tools", "mcp_servers")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        return checked_tool_names(names)
+
+
+class TranscriptPage(BaseModel):
+    lines: list[ChatLine]
+    first: int = Field(description="The first message this run holds.")
+    next_offset: int
+    total: int = Field(description="Messages in the whole conversation.")
+
+
+class MemoryView(BaseModel):
+    policy: str
+    memory: Memory
+    runs: int
+    turns: int
+
+
+@dataclass
+class _Pending:
+    id: str
+    text: str
+    reply: ChatReply | None = None
+    error: str | None = None
+    done: bool = False
+
+
+FOLD_SYSTEM = (
+    "You keep the memory of a conversation. Rewrite the memory so far and the new "
+    "messages as one short note: keep every fact, name, number and promise that may "
+    "matter later; drop small talk. Plain text, no preamble."
+)
+
+
+@workflow.defn
+class ChatWorkflow(ReAct[ChatInput, None]):
+    """A conversation: `send` a message, get the reply; it lives as long as you talk."""
+
+    recipe_name = "chat"
+
+    @workflow.init
+    def __init__(self, input: ChatInput) -> None:
+        super().__init__()
+        carried = input.carried or ChatCarry()
+        self.stream = WorkflowStream(prior_state=carried.stream)
+        self._input = input
+        self._carry = carried.model_copy(update={"stream": None})
+        self._memory = carried.memory
+        self._transcript: list[ChatLine] = list(carried.memory.window)
+        self._queue: deque[_Pending] = deque()
+        self._queued: dict[str, _Pending] = {}
+        self._signals = 0
+        self._turn_start = 0
+        self._sync_ledger()
+
+    @workflow.run
+    async def run(self, input: ChatInput) -> None:
+        await self.execute(input)
+
+    # --- messages in ----------------------------------------------------------------
+
+    @workflow.update
+    async def send(self, message: ChatSend) -> ChatReply:
+        info = workflow.current_update_info()
+        pending = self._enqueue(message, message.id or (info.id if info else ""))
+        await workflow.wait_condition(lambda: pending.done)
+        if pending.reply is None:
+            raise ApplicationError(pending.error or "no reply", type=TURN_FAILED)
+        return pending.reply
+
+    @send.validator
+    def _validate_send(self, message: ChatSend) -> None:
+        problem = self._problem(message)
+        if problem:
+            raise ApplicationError(problem, type=INVALID_MESSAGE, non_retryable=True)
+
+    @workflow.signal
+    def message(self, message: ChatSend) -> None:
+        problem = self._problem(message)
+        if problem:
+            workflow.logger.warning("message dropped: %s", problem)
+            return
+        self._signals += 1
+        self._enqueue(message, message.id or f"signal:{self._carry.runs}:{self._signals}")
+
+    def _problem(self, message: ChatSend) -> str | None:
+        if not message.text.strip():
+            return "the message is empty"
+        limit = self._input.max_message_chars
+        if len(message.text) > limit:
+            return f"the message has {len(message.text)} characters; at most {limit} are taken"
+        return None
+
+    def _enqueue(self, message: ChatSend, key: str) -> _Pending:
+        known = self._carry.replies.get(key)
+        if known is not None:
+            return _Pending(id=key, text=message.text, reply=known, done=True)
+        if key in self._queued:
+            return self._queued[key]
+        pending = _Pending(id=key, text=message.text.strip())
+        self._queue.append(pending)
+        self._queued[key] = pending
+        return pending
+
+    # --- queries --------------------------------------------------------------------
+
+    @workflow.query
+    def transcript(self, offset: int = 0, limit: int = 50) -> TranscriptPage:
+        lines = [line for line in self._transcript if line.seq >= offset][: max(limit, 0)]
+        first = self._transcript[0].seq if self._transcript else self._memory.next_seq
+        next_offset = lines[-1].seq + 1 if lines else max(offset, first)
+        return TranscriptPage(
+            lines=lines, first=first, next_offset=next_offset, total=self._memory.next_seq
+        )
+
+    @workflow.query
+    def memory(self) -> MemoryView:
+        return MemoryView(
+            policy=self._input.memory.kind,
+            memory=self._memory,
+            runs=self._carry.runs,
+            turns=self._carry.turns,
+        )
+
+    @workflow.query
+    def context_messages(self, conversation: ArtifactSpan) -> list[ChatTurn]:
+        """The window, for the model activity: it lives in the memory, not the ledger."""
+        return [line.turn() for line in self._memory.window[: conversation.count]]
+
+    # --- the loop -------------------------------------------------------------------
+
+    async def lifecycle(self, ctx: RecipeContext, input: ChatInput) -> None:
+        run = _Run(ctx, "chat", input)
+        if input.tools or input.mcp_servers:
+            run.specs = await self._list_tools(ctx, run, input)
+        ctx.set_status("chatting", f"chat run {self._carry.runs}")
+        while True:
+            await workflow.wait_condition(lambda: bool(self._queue) or self._history_full())
+            if not self._queue:
+                break
+            await self._turn(ctx, input, run, self._queue.popleft())
+        # Nothing new is polled on this run; what arrives while handlers finish is
+        # still answered here, so nothing is lost or answered twice across the boundary.
+        self.stream.detach_pollers()
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self._queue) or workflow.all_handlers_finished()
+            )
+            if not self._queue:
+                break
+            await self._turn(ctx, input, run, self._queue.popleft())
+        ctx.announce(f"continuing as new after {self._carry.turns} turns", kind="continue")
+        carried = self._carry.model_copy(
+            update={
+                "memory": self._memory,
+                "runs": self._carry.runs + 1,
+                "stream": self.stream.get_state(),
+            }
+        )
+        workflow.continue_as_new(input.model_copy(update={"carried": carried}))
+
+    def _history_full(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self._input.continue_after_events
+            or info.get_current_history_size() >= self._input.continue_after_bytes
+        )
+
+    async def _turn(self, ctx: RecipeContext, input: ChatInput, run: _Run, p: _Pending) -> None:
+        self._carry.turns += 1
+        self._trim_stream()
+        before = self._memory.model_copy(deep=True)
+        user = self._say(ChatTurn(role="user", content=p.text))
+        self._publish(ChatEvent(kind="user", key=p.id, seq=user.seq, text=p.text))
+        try:
+            text = await self._respond(ctx, input, run, p.id, user.seq)
+        except ActivityError as exc:
+            self._memory = before
+            self._transcript = [line for line in self._transcript if line.seq < user.seq]
+            p.error = f"the model call failed: {exc.cause or exc}"
+            self._publish(ChatEvent(kind="error", key=p.id, seq=user.seq, text=p.error))
+        else:
+            p.reply = ChatReply(id=p.id, seq=user.seq, text=text, run=self._carry.runs)
+            self._remember(p.reply)
+            self._publish(ChatEvent(kind="reply", key=p.id, seq=user.seq, text=text))
+            await self._fold(ctx, input)
+        p.done = True
+        self._queued.pop(p.id, None)
+
+    async def _respond(
+        self, ctx: RecipeContext, input: ChatInput, run: _Run, key: str, seq: int
+    ) -> str:
+        """The reply: model calls, and the tools they ask for, until one answers."""
+        for round_ in range(1, input.max_turns + 1):
+            self._carry.model_calls += 1
+            number = self._carry.model_calls
+            with ctx.scoped(f"chat:{self._carry.turns}" + (f":{round_}" if round_ > 1 else "")):
+                response = await ctx.llm.request(
+                    self._messages(input),
+                    conversation=ArtifactSpan(
+                        prefix=CONVERSATION_PREFIX, count=len(self._memory.window)
+                    ),
+                    tools=run.worker_tool_names or None,
+                    tool_specs=run.workflow_tool_specs or None,
+                    stream=StreamTo(topic=TOKENS_TOPIC, key=key) if input.stream else None,
+                    summary=f"request model: message {seq}",
+                )
+            calls = [
+                c if c.id else c.model_copy(update={"id": f"call_{number}_{k}"})
+                for k, c in enumerate(response.tool_calls)
+            ]
+            self._say(ChatTurn(role="assistant", content=response.text, tool_calls=calls))
+            if not calls:
+                return response.text.strip()
+            observations = await asyncio.gather(
+                *(self._call(ctx, run, number, k, call) for k, call in enumerate(calls))
+            )
+            for call, observation in zip(calls, observations, strict=True):
+                self._tool_result(input, call, observation.text)
+        return f"(no answer after {input.max_turns} model calls)"
+
+    def _tool_result(self, input: ChatInput, call: ToolCall, text: str) -> None:
+        shown = text
+        if len(text) > input.max_observation_chars:
+            shown = truncate_observation(text, input.max_observation_chars)
+        self._say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
+
+    def _messages(self, input: ChatInput) -> list[ChatMessage]:
+        """The system message, with the memory's summaries and digest by reference."""
+        refs: list[str] = [summary_id(s.round) for s in self._memory.summaries]
+        if self._memory.digest is not None:
+            refs.append(DIGEST_ID)
+        content = input.system
+        if refs:
+            content += "\n\nWhat you remember of the earlier conversation:"
+        return [ChatMessage(role="system", content=content, context=list(refs))]
+
+    def _say(self, turn: ChatTurn) -> ChatLine:
+        line = self._memory.add(turn)
+        self._transcript.append(line)
+        return line
+
+    def _remember(self, reply: ChatReply) -> None:
+        replies = self._carry.replies
+        replies[reply.id] = reply
+        while len(replies) > REMEMBERED_REPLIES:
+            replies.pop(next(iter(replies)))
+
+    # --- memory ---------------------------------------------------------------------
+
+    async def fold_text(self, ctx: RecipeContext, input: ChatInput, fold: Fold) -> str | None:
+        """The summarizer hook: the text of a summary or of the new digest; None (or a
+        failed call) keeps the recipe's fallback."""
+        previous = f"Memory so far:\n{fold.previous}\n\n" if fold.previous else ""
+        try:
+            return await ctx.llm.text(
+                f"{previous}New messages:\n{render(fold.lines)}",
+                system=FOLD_SYSTEM,
+                summary=f"request model: fold into {fold.artifact_id}",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("fold into %s failed: %s", fold.artifact_id, exc.cause)
+            return None
+
+    async def _fold(self, ctx: RecipeContext, input: ChatInput) -> None:
+        policy = input.memory
+        while (fold := policy.plan(self._memory)) is not None:
+            text = None
+            if fold.artifact_id is not None:
+                scope = fold.artifact_id
+                if scope == DIGEST_ID:
+                    version = self._memory.digest.version if self._memory.digest else 0
+                    scope = f"{DIGEST_ID}:{version + 1}"
+                with ctx.scoped(scope):
+                    text = await self.fold_text(ctx, input, fold)
+            self._memory = policy.apply(self._memory, fold, text)
+            self._sync_ledger()
+
+    def _sync_ledger(self) -> None:
+        """The summaries and the digest as artifacts: what prompts name by reference and
+        the `artifacts` query shows (the digest's version counts its folds)."""
+        ledger = self._ctx.ledger
+        for summary in self._memory.summaries:
+            ledger.create(summary_id(summary.round), summary)
+        digest = self._memory.digest
+        if digest is not None:
+            ledger.artifacts[DIGEST_ID] = Artifact(
+                id=DIGEST_ID, type="Digest", version=digest.version, data=digest
+            )
+
+    # --- the stream -----------------------------------------------------------------
+
+    def _publish(self, event: ChatEvent) -> None:
+        self.stream.topic(MESSAGES_TOPIC, type=ChatEvent).publish(event)
+
+    def _trim_stream(self) -> None:
+        """Keep the stream's log to the previous turn and this one: tokens are for the
+        people watching now; the conversation itself is in the transcript."""
+        state = self.stream.get_state()
+        self.stream.truncate(self._turn_start)
+        self._turn_start = state.base_offset + len(state.log)
