@@ -13,6 +13,8 @@
     python starter.py react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--recipes MODULE[,MODULE...]])
+    python starter.py chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+    python starter.py chat ID --send TEXT [--json]   # one message, its reply
     python starter.py pending [--json]          # every workflow waiting for a person
     python starter.py approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
     python starter.py decide ID QUESTION_ID --approve|--reject [--reason TEXT]
@@ -43,6 +45,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from cli import embedded
+from cli.chat import add_chat_command, chat, check_chat_args
 from cli.commands import approve, corrections, decide, pending, result, status
 from cli.connection import exit_now, open_client
 from cli.embedded import Embedded, EmbeddedError
@@ -68,6 +71,7 @@ class Parser(argparse.ArgumentParser):
 COMMANDS = (
     "start",
     *RECIPE_COMMANDS,
+    "chat",
     "pending",
     "approve",
     "decide",
@@ -110,6 +114,7 @@ def parser() -> Parser:
         help="the input of its run method as JSON, or @FILE to read it (@- for stdin)",
     )
     add_recipe_commands(commands, [launch, registration])
+    add_chat_command(commands)
 
     pending = commands.add_parser("pending", help="list every workflow waiting for a person")
     pending.add_argument("--json", action="store_true", help="print one JSON object")
@@ -199,6 +204,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
             check_sendable(launch)
             client, settings = await connect()
             return await start(client, settings, launch, workflow_id, args.no_wait, args.json)
+        if args.command == "chat":
+            check_chat_args(args)
+            client, settings = await connect()
+            return await chat(client, settings, args)
         if args.command == "approve" and args.set and not args.reject:
             raise Failed("--set goes with --reject: corrected facts ask for a rebuild", code=2)
         changes = corrections(args.set) if args.command == "approve" else {}

@@ -1,0 +1,319 @@
+"""`chat [ID]`: talk to a ChatWorkflow, the reply printed as the model writes it.
+
+    python starter.py chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+    python starter.py chat ID --send TEXT [--json]
+
+Interactive, each line is sent with the update `send`; `/memory`, `/transcript` and
+`/quit` (or end of input) are commands. The chat starts when its id is new and is
+attached to otherwise (the options only shape a new chat): a second terminal on the
+same id sees the same conversation, the other terminal's messages marked as such.
+
+What is printed comes from the workflow's stream: `messages` (each message and
+its reply) and `tokens` (the reply as it is written, when the endpoint streams).
+The durable reply is the update's result: `--send` prints it whole if the stream
+did not (or printed something else, e.g. a retried call's first words).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import uuid
+from typing import Any
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from cli.follow import warn_if_no_worker
+from cli.output import Failed, failure_text, say
+from cli.settings import Settings
+from durafact.llm import TextChunk
+from durafact.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
+from workflows.chat import (
+    MESSAGES_TOPIC,
+    TOKENS_TOPIC,
+    ChatEvent,
+    ChatInput,
+    ChatReply,
+    ChatSend,
+    ChatWorkflow,
+    MemoryView,
+    TranscriptPage,
+)
+from workflows.recipe import RECIPE_ATTRIBUTE
+
+POLICIES = {
+    "digest": RollingDigestSummarizer,
+    "summaries": WindowSummarizer,
+    "prune": WindowPruner,
+}
+# How long a reply's last streamed words may trail the update's result.
+STREAM_GRACE = 3.0
+SHOWN_ON_ATTACH = 10
+
+
+def add_chat_command(commands: Any) -> None:
+    chat = commands.add_parser(
+        "chat", help="talk to a durable chat: each line is sent, the reply streams"
+    )
+    chat.add_argument("id", nargs="?", help="the chat's workflow id (default: a new chat)")
+    chat.add_argument("--send", metavar="TEXT", help="send one message, print the reply, exit")
+    chat.add_argument("--json", action="store_true", help="with --send: print one JSON object")
+    chat.add_argument(
+        "--memory",
+        choices=tuple(POLICIES),
+        default="digest",
+        help="a new chat's memory: one rolling digest (default), numbered summaries, or "
+        "the last messages only",
+    )
+    chat.add_argument(
+        "--tools", default="", metavar="NAME,...", help="worker tools a new chat may use"
+    )
+    chat.add_argument("--no-stream", action="store_true", help="a new chat's replies arrive whole")
+
+
+def chat_input(args: argparse.Namespace) -> ChatInput:
+    """A new chat's input from the options; a bad tool name is one line (exit code 2)."""
+    tools = [name.strip() for name in args.tools.split(",") if name.strip()]
+    try:
+        return ChatInput(memory=POLICIES[args.memory](), tools=tools, stream=not args.no_stream)
+    except ValueError as exc:
+        raise Failed(f"--tools: {exc}", code=2) from None
+
+
+def check_chat_args(args: argparse.Namespace) -> None:
+    if args.json and args.send is None:
+        raise Failed("--json goes with --send", code=2)
+    if args.send is not None and args.id is None:
+        raise Failed("--send needs the chat's id: python starter.py chat ID --send TEXT", code=2)
+    if args.send is not None and not args.send.strip():
+        raise Failed("the message is empty", code=2)
+
+
+async def chat(client: Any, settings: Settings, args: argparse.Namespace) -> int:
+    check_chat_args(args)
+    workflow_id = args.id or f"chat-{uuid.uuid4().hex[:8]}"
+    handle, started = await open_chat(client, settings, workflow_id, chat_input(args))
+    description = await handle.describe()
+    await warn_if_no_worker(client, settings, description.task_queue)
+    if args.send is not None:
+        return await send_one(client, handle, args.send, args.json)
+    opened = "new chat" if started else "attached to chat"
+    say(f"{opened} {workflow_id} (/memory, /transcript, /quit)")
+    if not started:
+        page = await handle.query(
+            ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage
+        )
+        for line in page.lines[-SHOWN_ON_ATTACH:]:
+            if line.role in ("user", "assistant") and line.content:
+                say(f"{'you' if line.role == 'user' else 'assistant'}> {line.content}")
+    return await interactive(client, handle)
+
+
+async def open_chat(
+    client: Any, settings: Settings, workflow_id: str, input: ChatInput
+) -> tuple[Any, bool]:
+    """The chat's handle, and whether it was started now (else it was running)."""
+    try:
+        handle = await client.start_workflow(
+            ChatWorkflow.run,
+            input,
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(RECIPE_ATTRIBUTE, ChatWorkflow.recipe_name)]
+            ),
+            static_summary=f"chat {workflow_id}",
+        )
+    except WorkflowAlreadyStartedError:
+        raise Failed(f"chat {workflow_id} has ended; start another with a new id") from None
+    response = getattr(handle, "_start_workflow_response", None)
+    return client.get_workflow_handle(workflow_id), bool(getattr(response, "started", True))
+
+
+class Printer:
+    """Prints a chat's stream: the other terminals' messages, replies as they are written.
+
+    `mine` are the keys of this terminal's messages (their text was typed here);
+    `done[key]` is set once the reply (or the failure) of a message was printed."""
+
+    def __init__(self, mine: set[str], only: str | None = None) -> None:
+        self.mine = mine
+        self.only = only
+        self.done: dict[str, asyncio.Event] = {}
+        self.printed: dict[str, str] = {}
+        self._attempt: dict[str, int] = {}
+
+    def finished(self, key: str) -> asyncio.Event:
+        return self.done.setdefault(key, asyncio.Event())
+
+    def take(self, topic: str, data: dict[str, Any]) -> None:
+        if topic == TOKENS_TOPIC:
+            self.token(TextChunk.model_validate(data))
+        elif topic == MESSAGES_TOPIC:
+            self.event(ChatEvent.model_validate(data))
+
+    def token(self, chunk: TextChunk) -> None:
+        if self.only is not None and chunk.key != self.only:
+            return
+        attempt = self._attempt.get(chunk.key)
+        if attempt is None or chunk.attempt != attempt:
+            if attempt is not None:
+                write("\n(the model call was retried)\n")
+            write("assistant> ")
+            self._attempt[chunk.key] = chunk.attempt
+            self.printed[chunk.key] = ""
+        write(chunk.text)
+        self.printed[chunk.key] += chunk.text
+
+    def event(self, event: ChatEvent) -> None:
+        if self.only is not None and event.key != self.only:
+            return
+        if event.kind == "user":
+            if event.key not in self.mine:
+                write(f"\n[another terminal] you> {event.text}\n")
+            return
+        if event.kind == "error":
+            write(f"error: {event.text}\n")
+        else:
+            self.finish(event.key, event.text)
+        self.finished(event.key).set()
+
+    def finish(self, key: str, text: str) -> None:
+        """End the reply's line: what streamed, completed to the durable reply."""
+        shown = self.printed.get(key)
+        if shown is None:
+            write(f"assistant> {text}\n")
+        elif shown == text or text.startswith(shown) or shown.strip() == text:
+            write(f"{text[len(shown) :] if text.startswith(shown) else ''}\n")
+        else:
+            write(f"\nassistant> {text}\n")
+        self.printed[key] = text
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+async def follow(client: Any, workflow_id: str, printer: Printer, offset: int) -> None:
+    stream = WorkflowStreamClient.create(client, workflow_id)
+    async for item in stream.subscribe([MESSAGES_TOPIC, TOKENS_TOPIC], from_offset=offset):
+        printer.take(item.topic, item.data)
+
+
+async def stream_offset(client: Any, workflow_id: str) -> int:
+    return await WorkflowStreamClient.create(client, workflow_id).get_offset()
+
+
+async def send_one(client: Any, handle: Any, text: str, as_json: bool) -> int:
+    key = uuid.uuid4().hex
+    printer = Printer({key}, only=key)
+    reader = None
+    if not as_json:
+        offset = await stream_offset(client, handle.id)
+        reader = asyncio.create_task(follow(client, handle.id, printer, offset))
+    try:
+        reply = await deliver(handle, text, key)
+        if reader is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(printer.finished(key).wait(), STREAM_GRACE)
+    finally:
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+    if as_json:
+        document = {"workflow_id": handle.id, **reply.model_dump(mode="json")}
+        say(json.dumps(document, ensure_ascii=False))
+    elif printer.printed.get(key) != reply.text:
+        printer.finish(key, reply.text)
+    return 0
+
+
+async def deliver(handle: Any, text: str, key: str) -> ChatReply:
+    try:
+        return await handle.execute_update(
+            ChatWorkflow.send, ChatSend(text=text, id=key), result_type=ChatReply
+        )
+    except WorkflowUpdateFailedError as exc:
+        raise Failed(f"not sent: {failure_text(exc)}") from None
+
+
+async def interactive(client: Any, handle: Any) -> int:
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401  (line editing and history for input())
+    mine: set[str] = set()
+    printer = Printer(mine)
+    offset = await stream_offset(client, handle.id)
+    reader = asyncio.create_task(follow(client, handle.id, printer, offset))
+    try:
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "you> " if sys.stdin.isatty() else "")
+            except EOFError:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text == "/quit":
+                break
+            if text == "/memory":
+                view = await handle.query(ChatWorkflow.memory, result_type=MemoryView)
+                say(show_memory(view))
+                continue
+            if text == "/transcript":
+                page = await handle.query(
+                    ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage
+                )
+                say(show_transcript(page))
+                continue
+            key = uuid.uuid4().hex
+            mine.add(key)
+            try:
+                reply = await deliver(handle, text, key)
+            except Failed as exc:
+                say(f"starter: {exc}", sys.stderr)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(printer.finished(key).wait(), STREAM_GRACE)
+            if printer.printed.get(key) != reply.text:
+                printer.finish(key, reply.text)
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reader
+    return 0
+
+
+def show_memory(view: MemoryView) -> str:
+    memory = view.memory
+    lines = [
+        f"memory ({view.policy}): {len(memory.window)} messages in the window, "
+        f"{memory.folded} folded, {view.turns} turns, run {view.runs}"
+    ]
+    for summary in memory.summaries:
+        lines.append(
+            f"summary:{summary.round} (messages {summary.first}-{summary.last}): {summary.text}"
+        )
+    if memory.digest is not None:
+        lines.append(f"digest (version {memory.digest.version}): {memory.digest.text}")
+    return "\n".join(lines)
+
+
+def show_transcript(page: TranscriptPage) -> str:
+    head = f"messages {page.first}-{page.total - 1} of {page.total} (earlier ones: earlier runs)"
+    body = [f"{line.seq:>4} {line.role}> {line.content}" for line in page.lines if line.content]
+    return "\n".join([head, *body])

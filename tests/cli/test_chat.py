@@ -1,0 +1,104 @@
+"""`starter.py chat` as a user runs it: one message from a script, an interactive
+session, and a second terminal on the same chat."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+
+from tests.cli.test_starter import read_until, starter_env  # noqa: F401 (a fixture)
+from tests.helpers import ROOT, STARTER, starter
+from tests.scripted_model import ScriptedModel
+
+
+async def interactive(chat_id: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(STARTER),
+        "chat",
+        chat_id,
+        env=env,
+        cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def type_line(process: asyncio.subprocess.Process, line: str) -> None:
+    assert process.stdin is not None
+    process.stdin.write(f"{line}\n".encode())
+    await process.stdin.drain()
+
+
+async def test_send_prints_the_streamed_reply_and_json_prints_one_object(
+    starter_env: dict[str, str],  # noqa: F811
+    model: ScriptedModel,
+) -> None:
+    chat_id = f"chat-{uuid.uuid4().hex[:8]}"
+    run = await starter(
+        "chat", chat_id, "--send", "hello there", "--json", env=starter_env, cwd=ROOT
+    )
+    assert run.code == 0, run.err
+    document = json.loads(run.out)
+    assert (document["workflow_id"], document["seq"], document["text"]) == (
+        chat_id,
+        0,
+        "done: hello there",
+    )
+    run = await starter("chat", chat_id, "--send", "and again", env=starter_env, cwd=ROOT)
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == ["assistant> done: and again"]
+    assert model.calls[-1].body["stream"] is True
+
+
+async def test_interactive_session_and_a_second_terminal_see_one_conversation(
+    starter_env: dict[str, str],  # noqa: F811
+) -> None:
+    chat_id = f"chat-{uuid.uuid4().hex[:8]}"
+    first = await interactive(chat_id, starter_env)
+    processes = [first]
+    try:
+        assert first.stdout is not None
+        await read_until(first.stdout, f"new chat {chat_id}")
+        await type_line(first, "hello")
+        await read_until(first.stdout, "assistant> done: hello")
+        run = await starter("chat", chat_id, "--send", "from elsewhere", env=starter_env, cwd=ROOT)
+        assert run.code == 0, run.err
+        seen = await read_until(first.stdout, "assistant> done: from elsewhere")
+        assert any("[another terminal] you> from elsewhere" in line for line in seen)
+        await type_line(first, "/memory")
+        await read_until(first.stdout, "memory (rolling_digest): 4 messages in the window")
+        await type_line(first, "/transcript")
+        seen = await read_until(first.stdout, "3 assistant> done: from elsewhere")
+        assert any("0 user> hello" in line for line in seen)
+        await type_line(first, "/quit")
+        assert await asyncio.wait_for(first.wait(), 30) == 0
+        # Attached later, a terminal shows where the conversation is.
+        second = await interactive(chat_id, starter_env)
+        processes.append(second)
+        assert second.stdout is not None
+        seen = await read_until(second.stdout, "assistant> done: from elsewhere")
+        assert seen[0] == f"attached to chat {chat_id} (/memory, /transcript, /quit)"
+        await type_line(second, "/quit")
+        assert await asyncio.wait_for(second.wait(), 30) == 0
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+async def test_chat_usage_mistakes_are_one_line(
+    starter_env: dict[str, str],  # noqa: F811
+) -> None:
+    for args, reason in (
+        (["--send", "hi"], "--send needs the chat's id"),
+        (["x", "--json"], "--json goes with --send"),
+        (["x", "--send", "  "], "the message is empty"),
+    ):
+        run = await starter("chat", *args, env=starter_env, cwd=ROOT)
+        assert (run.code, len(run.err_lines)) == (2, 1)
+        assert run.err_lines[0].startswith(f"starter: {reason}")
