@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowFailureError
 from cli.settings import Settings
 from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer
+from durafact.memory import RollingDigestSummarizer
 from tests.helpers import question_waiting, start_dev_server
 from tests.scripted_answers import answerer, questions
 from tests.scripted_model import Call, ScriptedModel, ToolCalls
@@ -35,6 +36,10 @@ from tests.scripted_research import (
 from workflows import (
     AnswerBatchInput,
     AnswerFlowWorkflow,
+    ChatInput,
+    ChatReply,
+    ChatSend,
+    ChatWorkflow,
     Goal,
     PlanExecuteWorkflow,
     PlanReActInput,
@@ -301,6 +306,47 @@ async def plan_react(client: Client, model: ScriptedModel) -> str:
     return "plan_react"
 
 
+async def chat(client: Client, model: ScriptedModel) -> str:
+    """A chat that streams, calls a tool, folds its digest and continues as new: the run
+    that continues is `chat_continuing`, the run after it `chat`."""
+
+    def reply(call: Call) -> str | ToolCalls:
+        if call.messages[-1].get("role") == "tool":
+            return f"that is {call.messages[-1]['content']}"
+        if "6 * 7" in call.last_user:
+            return ToolCalls([("calculator", {"expression": "6 * 7"})])
+        return f"noted: {call.last_user.splitlines()[-1]}"
+
+    model.reply(reply)
+    handle = await client.start_workflow(
+        ChatWorkflow.run,
+        ChatInput(
+            tools=["calculator"],
+            memory=RollingDigestSummarizer(window=2, trigger=4),
+            continue_after_events=100,
+        ),
+        id="chat",
+        task_queue=QUEUE,
+    )
+    first_run = handle.result_run_id
+    text, n = "what is 6 * 7?", 0
+    while True:
+        sent = await handle.execute_update(
+            ChatWorkflow.send, ChatSend(text=text), result_type=ChatReply
+        )
+        if sent.run == 1:
+            break
+        n += 1
+        text = f"message {n}"
+    for n in range(2):
+        await handle.execute_update(
+            ChatWorkflow.send, ChatSend(text=f"after {n}"), result_type=ChatReply
+        )
+    continuing = await client.get_workflow_handle("chat", run_id=first_run).fetch_history()
+    (HISTORIES / "chat_continuing.json").write_text(continuing.to_json())
+    return "chat"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -316,6 +362,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     react,
     react_native,
     plan_react,
+    chat,
 ]
 
 
