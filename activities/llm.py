@@ -540,10 +540,14 @@ async def _stream_response(
     llm: openai.AsyncOpenAI, messages: list[dict[str, Any]], kwargs: dict[str, Any]
 ) -> Any:
     """The endpoint's streamed answer (an `AsyncStream`), or None when it answered with
-    a whole completion instead of server-sent events."""
-    raw = await llm.chat.completions.with_raw_response.create(
-        messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
-    )
+    a whole completion instead of server-sent events, or refused to stream (400: the
+    whole request then tells whether the request itself was bad)."""
+    try:
+        raw = await llm.chat.completions.with_raw_response.create(
+            messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
+        )
+    except openai.BadRequestError:
+        return None
     if "text/event-stream" not in raw.headers.get("content-type", ""):
         await raw.http_response.aclose()
         return None

@@ -101,6 +101,15 @@ async def test_without_streaming_the_same_send_gets_the_reply(
     assert "stream" not in model.calls[-1].body
 
 
+async def test_an_endpoint_that_refuses_to_stream_is_asked_for_whole_replies(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.fail(400, when=lambda call: bool(call.body.get("stream")))  # as local_model.py does
+    handle = await start_chat(client, worker)
+    assert (await send(handle, "hello")).text == "done: hello"
+    assert [c.body.get("stream") for c in model.calls] == [True, None]
+
+
 async def test_the_validator_refuses_empty_and_oversized_messages_before_history(
     client: Client, worker: Settings
 ) -> None:
@@ -201,3 +210,25 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_message_answered_onc
             if process and process.poll() is None:
                 process.terminate()
                 process.wait(timeout=15)
+
+
+async def test_signalled_messages_queue_in_order_and_a_failed_turn_leaves_no_trace(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    handle = await start_chat(client, worker, stream=False)
+    await handle.signal(ChatWorkflow.message, ChatSend(text="first"))
+    await handle.signal(ChatWorkflow.message, ChatSend(text="second"))
+    assert (await send(handle, "third")).seq == 4
+    model.fail(401, when=lambda call: "broken" in call.last_user)
+    with pytest.raises(WorkflowUpdateFailedError) as failed:
+        await send(handle, "broken")
+    assert "401" in str(failed.value.cause)
+    assert (await send(handle, "fourth")).text == "done: fourth"
+    page = await handle.query(ChatWorkflow.transcript, result_type=TranscriptPage)
+    assert [line.content for line in page.lines if line.role == "user"] == [
+        "first",
+        "second",
+        "third",
+        "fourth",
+    ]
+    assert [line.seq for line in page.lines] == list(range(8))
