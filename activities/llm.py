@@ -401,15 +401,26 @@ class ModelActivities:
             attempt = activity.info().attempt
             publisher = WorkflowStreamClient.from_within_activity(batch_interval=STREAM_INTERVAL)
             topic = publisher.topic(target.topic, type=TextChunk)
+            # The text of an interval goes as one chunk: an item per token would make the
+            # stream's signals (and the workflow's history) many times the reply's size.
+            pending, index, sent_at = "", 0, time.monotonic()
+
+            def publish() -> None:
+                nonlocal pending, index, sent_at
+                chunk = TextChunk(key=target.key, attempt=attempt, index=index, text=pending)
+                topic.publish(chunk, force_flush=True)
+                pending, index, sent_at = "", index + 1, time.monotonic()
+
             async with publisher:
                 async for chunk in stream:
-                    text = reply.add(chunk)
-                    if text:
-                        topic.publish(
-                            TextChunk(
-                                key=target.key, attempt=attempt, index=len(reply.parts), text=text
-                            )
-                        )
+                    pending += reply.add(chunk)
+                    due = (
+                        index == 0 or time.monotonic() - sent_at >= STREAM_INTERVAL.total_seconds()
+                    )
+                    if pending and due:  # the first words at once, then an interval's worth
+                        publish()
+                if pending:
+                    publish()
         except openai.OpenAIError as exc:
             raise classify_error(exc) from exc
         response = reply.response()

@@ -13,7 +13,8 @@ Those requests are recorded in `embedding_calls`, apart from the chat `calls`.
 A request with `"stream": true` is answered with server-sent events, one
 `data:` chunk per word of the reply (whitespace kept), then usage and `[DONE]`,
 as hosted endpoints do; `streams = False` answers it with a whole completion, as
-an endpoint that cannot stream does.
+an endpoint that cannot stream does; `pace` (seconds) waits between chunks, as a
+model writing does.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ class ScriptedModel:
         self._faults: list[_Fault] = []
         self._holds: list[tuple[Callable[[Call], bool], threading.Event]] = []
         self.streams = True
+        self.pace = 0.0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -197,6 +199,7 @@ class ScriptedModel:
             self._reply = default_reply
             self._faults.clear()
             self.streams = True
+            self.pace = 0.0
         self.release_all()
 
     def reply(self, fn: Reply) -> None:
@@ -346,6 +349,7 @@ class ScriptedModel:
                     for chunk in chunks:
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
+                        time.sleep(model.pace)
                     self.wfile.write(b"data: [DONE]\n\n")
                 except (BrokenPipeError, ConnectionResetError):
                     pass

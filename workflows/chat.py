@@ -65,7 +65,7 @@ TOKENS_TOPIC = "tokens"
 INVALID_MESSAGE = "InvalidMessage"
 TURN_FAILED = "ChatTurnFailed"
 # Replies kept by message id for repeated sends, carried across continue-as-new.
-REMEMBERED_REPLIES = 100
+REMEMBERED_REPLIES = 32
 CONVERSATION_PREFIX = "msg:"
 
 

@@ -66,6 +66,7 @@ async def test_a_reply_streams_in_order_and_joins_to_the_durable_reply(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
     model.reply(lambda call: "one two three four five six seven eight nine ten")
+    model.pace = 0.05
     handle = await start_chat(client, worker)
     tokens: list[TextChunk] = []
 
@@ -81,8 +82,9 @@ async def test_a_reply_streams_in_order_and_joins_to_the_durable_reply(
     await asyncio.wait_for(reader, timeout=30)
     assert reply.text == "one two three four five six seven eight nine ten"
     assert [t.key for t in tokens] == ["m1"] * len(tokens)
-    assert len(tokens) == 10
-    assert [t.index for t in tokens] == sorted(t.index for t in tokens)
+    assert [t.index for t in tokens] == list(range(len(tokens)))
+    assert len(tokens) >= 3  # the first word at once, then what came in each interval
+    assert tokens[0].text == "one "
     assert "".join(t.text for t in tokens) == reply.text
     assert model.calls[0].body["stream"] is True
 
@@ -197,7 +199,7 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_message_answered_onc
         first.wait()
         release.set()
         second = start_worker(client, settings)
-        reply = await asyncio.wait_for(sending, timeout=120)
+        reply = await asyncio.wait_for(sending, timeout=240)
         assert reply.text == "done: are you still there?"
         page = await handle.query(ChatWorkflow.transcript, result_type=TranscriptPage)
         assert [(line.role, line.content) for line in page.lines] == [
