@@ -378,7 +378,7 @@ async def test_an_unknown_type_is_one_line_naming_the_registered_ones(
         assert run.out == ""
     assert runs[0].err_lines == [
         "starter: unknown workflow type 'TripPlaner' (registered: AnswerFlowWorkflow, "
-        "PlanExecuteWorkflow, PlanReActWorkflow, ReActWorkflow, ReflectionWorkflow, "
+        "ChatWorkflow, PlanExecuteWorkflow, PlanReActWorkflow, ReActWorkflow, ReflectionWorkflow, "
         "ResearchWorkflow, SupervisorWorkflow, TripPlanner; register yours with --recipes MODULE "
         "or DURAFACT_RECIPES)"
     ]

@@ -285,7 +285,7 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.code == 2
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
-        "(commands: start, plan, reflect, answer, route, research, react, pending, approve, "
+        "(commands: start, plan, reflect, answer, route, research, react, chat, pending, approve, "
         "decide, status, result, up, down)"
     ]
 
