@@ -3,6 +3,13 @@
 The ledger lives in workflow state, so it must stay pure: no I/O, no clock, no
 randomness. It is a pydantic model, so a query or a workflow result carries it
 as it is, and it can travel through continue-as-new.
+
+Cost. Every operation costs the same whatever the size of the ledger (a 3,000-item
+answer batch must fit a workflow task, which Temporal fails past 2 s): private
+indexes, rebuilt from `artifacts` and `links` whenever a ledger is validated (so the
+JSON is unchanged), answer `link`'s "already there?", `links_from`, `select`,
+`find`/`find_all` and `id_of` without a scan. Change a ledger through its methods:
+`artifacts` and `links` are readable, but writing them directly bypasses the indexes.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from durafact.llm import ArtifactSpan
 
@@ -92,6 +99,33 @@ class Ledger(BaseModel):
     artifacts: dict[str, Artifact[Any]] = Field(default_factory=dict)
     links: list[Link] = Field(default_factory=list)
 
+    # Indexes (see the module docstring): creation number by id; ids in creation order
+    # by type name and by each `:`-ended prefix; the classes stored under a type name
+    # (`find_all(model)` also finds subclasses of `model`); artifact id by the identity
+    # of its data object; links as keys, and by source.
+    _order: dict[str, int] = PrivateAttr(default_factory=dict)
+    _created: int = PrivateAttr(default=0)
+    _by_type: dict[str, dict[str, None]] = PrivateAttr(default_factory=dict)
+    _by_prefix: dict[str, dict[str, None]] = PrivateAttr(default_factory=dict)
+    _classes: dict[str, set[type]] = PrivateAttr(default_factory=dict)
+    _by_object: dict[int, str] = PrivateAttr(default_factory=dict)
+    _link_keys: set[tuple[str, str, str]] = PrivateAttr(default_factory=set)
+    _links_from: dict[str, list[Link]] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._reindex()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Ledger:
+        copied = super().__deepcopy__(memo)
+        copied._reindex()  # its data are new objects: `id_of` must name those
+        return copied
+
+    def __eq__(self, other: object) -> bool:
+        # The indexes follow from the fields; only the fields say what a ledger holds.
+        if not isinstance(other, Ledger):
+            return NotImplemented
+        return self.artifacts == other.artifacts and self.links == other.links
+
     def __contains__(self, artifact_id: object) -> bool:
         return artifact_id in self.artifacts
 
@@ -108,6 +142,10 @@ class Ledger(BaseModel):
         except KeyError:
             raise LedgerError(f"no artifact {artifact_id!r} in the ledger") from None
 
+    def id_of(self, data: object) -> str | None:
+        """The id of the artifact whose data is this very object (not an equal one)."""
+        return self._by_object.get(id(data))
+
     def create(self, artifact_id: str, data: BaseModel) -> Artifact[Any]:
         """Store `data` under `artifact_id`; the same id again returns the first one."""
         existing = self.artifacts.get(artifact_id)
@@ -115,6 +153,7 @@ class Ledger(BaseModel):
             return existing
         artifact = Artifact[Any](id=artifact_id, type=type(data).__name__, data=data)
         self.artifacts[artifact_id] = artifact
+        self._index(artifact)
         return artifact
 
     def update(
@@ -130,46 +169,66 @@ class Ledger(BaseModel):
                 data = {**base, **changes}
         updated = current.model_copy(update={"data": data, "version": current.version + 1})
         self.artifacts[artifact_id] = updated
+        self._by_object.pop(id(current.data), None)
+        self._by_object[id(data)] = artifact_id
+        self._classes.setdefault(updated.type, set()).add(type(data))
         return updated
 
     def delete(self, artifact_id: str) -> None:
-        """Remove an artifact and every link that touches it."""
-        self.get(artifact_id)
+        """Remove an artifact and every link that touches it (this one scans the links)."""
+        artifact = self.get(artifact_id)
         del self.artifacts[artifact_id]
-        self.links = [link for link in self.links if artifact_id not in (link.source, link.target)]
+        del self._order[artifact_id]
+        self._by_type[artifact.type].pop(artifact_id)
+        for prefix in _prefixes(artifact_id):
+            self._by_prefix[prefix].pop(artifact_id)
+        self._by_object.pop(id(artifact.data), None)
+        kept = [link for link in self.links if artifact_id not in (link.source, link.target)]
+        if len(kept) < len(self.links):
+            self.links = kept
+            self._reindex()
 
     def link(self, source: str, relation: str, target: str) -> Link:
         """Record `source --relation--> target` once; both ends must exist."""
         self.get(source)
         self.get(target)
         link = Link(source=source, relation=relation, target=target)
-        if link not in self.links:
+        if (source, relation, target) not in self._link_keys:
             self.links.append(link)
+            self._index_link(link)
         return link
 
     def links_from(self, artifact_id: str, relation: str | None = None) -> list[Link]:
         return [
             link
-            for link in self.links
-            if link.source == artifact_id and (relation is None or link.relation == relation)
+            for link in self._links_from.get(artifact_id, ())
+            if relation is None or link.relation == relation
         ]
 
     def select(self, ref: str | ArtifactSpan) -> list[Artifact[Any]]:
         """The artifact an id names, or the artifacts a span names, in creation order."""
         if isinstance(ref, str):
             return [self.get(ref)]
-        matching = [a for a in self.artifacts.values() if a.id.startswith(ref.prefix)]
+        if ref.prefix.endswith(":"):
+            ids: Iterable[str] = self._by_prefix.get(ref.prefix, {})
+        else:  # a prefix no index keeps
+            ids = (i for i in self.artifacts if i.startswith(ref.prefix))
+        matching = []
+        for artifact_id in ids:
+            if len(matching) == ref.count:
+                break
+            matching.append(self.artifacts[artifact_id])
         if len(matching) < ref.count:
             raise LedgerError(
                 f"span {ref.prefix!r} names {ref.count} artifacts; the ledger has {len(matching)}"
             )
-        return matching[: ref.count]
+        return matching
 
     def find(self, model: type[M]) -> Artifact[M] | None:
-        return find(self.artifacts.values(), model)
+        return find(self._candidates(model), model)
 
     def find_all(self, model: type[M]) -> list[Artifact[M]]:
-        return find_all(self.artifacts.values(), model)
+        return find_all(self._candidates(model), model)
 
     def provenance(self, artifact_id: str) -> ProvenanceNode:
         """Follow links out of `artifact_id` down to the sources it rests on."""
@@ -186,3 +245,49 @@ class Ledger(BaseModel):
             )
 
         return visit(artifact_id, None, frozenset())
+
+    def _candidates(self, model: type[BaseModel]) -> Iterator[Artifact[Any]]:
+        """The artifacts that may be a `model`, in creation order: those stored under its
+        name or under a name whose data was ever of a subclass of it."""
+        groups = [
+            self._by_type[name]
+            for name, classes in self._classes.items()
+            if name == model.__name__ or any(issubclass(c, model) for c in classes)
+        ]
+        ids = groups[0] if len(groups) == 1 else sorted(set().union(*groups), key=self._order.get)
+        return (self.artifacts[i] for i in ids)
+
+    def _reindex(self) -> None:
+        """Every index rebuilt from `artifacts` and `links`."""
+        for index in (self._order, self._by_type, self._by_prefix, self._classes):
+            index.clear()
+        self._by_object.clear()
+        self._link_keys.clear()
+        self._links_from.clear()
+        self._created = 0
+        for artifact in self.artifacts.values():
+            self._index(artifact)
+        for link in self.links:
+            self._index_link(link)
+
+    def _index(self, artifact: Artifact[Any]) -> None:
+        artifact_id = artifact.id
+        self._order[artifact_id] = self._created
+        self._created += 1
+        self._by_type.setdefault(artifact.type, {})[artifact_id] = None
+        for prefix in _prefixes(artifact_id):
+            self._by_prefix.setdefault(prefix, {})[artifact_id] = None
+        self._classes.setdefault(artifact.type, set()).add(type(artifact.data))
+        self._by_object[id(artifact.data)] = artifact_id
+
+    def _index_link(self, link: Link) -> None:
+        self._link_keys.add((link.source, link.relation, link.target))
+        self._links_from.setdefault(link.source, []).append(link)
+
+
+def _prefixes(artifact_id: str) -> Iterator[str]:
+    """Every prefix of the id that ends with `:` ("a:b:c" -> "a:", "a:b:")."""
+    at = artifact_id.find(":")
+    while at != -1:
+        yield artifact_id[: at + 1]
+        at = artifact_id.find(":", at + 1)

@@ -248,13 +248,13 @@ class RecipeContext:
         becomes one constant-size `ArtifactSpan`, so a prompt's input does not grow
         with the run. An object that is not in the ledger is a `LookupError`.
         """
-        by_object = {id(a.data): a.id for a in self.ledger.all()}
         ids: list[str] = []
         for item in items:
             for one in [item] if isinstance(item, BaseModel) else item:
-                if id(one) not in by_object:
+                artifact_id = self.ledger.id_of(one)
+                if artifact_id is None:
                     raise LookupError(f"{type(one).__name__} is not an artifact of this run")
-                ids.append(by_object[id(one)])
+                ids.append(artifact_id)
         if len(ids) > 1:
             prefix = ids[0].rsplit(":", 1)[0] + ":"
             span = ArtifactSpan(prefix=prefix, count=len(ids))
