@@ -8,8 +8,9 @@ Cost. Every operation costs the same whatever the size of the ledger (a 3,000-it
 answer batch must fit a workflow task, which Temporal fails past 2 s): private
 indexes, rebuilt from `artifacts` and `links` whenever a ledger is validated (so the
 JSON is unchanged), answer `link`'s "already there?", `links_from`, `select`,
-`find`/`find_all` and `id_of` without a scan. Change a ledger through its methods:
-`artifacts` and `links` are readable, but writing them directly bypasses the indexes.
+`find`/`find_all` and `id_of` without a scan (only `delete` scans the links). Change
+a ledger through its methods: `artifacts` and `links` are readable, but writing them
+directly bypasses the indexes.
 """
 
 from __future__ import annotations
@@ -93,24 +94,76 @@ def find_all(items: Iterable[Artifact[Any]], model: type[M]) -> list[Artifact[M]
     return [a.typed(model) for a in items if _matches(a, model)]
 
 
+class _Index:
+    """What the ledger looks up without a scan, kept in step with its fields: creation
+    number by id; ids in creation order by type name and by each `:`-ended prefix; the
+    classes stored under a type name (`find_all(model)` also finds subclasses of
+    `model`); artifact id by the identity of its data object; links as keys, and by
+    source. A plain object, so that an operation reads the ledger's private state once."""
+
+    __slots__ = ("order", "created", "by_type", "by_prefix", "classes", "by_object", "keys", "out")
+
+    def __init__(self, artifacts: Iterable[Artifact[Any]], links: Iterable[Link]) -> None:
+        self.order: dict[str, int] = {}
+        self.created = 0
+        self.by_type: dict[str, dict[str, None]] = {}
+        self.by_prefix: dict[str, dict[str, None]] = {}
+        self.classes: dict[str, set[type]] = {}
+        self.by_object: dict[int, str] = {}
+        self.keys: set[tuple[str, str, str]] = set()
+        self.out: dict[str, list[Link]] = {}
+        for artifact in artifacts:
+            self.add(artifact)
+        for link in links:
+            self.add_link(link)
+
+    def add(self, artifact: Artifact[Any]) -> None:
+        artifact_id = artifact.id
+        self.order[artifact_id] = self.created
+        self.created += 1
+        self.by_type.setdefault(artifact.type, {})[artifact_id] = None
+        for prefix in _prefixes(artifact_id):
+            self.by_prefix.setdefault(prefix, {})[artifact_id] = None
+        self.classes.setdefault(artifact.type, set()).add(type(artifact.data))
+        self.by_object[id(artifact.data)] = artifact_id
+
+    def replace(self, old: Artifact[Any], new: Artifact[Any]) -> None:
+        self.by_object.pop(id(old.data), None)
+        self.by_object[id(new.data)] = new.id
+        self.classes.setdefault(new.type, set()).add(type(new.data))
+
+    def remove(self, artifact: Artifact[Any]) -> None:
+        del self.order[artifact.id]
+        self.by_type[artifact.type].pop(artifact.id)
+        for prefix in _prefixes(artifact.id):
+            self.by_prefix[prefix].pop(artifact.id)
+        self.by_object.pop(id(artifact.data), None)
+
+    def add_link(self, link: Link) -> None:
+        self.keys.add((link.source, link.relation, link.target))
+        self.out.setdefault(link.source, []).append(link)
+
+    def of_type(self, model: type[BaseModel]) -> Iterable[str]:
+        """The ids of the artifacts that may be a `model`, in creation order: stored
+        under its name, or under a name whose data was ever of a subclass of it."""
+        groups = [
+            self.by_type[name]
+            for name, classes in self.classes.items()
+            if name == model.__name__ or any(issubclass(c, model) for c in classes)
+        ]
+        return groups[0] if len(groups) == 1 else sorted(set().union(*groups), key=self.order.get)
+
+
+_AnyArtifact = Artifact[Any]  # subscripting a generic model costs a cache lookup per call
+
+
 class Ledger(BaseModel):
     """The artifact store of one recipe run."""
 
     artifacts: dict[str, Artifact[Any]] = Field(default_factory=dict)
     links: list[Link] = Field(default_factory=list)
 
-    # Indexes (see the module docstring): creation number by id; ids in creation order
-    # by type name and by each `:`-ended prefix; the classes stored under a type name
-    # (`find_all(model)` also finds subclasses of `model`); artifact id by the identity
-    # of its data object; links as keys, and by source.
-    _order: dict[str, int] = PrivateAttr(default_factory=dict)
-    _created: int = PrivateAttr(default=0)
-    _by_type: dict[str, dict[str, None]] = PrivateAttr(default_factory=dict)
-    _by_prefix: dict[str, dict[str, None]] = PrivateAttr(default_factory=dict)
-    _classes: dict[str, set[type]] = PrivateAttr(default_factory=dict)
-    _by_object: dict[int, str] = PrivateAttr(default_factory=dict)
-    _link_keys: set[tuple[str, str, str]] = PrivateAttr(default_factory=set)
-    _links_from: dict[str, list[Link]] = PrivateAttr(default_factory=dict)
+    _index: _Index = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         self._reindex()
@@ -121,7 +174,7 @@ class Ledger(BaseModel):
         return copied
 
     def __eq__(self, other: object) -> bool:
-        # The indexes follow from the fields; only the fields say what a ledger holds.
+        # The index follows from the fields; only the fields say what a ledger holds.
         if not isinstance(other, Ledger):
             return NotImplemented
         return self.artifacts == other.artifacts and self.links == other.links
@@ -144,16 +197,16 @@ class Ledger(BaseModel):
 
     def id_of(self, data: object) -> str | None:
         """The id of the artifact whose data is this very object (not an equal one)."""
-        return self._by_object.get(id(data))
+        return self._index.by_object.get(id(data))
 
     def create(self, artifact_id: str, data: BaseModel) -> Artifact[Any]:
         """Store `data` under `artifact_id`; the same id again returns the first one."""
         existing = self.artifacts.get(artifact_id)
         if existing is not None:
             return existing
-        artifact = Artifact[Any](id=artifact_id, type=type(data).__name__, data=data)
+        artifact = _AnyArtifact(id=artifact_id, type=type(data).__name__, data=data)
         self.artifacts[artifact_id] = artifact
-        self._index(artifact)
+        self._index.add(artifact)
         return artifact
 
     def update(
@@ -169,20 +222,14 @@ class Ledger(BaseModel):
                 data = {**base, **changes}
         updated = current.model_copy(update={"data": data, "version": current.version + 1})
         self.artifacts[artifact_id] = updated
-        self._by_object.pop(id(current.data), None)
-        self._by_object[id(data)] = artifact_id
-        self._classes.setdefault(updated.type, set()).add(type(data))
+        self._index.replace(current, updated)
         return updated
 
     def delete(self, artifact_id: str) -> None:
         """Remove an artifact and every link that touches it (this one scans the links)."""
         artifact = self.get(artifact_id)
         del self.artifacts[artifact_id]
-        del self._order[artifact_id]
-        self._by_type[artifact.type].pop(artifact_id)
-        for prefix in _prefixes(artifact_id):
-            self._by_prefix[prefix].pop(artifact_id)
-        self._by_object.pop(id(artifact.data), None)
+        self._index.remove(artifact)
         kept = [link for link in self.links if artifact_id not in (link.source, link.target)]
         if len(kept) < len(self.links):
             self.links = kept
@@ -193,15 +240,16 @@ class Ledger(BaseModel):
         self.get(source)
         self.get(target)
         link = Link(source=source, relation=relation, target=target)
-        if (source, relation, target) not in self._link_keys:
+        index = self._index
+        if (source, relation, target) not in index.keys:
             self.links.append(link)
-            self._index_link(link)
+            index.add_link(link)
         return link
 
     def links_from(self, artifact_id: str, relation: str | None = None) -> list[Link]:
         return [
             link
-            for link in self._links_from.get(artifact_id, ())
+            for link in self._index.out.get(artifact_id, ())
             if relation is None or link.relation == relation
         ]
 
@@ -210,7 +258,7 @@ class Ledger(BaseModel):
         if isinstance(ref, str):
             return [self.get(ref)]
         if ref.prefix.endswith(":"):
-            ids: Iterable[str] = self._by_prefix.get(ref.prefix, {})
+            ids: Iterable[str] = self._index.by_prefix.get(ref.prefix, {})
         else:  # a prefix no index keeps
             ids = (i for i in self.artifacts if i.startswith(ref.prefix))
         matching = []
@@ -225,10 +273,10 @@ class Ledger(BaseModel):
         return matching
 
     def find(self, model: type[M]) -> Artifact[M] | None:
-        return find(self._candidates(model), model)
+        return find((self.artifacts[i] for i in self._index.of_type(model)), model)
 
     def find_all(self, model: type[M]) -> list[Artifact[M]]:
-        return find_all(self._candidates(model), model)
+        return find_all((self.artifacts[i] for i in self._index.of_type(model)), model)
 
     def provenance(self, artifact_id: str) -> ProvenanceNode:
         """Follow links out of `artifact_id` down to the sources it rests on."""
@@ -246,43 +294,8 @@ class Ledger(BaseModel):
 
         return visit(artifact_id, None, frozenset())
 
-    def _candidates(self, model: type[BaseModel]) -> Iterator[Artifact[Any]]:
-        """The artifacts that may be a `model`, in creation order: those stored under its
-        name or under a name whose data was ever of a subclass of it."""
-        groups = [
-            self._by_type[name]
-            for name, classes in self._classes.items()
-            if name == model.__name__ or any(issubclass(c, model) for c in classes)
-        ]
-        ids = groups[0] if len(groups) == 1 else sorted(set().union(*groups), key=self._order.get)
-        return (self.artifacts[i] for i in ids)
-
     def _reindex(self) -> None:
-        """Every index rebuilt from `artifacts` and `links`."""
-        for index in (self._order, self._by_type, self._by_prefix, self._classes):
-            index.clear()
-        self._by_object.clear()
-        self._link_keys.clear()
-        self._links_from.clear()
-        self._created = 0
-        for artifact in self.artifacts.values():
-            self._index(artifact)
-        for link in self.links:
-            self._index_link(link)
-
-    def _index(self, artifact: Artifact[Any]) -> None:
-        artifact_id = artifact.id
-        self._order[artifact_id] = self._created
-        self._created += 1
-        self._by_type.setdefault(artifact.type, {})[artifact_id] = None
-        for prefix in _prefixes(artifact_id):
-            self._by_prefix.setdefault(prefix, {})[artifact_id] = None
-        self._classes.setdefault(artifact.type, set()).add(type(artifact.data))
-        self._by_object[id(artifact.data)] = artifact_id
-
-    def _index_link(self, link: Link) -> None:
-        self._link_keys.add((link.source, link.relation, link.target))
-        self._links_from.setdefault(link.source, []).append(link)
+        self._index = _Index(self.artifacts.values(), self.links)
 
 
 def _prefixes(artifact_id: str) -> Iterator[str]:

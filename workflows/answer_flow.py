@@ -268,13 +268,13 @@ class AnswerFlow(Recipe[In, Out]):
         if stage_id == "final":
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
-            ctx.set_status(status, status + (f"; blocked: {', '.join(blocked)}" if blocked else ""))
+            ctx.set_status(status, status + (f"; blocked: {_some(blocked)}" if blocked else ""))
         else:
             failing = [r.item_id for r in results if r.status == "blocked"]
             status = f"round:{stage_id.rsplit(':', 1)[-1]} accepted={accepted}"
             status += f" fallback={fallback}" if fallback else ""
             status += f" failing={len(failing)}"
-            note = f"; failing: {', '.join(failing)}" if failing else ""
+            note = f"; failing: {_some(failing)}" if failing else ""
             ctx.set_status(status, f"{stage_id}: {status}{note}")
         await self.observe(ctx, stage_id, results)
 
@@ -290,6 +290,14 @@ class AnswerFlow(Recipe[In, Out]):
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+SHOWN_IDS = 20  # item ids an announcement lists; a batch of thousands names the first
+
+
+def _some(ids: list[str]) -> str:
+    shown = ", ".join(ids[:SHOWN_IDS])
+    return shown if len(ids) <= SHOWN_IDS else f"{shown} and {len(ids) - SHOWN_IDS} more"
 
 
 # --- The ready, LLM-driven AnswerFlow ----------------------------------------------
@@ -633,10 +641,11 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
         output = await ctx.llm.structured(
             BatchAnswers, prompt, system=GENERATOR, context=refs, summary=summary
         )
+        asked = set(ids)
         values: dict[str, ItemAnswer] = {}
         ignored = []
         for answer in output.answers:
-            if answer.item_id in ids and answer.item_id not in values:
+            if answer.item_id in asked and answer.item_id not in values:
                 values[answer.item_id] = answer
             else:
                 ignored.append(answer.item_id)
@@ -673,9 +682,10 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
             ctx.announce(f"the review call failed: {_short(str(reason))}", kind="warning")
             # The flow turns this into REVIEW_UNRESOLVED; the policy decides what it means.
             raise ReviewCallFailed(str(reason)) from exc
+        judged = set(ids)
         checks: dict[str, AnswerCheck] = {}
         for verdict in output.verdicts:
-            if verdict.item_id not in ids or verdict.item_id in checks:
+            if verdict.item_id not in judged or verdict.item_id in checks:
                 continue
             issues = []
             if verdict.status == "failed":
