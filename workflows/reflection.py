@@ -77,15 +77,23 @@ Ending = Literal["accepted", "round_limit"]
 
 def checked_score(score: Any) -> tuple[float, float | None]:
     """The score clamped into [0, 1], and the raw score when it had to be clamped."""
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+    try:  # an int too large for a float is an OverflowError, not a number we can clamp
+        value = float(score) if isinstance(score, int | float) else math.nan
+    except OverflowError:
+        value = math.nan
+    if isinstance(score, bool) or not math.isfinite(value):
         raise ApplicationError(
-            f"the critique's score {score!r} is not a finite number",
+            f"the critique's score {_short(score)} is not a finite number",
             type="InvalidScore",
             non_retryable=True,
         )
-    value = float(score)
     clamped = min(max(value, 0.0), 1.0)
     return clamped, (value if clamped != value else None)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**limit else "a huge int"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Review(BaseModel):
