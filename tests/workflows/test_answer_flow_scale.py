@@ -33,6 +33,7 @@ async def test_a_3000_question_batch_with_a_repair_round_completes(
             task_queue=settings.task_queue,
         )
         counts = await handle.result()
+        progress = await handle.query(SizedAnswerFlow.progress, 0)
 
     assert (counts.accepted, counts.fallback, counts.blocked) == (ITEMS, 0, 0)
     # A question, an answer and an outcome per item; a review of each answer that passed
@@ -45,5 +46,10 @@ async def test_a_3000_question_batch_with_a_repair_round_completes(
         "llm:repair:1",
         "llm:review:1",
     ]
+    # A round's announcement names the first failing items, not two thousand of them.
+    (round_zero,) = [e for e in progress.events if e.message.startswith("generate:0: ")]
+    first_twenty = ", ".join(f"q{i}" for i in range(30) if i % 3)
+    assert round_zero.message.endswith(f"failing: {first_twenty} and 1980 more")
+    assert max(len(e.message) for e in progress.events) < 500
     async for event in handle.fetch_history_events():
         assert not event.HasField("workflow_task_failed_event_attributes"), event
