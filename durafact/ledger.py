@@ -173,6 +173,10 @@ class Ledger(BaseModel):
         copied._reindex()  # its data are new objects: `id_of` must name those
         return copied
 
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        self._reindex()  # unpickled: the same for `id_of`
+
     def __eq__(self, other: object) -> bool:
         # The index follows from the fields; only the fields say what a ledger holds.
         if not isinstance(other, Ledger):

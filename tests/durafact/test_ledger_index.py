@@ -5,6 +5,7 @@ deep copy; and the JSON is what it was before there were indexes."""
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 from hypothesis import given, settings
@@ -121,7 +122,8 @@ def test_a_round_trip_or_a_copy_keeps_the_json_and_rebuilds_the_indexes(
     assert back.model_dump_json() == dumped
     assert back == Ledger.model_validate_json(dumped)  # indexes take no part in equality
     assert set(back.model_dump()) == {"artifacts", "links"}
-    for copied in (back, copy.deepcopy(ledger), ledger.model_copy(deep=True)):
+    copies = (back, copy.deepcopy(ledger), ledger.model_copy(deep=True))
+    for copied in (*copies, pickle.loads(pickle.dumps(ledger))):
         assert_indexes_agree_with_a_scan(copied)
         for op in more:  # and keep agreeing as the copy goes on
             apply(copied, op)
