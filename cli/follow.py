@@ -21,6 +21,7 @@ from cli.output import (
     brief,
     emit_json,
     failure_text,
+    has_layout,
     indent,
     note,
     print_result,
@@ -28,10 +29,13 @@ from cli.output import (
     say,
 )
 from cli.settings import Settings
+from durafact.ledger import Ledger
 from workflows.recipe import Progress
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
+# A closed run's queries are answered by a worker replaying its history: more than a poll.
+ARTIFACTS_TIMEOUT = timedelta(seconds=10)
 # Announcements of a tool loop's turns (workflows/react.py): one short line each,
 # however long the thought, the arguments or the tool's output.
 BRIEF_KINDS = frozenset({"thought", "action", "observation", "answer", "correction"})
@@ -79,9 +83,18 @@ async def wait_and_print(
     if as_json:
         emit_json(handle.id, run_id, "COMPLETED", value, url)
     else:
-        print_result(value)
+        ledger = await ledger_of(handle) if has_layout(value) else None
+        print_result(value, handle.id, ledger)
         say(f"Web UI: {url}")
     return 0
+
+
+async def ledger_of(handle: Any, timeout: timedelta = ARTIFACTS_TIMEOUT) -> Ledger | None:
+    """The run's ledger (the `artifacts` query), or None when no worker answered it."""
+    try:
+        return await handle.query("artifacts", result_type=Ledger, rpc_timeout=timeout)
+    except Exception:
+        return None
 
 
 async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:

@@ -18,6 +18,7 @@
     python starter.py decide ID QUESTION_ID --approve|--reject [--reason TEXT]
     python starter.py status ID
     python starter.py result ID [--json] [--recipes MODULE[,MODULE...]]
+    python starter.py artifacts ID [--json]     # every artifact of a run, texts included
     python starter.py up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
     python starter.py down      # stop what `up` started
 
@@ -43,6 +44,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from cli import embedded
+from cli.artifacts import artifacts
 from cli.commands import approve, corrections, decide, pending, result, status
 from cli.connection import exit_now, open_client
 from cli.embedded import Embedded, EmbeddedError
@@ -73,6 +75,7 @@ COMMANDS = (
     "decide",
     "status",
     "result",
+    "artifacts",
     "up",
     "down",
 )
@@ -147,6 +150,12 @@ def parser() -> Parser:
     result.add_argument("id")
     result.add_argument("--json", action="store_true", help="print one JSON object, no progress")
 
+    artifacts = commands.add_parser(
+        "artifacts", help="every artifact of a run, running or closed, with its text and links"
+    )
+    artifacts.add_argument("id")
+    artifacts.add_argument("--json", action="store_true", help="print one JSON object")
+
     commands.add_parser(
         "up", parents=[registration], help="start the embedded stack in the background"
     )
@@ -214,6 +223,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "status":
             return await status(client, settings, args.id)
+        if args.command == "artifacts":
+            return await artifacts(client, args.id, args.json)
         assert registry is not None
         return await result(client, settings, registry, args.id, args.json)
     except Failed as exc:

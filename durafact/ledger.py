@@ -44,6 +44,17 @@ class Artifact(BaseModel, Generic[T]):
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
+class ArtifactRef(BaseModel):
+    """One version of one artifact, named instead of carried: what a workflow result
+    holds for the artifacts behind its answer, so their texts are stored in history
+    once. Read the data from the run's ledger (the `artifacts` query):
+    `ledger.resolve(ref, PlanStep)`."""
+
+    id: str
+    type: str
+    version: int = 1
+
+
 class Link(BaseModel):
     """`source` --relation--> `target`, e.g. final --supported_by--> result."""
 
@@ -186,3 +197,22 @@ class Ledger(BaseModel):
             )
 
         return visit(artifact_id, None, frozenset())
+
+    def ref(self, artifact_id: str) -> ArtifactRef:
+        """A reference to the artifact's current version."""
+        artifact = self.get(artifact_id)
+        return ArtifactRef(id=artifact.id, type=artifact.type, version=artifact.version)
+
+    def refs(self, model: type[BaseModel]) -> list[ArtifactRef]:
+        """A reference to every artifact whose data is a `model`, in ledger order."""
+        return [self.ref(a.id) for a in self.all() if _matches(a, model)]
+
+    def resolve(self, ref: ArtifactRef, model: type[M]) -> M:
+        """The data of the version `ref` names, as `model`; a LedgerError when the
+        artifact is missing or the ledger holds another version of it."""
+        artifact = self.get(ref.id)
+        if artifact.version != ref.version:
+            raise LedgerError(
+                f"{ref.id!r} is at version {artifact.version}; the reference names {ref.version}"
+            )
+        return artifact.typed(model).data
