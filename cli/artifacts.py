@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from temporalio.client import WorkflowQueryFailedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from cli.commands import describe
 from cli.follow import ARTIFACTS_TIMEOUT
@@ -51,13 +51,12 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
 
 
 def unanswered(exc: RPCError | WorkflowQueryFailedError) -> str:
-    if isinstance(exc, RPCError) and exc.status in (
-        RPCStatusCode.DEADLINE_EXCEEDED,
-        RPCStatusCode.CANCELLED,
-    ):
-        return "no worker answered the artifacts query (is a worker running? python starter.py up)"
-    # e.g. a workflow type that has no such query
-    return f"the artifacts query failed: {exc.message}"
+    if isinstance(exc, RPCError):  # no worker took it in time (a closed run needs one too)
+        return (
+            f"no worker answered the artifacts query ({exc.message}); "
+            "is a worker running? python starter.py up"
+        )
+    return f"the artifacts query failed: {exc.message}"  # e.g. a type without that query
 
 
 def render(ledger: Ledger) -> list[str]:

@@ -9,13 +9,14 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -25,6 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from cli.embedded import DEV_SERVER_TUNING, installed_binary, temporal_binary
 from cli.settings import Settings
 from durafact.approval import ApprovalQuestion
+from durafact.ledger import Ledger
 from tests.scripted_model import Call, ScriptedModel
 from workflows.recipe import SEARCH_ATTRIBUTES
 
@@ -127,6 +129,29 @@ async def question_waiting(
                 return questions[0]
         await asyncio.sleep(0.025)
     raise AssertionError(f"question {n} of {handle.id} never came to wait alone: {questions}")
+
+
+async def ledger_of(handle: WorkflowHandle[Any, Any]) -> Ledger:
+    """The run's ledger, read with the `artifacts` query (a closed run's too): what a
+    ready workflow's result names by `ArtifactRef`."""
+    return await handle.query("artifacts", result_type=Ledger)
+
+
+async def run_to_ledger(
+    client: Client, run: Any, arg: Any, *, task_queue: str, id: str | None = None
+) -> tuple[Any, Ledger]:
+    """Run a recipe workflow to its result, then read its ledger."""
+    handle = await client.start_workflow(
+        run, arg, id=id or f"run-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )
+    return await handle.result(), await ledger_of(handle)
+
+
+def stored_times(history: WorkflowHistory, text: str) -> int:
+    """How many times `text` is stored in the history, in any event. Payloads are JSON, so
+    a text without quotes, backslashes or control characters is stored as it is."""
+    needle = text.encode()
+    return sum(event.SerializeToString().count(needle) for event in history.events)
 
 
 def with_converter(client: Client, converter: DataConverter) -> Client:

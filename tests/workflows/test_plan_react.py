@@ -13,8 +13,16 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from cli.settings import Settings
 from durafact.ids import react_run
+from durafact.ledger import Ledger
+from tests.helpers import ledger_of
 from tests.scripted_model import Call, ScriptedModel
-from workflows import PlanReActInput, PlanReActResult, PlanReActWorkflow, ReActResult
+from workflows import (
+    AgentStepResult,
+    PlanReActInput,
+    PlanReActResult,
+    PlanReActWorkflow,
+    ReActResult,
+)
 from workflows.recipe import STATUS_ATTRIBUTE
 
 GOAL = "Price three boxes of twelve eggs at 0.25 each"
@@ -49,6 +57,10 @@ def script(*agents: Sequence[str]) -> Callable[[Call], str | dict]:
     return reply
 
 
+def step_results(result: PlanReActResult, ledger: Ledger) -> list[AgentStepResult]:
+    return [ledger.resolve(ref, AgentStepResult) for ref in result.results]
+
+
 async def start(client: Client, settings: Settings, **kw: Any) -> WorkflowHandle:
     return await client.start_workflow(
         PlanReActWorkflow.run,
@@ -64,9 +76,11 @@ async def test_each_step_runs_a_react_child_and_provenance_reaches_its_tool_call
     model.reply(script([act("3 * 12"), final("36")], [act("36 * 0.25"), final("9.00")]))
     handle = await start(client, worker)
     result: PlanReActResult = await handle.result()
+    ledger = await ledger_of(handle)
+    results = step_results(result, ledger)
 
     children = [f"{handle.id}/step:{GOAL}:{i}" for i in range(2)]
-    assert [(r.child_id, r.ending, r.text) for r in result.results] == [
+    assert [(r.child_id, r.ending, r.text) for r in results] == [
         (children[0], "answer", "36"),
         (children[1], "answer", "9.00"),
     ]
@@ -79,7 +93,7 @@ async def test_each_step_runs_a_react_child_and_provenance_reaches_its_tool_call
         assert described.status == WorkflowExecutionStatus.COMPLETED
         assert described.parent_id == handle.id
         child_results.append(await child.result())
-    assert [[c.ok for c in r.tool_calls] for r in result.results] == [[True], [True]]
+    assert [[c.ok for c in r.tool_calls] for r in results] == [[True], [True]]
     shown = [c.last_user for c in model.calls_for("llm:react:") if "Observation" in c.last_user]
     assert shown == ["Observation: 36", "Observation: 9"]
 
@@ -95,8 +109,8 @@ async def test_each_step_runs_a_react_child_and_provenance_reaches_its_tool_call
     assert step2_first.body["stop"] == ["Observation:"]
 
     # final -> results -> the children's answers -> their tool calls.
-    ledger = result.ledger
-    ids = [node.id for node in ledger.provenance(f"final:{GOAL}").walk()]
+    assert result.final.id == f"final:{GOAL}"
+    ids = [node.id for node in ledger.provenance(result.final.id).walk()]
     for i, child in enumerate(child_results):
         step = f"step:{GOAL}:{i}"
         answer = f"child:{step}:answer:{react_run(child.question)}"
@@ -120,8 +134,9 @@ async def test_a_child_that_runs_out_of_turns_gives_a_result_that_says_so(
     model.reply(script([act("1 + 1"), act("2 + 1")], [final("9.00")]))
     handle = await start(client, worker, max_turns=2)
     result: PlanReActResult = await handle.result()
+    ledger = await ledger_of(handle)
 
-    first, second = result.results
+    first, second = step_results(result, ledger)
     assert (first.ending, first.turns, first.answer_id) == ("turn_limit", 2, None)
     assert first.text == "No answer: the agent used all its 2 turns without finding one."
     assert (second.ending, second.text) == ("answer", "9.00")
@@ -129,7 +144,7 @@ async def test_a_child_that_runs_out_of_turns_gives_a_result_that_says_so(
     assert (await child.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE) == "turn_limit"
     # Without an answer, the result rests on the calls the agent made.
     step = f"step:{GOAL}:0"
-    assert [link.target for link in result.ledger.links_from(f"result:{step}", "based_on")] == [
+    assert [link.target for link in ledger.links_from(f"result:{step}", "based_on")] == [
         f"child:{step}:{c.id}" for c in first.tool_calls
     ]
     assert len(first.tool_calls) == 2
@@ -144,8 +159,7 @@ async def test_a_looping_child_gives_a_result_that_says_so(
 ) -> None:
     model.reply(script([act('{"expression": "2 +"}')], [final("9.00")]))
     handle = await start(client, worker, loop_limit=2)
-    result: PlanReActResult = await handle.result()
-    first = result.results[0]
+    first, second = step_results(await handle.result(), await ledger_of(handle))
     assert (first.ending, first.turns, [c.ok for c in first.tool_calls]) == (
         "looping",
         2,
@@ -154,4 +168,4 @@ async def test_a_looping_child_gives_a_result_that_says_so(
     assert first.text == (
         "No answer: the agent repeated the same failing tool call and was stopped after 2 turns."
     )
-    assert result.results[1].ending == "answer"
+    assert second.ending == "answer"
