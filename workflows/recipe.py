@@ -486,7 +486,7 @@ class Recipe(Generic[In, Out]):
 
     @property
     def ledger(self) -> Ledger:
-        """The run's artifacts: what a ready workflow's result carries."""
+        """The run's artifacts (what the `artifacts` query returns)."""
         return self._ctx.ledger
 
     @property

@@ -285,7 +285,7 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
         "(commands: start, plan, reflect, answer, route, research, react, pending, approve, "
-        "decide, status, result, up, down)"
+        "decide, status, result, artifacts, up, down)"
     ]
 
 
@@ -1038,6 +1038,10 @@ def nested(levels: int) -> str:
         (
             ["research", "x", "--allow-network", "10.0.0.0/8"],
             "starter: --allow-network applies to --url and --search-endpoint",
+        ),
+        (
+            ["plan", "x", "--max-steps", "101"],
+            "starter: --max-steps: Input should be less than or equal to 100",
         ),
     ],
 )
