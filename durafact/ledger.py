@@ -1,8 +1,9 @@
 """Artifacts and the ledger: a recipe's typed, versioned, linked record of work.
 
 The ledger lives in workflow state, so it must stay pure: no I/O, no clock, no
-randomness. It is a pydantic model, so a query or a workflow result carries it
-as it is, and it can travel through continue-as-new.
+randomness. It is a pydantic model, so a query carries it as it is, and it can
+travel through continue-as-new; a workflow result names its artifacts instead
+(`ArtifactRef`), so each text is stored in history once.
 """
 
 from __future__ import annotations

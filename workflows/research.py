@@ -49,7 +49,8 @@ Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
    each claim and `answers` -> `turn:{turn}`.
 
 So a provenance walk goes Answer -> Claim -> Evidence | Calculation -> Doc ->
-SourceRef -> SourceSpec (`ResearchResult.provenance()`).
+SourceRef -> SourceSpec (`ResearchResult.provenance(ledger)`, the ledger from the
+`artifacts` query).
 
 Endings. A stage that leaves nothing (no ref found, none chosen, none read, no
 quote grounded, no claim backed) ends the run with `insufficient:{turn}` (its

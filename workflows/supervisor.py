@@ -12,7 +12,8 @@ The ready, LLM-driven use of the two stages `Router` (workflows/router.py) and
               reject -> the rejected reply; reject with `changes` -> the facts are
               corrected, the stages from the earliest one they affect run again, and
               the gate asks again in the same thread
-    reply     the reply, and the result: route, reply, usage and the ledger
+    reply     the reply, and the result: route, reply, usage and references to the
+              facts, task, report and questions (their texts are in the ledger)
 
 Each fact feeds the first stage that uses it (`FIELD_STAGES`: scope -> route,
 budget and deadline -> report), so `durafact.stages.earliest_stage` decides where
