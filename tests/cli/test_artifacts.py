@@ -1,4 +1,5 @@
-"""`starter.py artifacts ID`: the whole ledger of a run, the texts a result only names.
+"""`starter.py artifacts ID`: the whole ledger of a run, the texts a result only names;
+and the recipe commands' output, which prints those texts from the same ledger.
 
 The starter runs as a subprocess against the session dev server; a worker in this
 process runs the workflows (and answers the query), except where a test stops it.
@@ -15,10 +16,13 @@ from temporalio.client import Client
 
 from cli.settings import Settings
 from cli.worker import build_worker
+from durafact.answer_flow import AnswerResult
 from durafact.ledger import Ledger
-from tests.helpers import clean_env, ledger_of, starter
+from tests.helpers import ROOT, clean_env, ledger_of, starter
+from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel
 from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
+from workflows.answer_flow import NOT_ENOUGH_INFORMATION
 
 GOAL = "Plan a weekend in Kraków"
 
@@ -147,3 +151,29 @@ async def test_artifacts_of_an_unknown_workflow_is_one_line(
     run = await starter("artifacts", "no-such-run", env=env_for(client, worker), cwd=tmp_path)
     assert (run.code, run.out) == (1, "")
     assert run.err_lines == ["starter: no workflow with id 'no-such-run'"]
+
+
+async def test_answer_prints_each_quote_from_the_ledger_the_result_names(
+    client: Client, worker: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(answerer())
+    env = env_for(client, worker)
+    batch = str(ROOT / "examples" / "questions.json")
+    workflow_id = f"answer-{uuid.uuid4().hex[:8]}"
+
+    run = await starter("answer", batch, "--id", workflow_id, env=env, cwd=tmp_path)
+    shown = await starter("artifacts", workflow_id, "--json", env=env, cwd=tmp_path)
+
+    assert run.code == 0 and shown.code == 0, run.err + shown.err
+    ledger = Ledger.model_validate(json.loads(shown.out)["ledger"])
+    lines = run.out.splitlines()
+    for item in ("retries", "history"):
+        at = lines.index(f"{item}: accepted after 1 round(s)")
+        accepted = ledger.get(f"outcome:{item}").typed(AnswerResult).data.value
+        assert lines[at + 1 : at + 3] == [
+            f"  answer: {accepted['answer']}",
+            f"  quote:  {accepted['quote']}",
+        ]
+    at = lines.index("pricing: fallback after 0 round(s)")
+    assert lines[at + 1] == f"  answer: {NOT_ENOUGH_INFORMATION}"
+    assert "2 accepted, 1 fallback, 0 blocked" in lines
