@@ -15,8 +15,10 @@ import re
 import threading
 import uuid
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -109,15 +111,42 @@ async def test_resume_refuses_a_running_or_completed_run_and_an_unknown_id(
 
 
 async def test_a_rate_limit_storm_past_six_attempts_ends_in_the_result(
-    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
 ) -> None:
     # Eight 429s with retry-after: 1 s, more than the six attempts a model call once had.
     model.fail(429, times=8, headers={"retry-after": "1"})
     run = await starter("plan", GOAL, "--json", env=starter_env, cwd=tmp_path)
 
     assert run.code == 0, run.err
-    assert json.loads(run.out)["status"] == "COMPLETED"
+    document = json.loads(run.out)
+    assert document["status"] == "COMPLETED"
     assert [call.attempt for call in model.calls_for("llm:plan:")] == list(range(1, 10))
+    # No --model-deadline: the recipe's default, a day, bounds each model call.
+    history = await client.get_workflow_handle(document["workflow_id"]).fetch_history()
+    deadlines = {
+        e.activity_task_scheduled_event_attributes.schedule_to_close_timeout.ToTimedelta()
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    assert deadlines == {timedelta(hours=24)}
+
+
+async def test_a_model_deadline_that_is_not_a_duration_is_one_line_and_starts_nothing(
+    starter_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    runs = await asyncio.gather(
+        starter("plan", GOAL, "--model-deadline", "90", env=starter_env, cwd=tmp_path),
+        starter("start", "PlanExecuteWorkflow", "--input", json.dumps({"text": GOAL}),
+                "--model-deadline", "0s", env=starter_env, cwd=tmp_path),
+    )  # fmt: skip
+    for run, given in zip(runs, ("90", "0s"), strict=True):
+        assert (run.code, run.out) == (2, "")
+        assert run.err_lines == [
+            f"starter: --model-deadline: {given!r} is not a duration (a whole number above 0 "
+            "and s, m, h or d: 30s, 15m, 2h, 3d)"
+        ]
+    queue = starter_env["DURAFACT_TASK_QUEUE"]
+    assert [w async for w in client.list_workflows(f'TaskQueue="{queue}"')] == []
 
 
 async def test_a_model_endpoint_outage_is_shown_while_it_lasts_and_the_run_completes(

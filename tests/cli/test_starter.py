@@ -274,7 +274,7 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
         "(commands: start, plan, reflect, answer, route, research, react, pending, approve, "
-        "decide, status, result, up, down)"
+        "decide, status, result, resume, up, down)"
     ]
 
 
