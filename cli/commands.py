@@ -26,7 +26,7 @@ from cli.output import (
 )
 from cli.registry import Registry
 from cli.settings import Settings
-from cli.trouble import RESUMABLE, troubles
+from cli.trouble import RESUMABLE, end_failure, troubles
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
 from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
 from workflows.supervisor import Facts
@@ -65,6 +65,9 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
                 say(f"  decide: {decide_hint(workflow_id, question.id)}")
         say(f"answer: python starter.py approve {quoted(workflow_id)} {ANSWER_HINT}")
     if state in RESUMABLE:
+        failure = await end_failure(client, workflow_id, description.run_id)
+        if failure:
+            say(f"failure: {failure}")
         say(f"resume: python starter.py resume {quoted(workflow_id)}")
     say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
     return 0

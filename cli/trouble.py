@@ -105,6 +105,19 @@ async def task_failure(client: Any, workflow_id: str, run_id: str) -> tuple[str,
     return None
 
 
+async def end_failure(client: Any, workflow_id: str, run_id: str) -> str | None:
+    """`TYPE: message` of what failed a FAILED run: the first application error under
+    the wrappers (an activity's or a child workflow's failure); None for another end."""
+    async for event in events_newest_first(client, workflow_id, run_id):
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+            return None
+        failure = event.workflow_execution_failed_event_attributes.failure
+        while failure.HasField("cause") and not failure.HasField("application_failure_info"):
+            failure = failure.cause
+        return failure_line(failure)
+    return None
+
+
 async def events_newest_first(
     client: Any, workflow_id: str, run_id: str, page_size: int = 100
 ) -> AsyncIterator[HistoryEvent]:

@@ -58,6 +58,7 @@ async def test_a_run_failed_at_its_model_deadline_resumes_without_repeating_comp
     ) in failed.err
     status = await starter("status", workflow_id, env=starter_env, cwd=tmp_path)
     assert f"workflow {workflow_id}: FAILED" in status.out
+    assert "failure: ServerError: model endpoint answered 503" in status.out
     assert f"resume: python starter.py resume {workflow_id}" in status.out
     before = Counter(call.activity_id for call in model.calls)
 
