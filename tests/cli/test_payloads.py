@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -54,18 +54,27 @@ def is_reference(payload: Payload) -> bool:
     return payload.metadata.get("messageType") == REFERENCE_TYPE
 
 
-@asynccontextmanager
-async def payload_worker(
-    client: Client, settings: Settings, store: dict[str, str]
-) -> AsyncIterator[dict[str, str]]:
-    """A worker on the converter `store` configures, and the starter's environment for it."""
+async def run_json(
+    client: Client, settings: Settings, store: dict[str, str], *args: str, cwd: Path
+) -> dict[str, Any]:
+    """The starter's `args --json` run to completion against an in-process worker on the
+    converter `store` configures, with the same store in the starter's environment."""
     async with build_worker(with_converter(client, data_converter(store)), settings):
-        yield clean_env(
+        env = clean_env(
             TEMPORAL_ADDRESS=client.service_client.config.target_host,
             DURAFACT_TASK_QUEUE=settings.task_queue,
             OPENAI_BASE_URL=settings.openai_base_url or "",
             **store,
         )
+        run = await starter(*args, "--json", env=env, cwd=cwd, timeout=180)
+    assert run.code == 0, run.err
+    doc = json.loads(run.out)
+    assert doc["status"] == "COMPLETED"
+    return doc
+
+
+def file_store(tmp_path: Path) -> dict[str, str]:
+    return {PAYLOADS_ENV: f"file:{tmp_path / 'payloads'}"}
 
 
 async def assert_history_holds_only_references(client: Client, workflow_id: str) -> None:
@@ -86,16 +95,11 @@ async def test_a_1_mb_goal_completes_and_its_history_holds_references_not_the_te
     goal = "Plan the archive move. " + "Shelf 12 holds boxes of letters. " * 31_000 + MARKER
     assert len(goal) > 1_000_000
     (tmp_path / "goal.json").write_text(json.dumps({"text": goal}))
-    store = {PAYLOADS_ENV: f"file:{tmp_path / 'payloads'}"}
-    async with payload_worker(client, settings, store) as env:
-        run = await starter(
-            "start", "PlanExecuteWorkflow", "--input", "@goal.json", "--json",
-            env=env, cwd=tmp_path, timeout=180,
-        )  # fmt: skip
+    doc = await run_json(
+        client, settings, file_store(tmp_path),
+        "start", "PlanExecuteWorkflow", "--input", "@goal.json", cwd=tmp_path,
+    )  # fmt: skip
 
-    assert run.code == 0, run.err
-    doc = json.loads(run.out)
-    assert doc["status"] == "COMPLETED"
     result = PlanExecuteResult.model_validate(doc["result"])
     assert result.goal == goal
     assert [s.description for s in result.steps] == ["Gather facts", "Compare options", "Decide"]
@@ -126,15 +130,11 @@ async def test_research_reads_a_5_mb_document_and_completes(
             answer="Returning late costs one extra day.",
         )
     )
-    store = {PAYLOADS_ENV: f"file:{tmp_path / 'payloads'}"}
-    async with payload_worker(client, settings, store) as env:
-        run = await starter(
-            "research", "What does a late return cost?", "--docs", "docs", "--json",
-            env=env, cwd=tmp_path, timeout=300,
-        )  # fmt: skip
+    doc = await run_json(
+        client, settings, file_store(tmp_path),
+        "research", "What does a late return cost?", "--docs", "docs", cwd=tmp_path,
+    )  # fmt: skip
 
-    assert run.code == 0, run.err
-    doc = json.loads(run.out)
     result = ResearchResult.model_validate(doc["result"])
     assert result.status == "answered", result
     assert result.answer == "Returning late costs one extra day."
@@ -183,11 +183,9 @@ async def test_a_payload_over_the_threshold_goes_to_s3_and_the_run_completes(
     }
     goal = "Plan the depot's inventory. " + "Count every crate twice. " * 400 + MARKER
     workflow_id = f"plan-s3-{uuid.uuid4().hex[:8]}"
-    async with payload_worker(client, settings, store) as env:
-        run = await starter("plan", goal, "--id", workflow_id, "--json", env=env, cwd=tmp_path)
+    doc = await run_json(client, settings, store, "plan", goal, "--id", workflow_id, cwd=tmp_path)
 
-    assert run.code == 0, run.err
-    assert PlanExecuteResult.model_validate(json.loads(run.out)["result"]).goal == goal
+    assert PlanExecuteResult.model_validate(doc["result"]).goal == goal
     bucket = s3(s3_endpoint)
     listed = bucket.list_objects_v2(Bucket=BUCKET)  # type: ignore[attr-defined]
     keys = [item["Key"] for item in listed.get("Contents", [])]
@@ -210,19 +208,16 @@ async def test_a_payload_over_the_threshold_goes_to_s3_and_the_run_completes(
 async def test_encrypted_payloads_are_stored_as_ciphertext_only(
     client: Client, settings: Settings, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    payloads_dir = tmp_path / "payloads"
     store = {
-        PAYLOADS_ENV: f"file:{payloads_dir}",
+        **file_store(tmp_path),
         THRESHOLD_ENV: "2048",
         "DURAFACT_KEYS": new_key("k1"),
     }
     goal = "Plan the museum night. " + "Light every hall in turn. " * 200 + MARKER
-    async with payload_worker(client, settings, store) as env:
-        run = await starter("plan", goal, "--json", env=env, cwd=tmp_path)
+    doc = await run_json(client, settings, store, "plan", goal, cwd=tmp_path)
 
-    assert run.code == 0, run.err
-    assert PlanExecuteResult.model_validate(json.loads(run.out)["result"]).goal == goal
-    stored = [path.read_bytes() for path in payloads_dir.rglob("*") if path.is_file()]
+    assert PlanExecuteResult.model_validate(doc["result"]).goal == goal
+    stored = [path.read_bytes() for path in (tmp_path / "payloads").rglob("*") if path.is_file()]
     assert stored
     for data in stored:
         assert Payload.FromString(data).metadata["encoding"] == ENCODING
