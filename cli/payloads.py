@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ DEFAULT_DIR = ".durafact/payloads"
 # Well under the server's 512 KB warning and 2 MB refusal per payload, and low enough
 # that a workflow task scheduling a few dozen activities at once stays under gRPC's 4 MB.
 DEFAULT_THRESHOLD = 128 * 1024
-# Above this a payload would reach Temporal inline, and Temporal refuses blobs over 2 MB.
+# A higher threshold would let payloads close to Temporal's 2 MB refusal through inline.
 MAX_THRESHOLD = 1024 * 1024
 # What one stored payload may hold; the SDK's S3 driver has the same default.
 MAX_PAYLOAD_BYTES = 50 * 1024 * 1024
@@ -110,7 +111,7 @@ def threshold_from_env(env: Mapping[str, str]) -> int:
     given = (env.get(THRESHOLD_ENV) or "").strip().replace("_", "")
     if not given:
         return DEFAULT_THRESHOLD
-    if not given.isdigit() or int(given) > MAX_THRESHOLD:
+    if not re.fullmatch(r"[0-9]+", given) or int(given) > MAX_THRESHOLD:
         raise PayloadConfigError(
             f"{THRESHOLD_ENV}={env[THRESHOLD_ENV]}: give a size in bytes from 0 to "
             f"{MAX_THRESHOLD:,} (Temporal refuses payloads over 2 MB)"

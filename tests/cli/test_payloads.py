@@ -248,6 +248,7 @@ async def test_the_same_payload_stored_twice_is_one_file_with_one_claim(tmp_path
         ({PAYLOADS_ENV: "s3://bucket/prefix"}, "DURAFACT_PAYLOADS=s3://bucket/prefix: give a "),
         ({THRESHOLD_ENV: "3000000"}, "DURAFACT_PAYLOAD_THRESHOLD=3000000: give a size in bytes"),
         ({THRESHOLD_ENV: "big"}, "DURAFACT_PAYLOAD_THRESHOLD=big: give a size in bytes"),
+        ({THRESHOLD_ENV: "²"}, "DURAFACT_PAYLOAD_THRESHOLD=²: give a size in bytes"),
     ],
 )
 def test_unusable_payload_settings_are_one_line(env: dict[str, str], reason: str) -> None:
