@@ -14,6 +14,7 @@ import json
 import sys
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, quoted, s
 from cli.registry import Registered, Registry
 from cli.settings import Settings
 from durafact.ids import OPAQUE_IDS_MEMO
-from workflows.recipe import RECIPE_ATTRIBUTE
+from workflows.recipe import MODEL_DEADLINE_MEMO, RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
 # Inputs over the payload threshold are stored outside Temporal (cli/payloads.py), so
@@ -217,9 +218,23 @@ def subject(value: Any) -> str:
 
 
 async def start(
-    client: Any, settings: Settings, launch: Launch, workflow_id: str, no_wait: bool, as_json: bool
+    client: Any,
+    settings: Settings,
+    launch: Launch,
+    workflow_id: str,
+    no_wait: bool,
+    as_json: bool,
+    model_deadline: timedelta | None = None,
 ) -> int:
+    """Start the launch (or attach to the run with that id) and follow it; `model_deadline`
+    is how long its model calls may retry, instead of the recipe's default."""
     summary = launch.summary
+    memo: dict[str, Any] = {}
+    if encrypts(client.data_converter):
+        # Encrypted payloads: ids built from the goal's text must not leak it either.
+        memo[OPAQUE_IDS_MEMO] = True
+    if model_deadline is not None:
+        memo[MODEL_DEADLINE_MEMO] = model_deadline.total_seconds()
     try:
         handle = await client.start_workflow(
             launch.recipe.name,
@@ -237,8 +252,7 @@ async def start(
             static_summary=summary,
             # The input itself travels once, in args; the details show only its start.
             static_details=f"{clip(launch.details)}\n\nStarted by `starter.py {launch.command}`.",
-            # Encrypted payloads: ids built from the goal's text must not leak it either.
-            memo={OPAQUE_IDS_MEMO: True} if encrypts(client.data_converter) else None,
+            memo=memo or None,
         )
         run_id = handle.result_run_id
         response = getattr(handle, "_start_workflow_response", None)

@@ -223,3 +223,13 @@ async def run_command(*argv: str, env: dict[str, str], cwd: Path, timeout: float
 
 async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
     return await run_command(sys.executable, str(STARTER), *args, env=env, cwd=cwd, timeout=timeout)
+
+
+async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:
+    """Lines of a running command's output, up to the first that holds `text`."""
+    lines: list[str] = []
+    while not lines or text not in lines[-1]:
+        line = await asyncio.wait_for(stream.readline(), timeout)
+        assert line, f"output ended before {text!r}: {lines}"
+        lines.append(line.decode().rstrip("\n"))
+    return lines

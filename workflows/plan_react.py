@@ -44,7 +44,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
-from durafact.ids import OPAQUE_IDS_MEMO, result_id, step_id
+from durafact.ids import result_id, step_id
 from durafact.ledger import Ledger
 from durafact.llm import Usage
 from durafact.tools import checked_tool_names
@@ -162,7 +162,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
             ReActWorkflow.run,
             self._child_input(step, history),
             id=child_id,
-            memo={OPAQUE_IDS_MEMO: True} if ctx.opaque_ids else None,
+            memo=ctx.child_memo(),
             result_type=ReActResult,
             static_summary=f"run agent: step {step.index + 1} {quote(step.description)}",
         )

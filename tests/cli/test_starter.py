@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import tool
 from cli.output import ANSWER_HINT
@@ -33,7 +32,15 @@ from cli.starter import parser
 from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
 from durafact.sources import SourceSpec
-from tests.helpers import ROOT, clean_env, free_port, question_waiting, spawn, starter
+from tests.helpers import (
+    ROOT,
+    clean_env,
+    free_port,
+    question_waiting,
+    read_until,
+    spawn,
+    starter,
+)
 from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel, ToolCalls
@@ -52,15 +59,6 @@ from workflows.research import ResearchResult
 REPO = ROOT
 GOAL = "Plan a weekend in Kraków"
 ANSWER = "done: Write the final answer."
-
-
-async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:
-    lines: list[str] = []
-    while not lines or text not in lines[-1]:
-        line = await asyncio.wait_for(stream.readline(), timeout)
-        assert line, f"output ended before {text!r}: {lines}"
-        lines.append(line.decode().rstrip("\n"))
-    return lines
 
 
 def port_open(port: int) -> bool:
@@ -84,16 +82,6 @@ def recorded_pid(state: Path, name: str) -> int:
 
 async def executions(client: Client, query: str) -> list[str]:
     return [w.run_id async for w in client.list_workflows(query)]
-
-
-@pytest.fixture
-def starter_env(env: WorkflowEnvironment, worker: Settings, model: ScriptedModel) -> dict[str, str]:
-    """The starter on the session server, on the task queue the in-process worker serves."""
-    return clean_env(
-        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
-        DURAFACT_TASK_QUEUE=worker.task_queue,
-        OPENAI_BASE_URL=model.url,
-    )
 
 
 def is_plan_call(call: Call) -> bool:
@@ -286,7 +274,7 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
         "(commands: start, plan, reflect, answer, route, research, react, pending, approve, "
-        "decide, status, result, up, down)"
+        "decide, status, result, resume, up, down)"
     ]
 
 

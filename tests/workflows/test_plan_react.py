@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from cli.settings import Settings
 from durafact.ids import react_run
 from tests.scripted_model import Call, ScriptedModel
 from workflows import PlanReActInput, PlanReActResult, PlanReActWorkflow, ReActResult
-from workflows.recipe import STATUS_ATTRIBUTE
+from workflows.recipe import MODEL_DEADLINE_MEMO, STATUS_ATTRIBUTE
 
 GOAL = "Price three boxes of twelve eggs at 0.25 each"
 STEPS = ["Count the eggs in three boxes of twelve", "Price those eggs at 0.25 each"]
@@ -155,3 +157,33 @@ async def test_a_looping_child_gives_a_result_that_says_so(
         "No answer: the agent repeated the same failing tool call and was stopped after 2 turns."
     )
     assert result.results[1].ending == "answer"
+
+
+async def test_the_model_deadline_a_run_was_started_with_bounds_its_childrens_calls_too(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(script([act("3 * 12"), final("36")], [final("9.00")]))
+    handle = await client.start_workflow(
+        PlanReActWorkflow.run,
+        PlanReActInput(text=GOAL),
+        id=f"plan-react-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+        memo={MODEL_DEADLINE_MEMO: 600},
+    )
+    await handle.result()
+
+    child = client.get_workflow_handle(f"{handle.id}/step:{GOAL}:0")
+    assert await (await child.describe()).memo_value(MODEL_DEADLINE_MEMO) == 600
+    scheduled = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: (
+            e.activity_task_scheduled_event_attributes.schedule_to_close_timeout.ToTimedelta()
+        )
+        for run in (handle, child)
+        for e in (await run.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    assert scheduled == {
+        "request_model": timedelta(minutes=10),
+        "list_tools": timedelta(minutes=10),
+        "call_tool": timedelta(minutes=10),
+    }
