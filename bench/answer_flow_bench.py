@@ -49,7 +49,7 @@ from bench.plan_execute_bench import SENTENCES
 from durafact.ledger import Ledger
 from tests.scripted_answers import answerer
 from tests.sized_answer_flow import SizedAnswerFlow, tram_batch
-from workflows import AnswerBatchInput, AnswerFlowResult, AnswerFlowWorkflow, Question
+from workflows import AnswerBatchInput, AnswerFlowWorkflow, Question
 
 SIZES = (3, 12)
 CPU_SIZES = (10, 3000)
@@ -114,7 +114,7 @@ class Sample:
     wall_ms: float
     events: int
     bytes: int
-    result_bytes: int  # the WorkflowExecutionCompleted event: usage and the ledger
+    result_bytes: int  # the WorkflowExecutionCompleted event: usage and the verdicts
     start_bytes: int  # the WorkflowExecutionStarted event: the batch itself
     rounds: dict[int, Round]
     own_text: int  # bytes of the items' own texts: questions, sources, answers, quotes
@@ -124,7 +124,7 @@ def _texts(ledger: Ledger, refs: list) -> int:
     return sum(len(a.text().encode()) for ref in refs for a in ledger.select(ref))
 
 
-def measure(n: int, history: WorkflowHistory, result: AnswerFlowResult, wall_ms: float) -> Sample:
+def measure(n: int, history: WorkflowHistory, ledger: Ledger, wall_ms: float) -> Sample:
     """Split the history into rounds: round r is everything from the scheduling of its
     generate/repair activity up to the next round's; the first workflow task goes to
     round 0, the start event (the batch) and the completion event (the result) are
@@ -153,7 +153,7 @@ def measure(n: int, history: WorkflowHistory, result: AnswerFlowResult, wall_ms:
                     items=len(questions),
                     input=len(attributes.input.payloads[0].data),
                     result=0,
-                    fetched=_texts(result.ledger, refs),
+                    fetched=_texts(ledger, refs),
                 )
             )
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
@@ -164,7 +164,7 @@ def measure(n: int, history: WorkflowHistory, result: AnswerFlowResult, wall_ms:
         rounds[current].events += 1
         rounds[current].bytes += size
     own = 0
-    for artifact in result.ledger.all():
+    for artifact in ledger.all():
         data = artifact.data
         if artifact.type == "Question":
             own += len((data["question"] + (data["source"] or "")).encode())
@@ -194,7 +194,8 @@ async def run_once(client: Client, queue: str, n: int) -> Sample:
     wall_ms = (time.perf_counter() - began) * 1000
     if result.counts["accepted"] != n:
         raise SystemExit(f"expected every item accepted, got {result.counts}")
-    return measure(n, await handle.fetch_history(), result, wall_ms)
+    ledger = await handle.query(AnswerFlowWorkflow.artifacts)
+    return measure(n, await handle.fetch_history(), ledger, wall_ms)
 
 
 def report(samples: dict[int, Sample]) -> None:
@@ -209,7 +210,7 @@ def report(samples: dict[int, Sample]) -> None:
         print(
             f"{n} items: {s.events} events, {s.bytes} B of history in {s.wall_ms:.0f} ms "
             f"({s.events / n:.1f} events/item, {s.bytes / n:.0f} B/item); batch input "
-            f"{s.start_bytes} B, result (usage + ledger) {s.result_bytes} B"
+            f"{s.start_bytes} B, result (usage + verdicts) {s.result_bytes} B"
         )
         head = (
             f"  {'activity':<16} {'items':>5} {'input B':>8} {'in B/item':>9} {'result B':>9}"
@@ -257,7 +258,7 @@ def report(samples: dict[int, Sample]) -> None:
         ("generate:0 input", lambda s: s.rounds[0].calls[0].input),
         ("history", lambda s: s.bytes),
         ("history excl. result", lambda s: s.bytes - s.result_bytes),
-        ("result (ledger)", lambda s: s.result_bytes),
+        ("result (verdicts)", lambda s: s.result_bytes),
         ("items' own text", lambda s: s.own_text),
     ):
         a, b = f(small) / small.n, f(big) / big.n

@@ -1,16 +1,17 @@
 """Artifacts and the ledger: a recipe's typed, versioned, linked record of work.
 
 The ledger lives in workflow state, so it must stay pure: no I/O, no clock, no
-randomness. It is a pydantic model, so a query or a workflow result carries it
-as it is, and it can travel through continue-as-new.
+randomness. It is a pydantic model, so a query carries it as it is, and it can
+travel through continue-as-new; a workflow result names its artifacts instead
+(`ArtifactRef`), so each text is stored in history once.
 
 Cost. Every operation costs the same whatever the size of the ledger (a 3,000-item
 answer batch must fit a workflow task, which Temporal fails past 2 s): private
 indexes, rebuilt from `artifacts` and `links` whenever a ledger is validated (so the
 JSON is unchanged), answer `link`'s "already there?", `links_from`, `select`,
-`find`/`find_all` and `id_of` without a scan (only `delete` scans the links). Change
-a ledger through its methods: `artifacts` and `links` are readable, but writing them
-directly bypasses the indexes.
+`find`/`find_all`, `refs` and `id_of` without a scan (only `delete` scans the links).
+Change a ledger through its methods: `artifacts` and `links` are readable, but
+writing them directly bypasses the indexes.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ class Artifact(BaseModel, Generic[T]):
         if isinstance(data, dict) and isinstance(data.get("text"), str):
             return data["text"]
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+class ArtifactRef(BaseModel):
+    """One version of one artifact, named instead of carried: what a workflow result
+    holds for the artifacts behind its answer, so their texts are stored in history
+    once. Read the data from the run's ledger (the `artifacts` query):
+    `ledger.resolve(ref, PlanStep)`."""
+
+    id: str
+    type: str
+    version: int = 1
 
 
 class Link(BaseModel):
@@ -297,6 +309,27 @@ class Ledger(BaseModel):
             )
 
         return visit(artifact_id, None, frozenset())
+
+    def ref(self, artifact_id: str) -> ArtifactRef:
+        """A reference to the artifact's current version."""
+        artifact = self.get(artifact_id)
+        return ArtifactRef(id=artifact.id, type=artifact.type, version=artifact.version)
+
+    def refs(self, model: type[BaseModel]) -> list[ArtifactRef]:
+        """A reference to every artifact whose data is a `model`, in ledger order."""
+        return [
+            self.ref(i) for i in self._index.of_type(model) if _matches(self.artifacts[i], model)
+        ]
+
+    def resolve(self, ref: ArtifactRef, model: type[M]) -> M:
+        """The data of the version `ref` names, as `model`; a LedgerError when the
+        artifact is missing or the ledger holds another version of it."""
+        artifact = self.get(ref.id)
+        if artifact.version != ref.version:
+            raise LedgerError(
+                f"{ref.id!r} is at version {artifact.version}; the reference names {ref.version}"
+            )
+        return artifact.typed(model).data
 
     def _reindex(self) -> None:
         self._index = _Index(self.artifacts.values(), self.links)

@@ -64,7 +64,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durafact.ids import draft_id, final_id, review_id, text_key, topic_id
-from durafact.ledger import Ledger
+from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
 from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
 
@@ -258,8 +258,10 @@ class FinalText(BaseModel):
 
 
 class ReflectionResult(BaseModel):
-    """How the loop ended, the scores, the final text and the ledger; the draft is read
-    from the ledger, so the result (stored in history) holds its text once."""
+    """How the loop ended, the scores and the final text, with references to the draft
+    and the reviews: their texts are stored in history once, as the results of the model
+    calls that wrote them. Read them from the run's ledger (the `artifacts` query, or
+    `python starter.py artifacts ID`): `ledger.resolve(result.draft, Draft)`."""
 
     topic: str
     ending: Ending
@@ -267,15 +269,8 @@ class ReflectionResult(BaseModel):
     rounds: int
     final: FinalText
     usage: Usage
-    ledger: Ledger
-
-    @property
-    def draft(self) -> Draft:
-        """The draft's last version: the text that was critiqued last."""
-        found = self.ledger.find(Draft)
-        if found is None:
-            raise LookupError("the ledger holds no draft")
-        return found.data
+    draft: ArtifactRef = Field(description="`draft:{topic}`; its version is the last round.")
+    reviews: list[ArtifactRef] = Field(description="`review:draft:{topic}:{r}`, one per round.")
 
 
 WRITER = (
@@ -313,7 +308,8 @@ class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
             rounds=outcome.rounds,
             final=outcome.final,
             usage=self.usage,
-            ledger=self.ledger,
+            draft=self.ledger.ref(draft_id(request.topic)),
+            reviews=self.ledger.refs(Review),
         )
 
     async def draft(self, ctx: RecipeContext, topic: ReflectionInput) -> Draft:
