@@ -76,8 +76,8 @@ async def test_a_worker_killed_under_load_loses_no_workflow_and_repeats_no_finis
 
     assert survivors == [0, 0], [w.log[-5:] for w in workers[:2]]
     assert victim.process.returncode != 0
-    assert [r.goal for r in results] == [f"Scale out plan {i}" for i in range(WORKFLOWS)]
-    assert all(r.answer.text for r in results)
+    assert [r.answer.goal for r in results] == [f"Scale out plan {i}" for i in range(WORKFLOWS)]
+    assert all(r.answer.text and len(r.results) == 3 for r in results)
 
     requests: dict[str, list[tuple[int, int]]] = defaultdict(list)  # id -> (attempt, worker)
     for index, worker in enumerate(workers):
