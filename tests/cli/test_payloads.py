@@ -101,8 +101,8 @@ async def test_a_1_mb_goal_completes_and_its_history_holds_references_not_the_te
     )  # fmt: skip
 
     result = PlanExecuteResult.model_validate(doc["result"])
-    assert result.goal == goal
-    assert [s.description for s in result.steps] == ["Gather facts", "Compare options", "Decide"]
+    assert result.answer.goal == goal
+    assert [ref.type for ref in result.steps] == ["PlanStep"] * 3
     await assert_history_holds_only_references(client, doc["workflow_id"])
     # The start request carried the goal once: the details show only its beginning.
     description = await client.get_workflow_handle(doc["workflow_id"]).describe()
@@ -185,7 +185,7 @@ async def test_a_payload_over_the_threshold_goes_to_s3_and_the_run_completes(
     workflow_id = f"plan-s3-{uuid.uuid4().hex[:8]}"
     doc = await run_json(client, settings, store, "plan", goal, "--id", workflow_id, cwd=tmp_path)
 
-    assert PlanExecuteResult.model_validate(doc["result"]).goal == goal
+    assert PlanExecuteResult.model_validate(doc["result"]).answer.goal == goal
     bucket = s3(s3_endpoint)
     listed = bucket.list_objects_v2(Bucket=BUCKET)  # type: ignore[attr-defined]
     keys = [item["Key"] for item in listed.get("Contents", [])]
@@ -216,7 +216,7 @@ async def test_encrypted_payloads_are_stored_as_ciphertext_only(
     goal = "Plan the museum night. " + "Light every hall in turn. " * 200 + MARKER
     doc = await run_json(client, settings, store, "plan", goal, cwd=tmp_path)
 
-    assert PlanExecuteResult.model_validate(doc["result"]).goal == goal
+    assert PlanExecuteResult.model_validate(doc["result"]).answer.goal == goal
     stored = [path.read_bytes() for path in (tmp_path / "payloads").rglob("*") if path.is_file()]
     assert stored
     for data in stored:
