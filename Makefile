@@ -41,6 +41,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.answer_flow_bench
 	$(BIN)/python -m bench.reflection_bench
 	$(BIN)/python -m bench.react_bench
+	$(BIN)/python -m bench.scale_out_bench
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
     from activities.embedding_source import EmbeddingProvider
 
-DEFAULT_MAX_BYTES = 1_000_000
+# Larger documents than Temporal's 2 MB payload limit are fine: they are stored outside
+# the history (cli/payloads.py).
+DEFAULT_MAX_BYTES = 10_000_000
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _BLANK_LINES = re.compile(r"\n\s*\n")
 _EMBED_CHARS = 2000  # what a document's vector is computed from (MiniLM reads ~256 tokens)

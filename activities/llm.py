@@ -66,6 +66,8 @@ NON_RETRYABLE_STATUS = {
 }
 RETRYABLE_STATUS = {408: "RequestTimeout", 409: "Conflict", 429: "RateLimited"}
 MAX_RETRY_AFTER = timedelta(minutes=5)
+# How many attempts an empty free-text answer gets before the call fails.
+EMPTY_ANSWER_ATTEMPTS = 6
 
 
 def retry_after(headers: Any) -> timedelta | None:
@@ -512,8 +514,13 @@ class ModelActivities:
                 # With stop sequences an empty reply is an answer (the model stopped at
                 # once); the caller's protocol decides what it means.
                 if not text.strip() and not request.stop:
+                    # Asked again, but not until the deadline: unlike an outage, an empty
+                    # answer may be the model's own answer to this prompt.
+                    last = info.attempt >= EMPTY_ANSWER_ATTEMPTS
                     raise ApplicationError(
-                        "model returned an empty answer", type="EmptyModelOutput"
+                        f"model returned an empty answer (attempt {info.attempt})",
+                        type="EmptyModelOutput",
+                        non_retryable=last,
                     )
                 return response
             try:

@@ -9,7 +9,8 @@ False (a refused location, a missing document, an unsupported content type, a ba
 configuration) becomes a non-retryable `ApplicationError` whose type is the error's
 class name (`RefusedLocation`, `DocumentNotFound`, `ContentTooLarge`, ...); a
 transient one (`SourceUnavailable`: a timeout, a 5xx, a 429) is retryable, so
-the workflow's retry policy tries it again. An embeddings endpoint's errors are
+the workflow's retry policy tries it again, after the server's `retry-after` when a
+web page or search endpoint sent one. An embeddings endpoint's errors are
 classified like the model's (`activities.llm.classify_error`).
 """
 
@@ -83,8 +84,14 @@ def endpoint_client(
 
 
 def source_failure(exc: SourceError) -> ApplicationError:
-    """The ApplicationError Temporal acts on: retryable only when the source says so."""
-    return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=not exc.retryable)
+    """The ApplicationError Temporal acts on: retryable only when the source says so, and
+    then after the server's `retry-after` when it gave one."""
+    return ApplicationError(
+        str(exc),
+        type=type(exc).__name__,
+        non_retryable=not exc.retryable,
+        next_retry_delay=exc.retry_after if exc.retryable else None,
+    )
 
 
 def page_title(page: WebPage) -> str:

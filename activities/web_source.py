@@ -53,6 +53,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from activities.llm import retry_after
 from durafact.sources import (
     ContentTooLarge,
     DocumentNotFound,
@@ -493,7 +494,9 @@ def _check_status(response: httpx.Response, where: str) -> None:
     if status in (404, 410):
         raise DocumentNotFound(f"{where}: HTTP {status}")
     if status in _RETRYABLE_STATUS or status >= 500:
-        raise SourceUnavailable(f"{where}: HTTP {status}")
+        raise SourceUnavailable(
+            f"{where}: HTTP {status}", retry_after=retry_after(response.headers)
+        )
     raise SourceError(f"{where}: HTTP {status}")
 
 

@@ -16,6 +16,15 @@ input); then events and bytes per round (each round's activities with their
 workflow tasks), and the growth checks of DESIGN.md section 6: with the number of
 the round, and with the size of the batch. Bytes are protobuf
 `HistoryEvent.ByteSize()`, as in `plan_execute_bench`.
+
+Then the cost per item: batches of 10 and 3,000 one-line questions (one repair round,
+a third failing the check and a third the review until then; `SizedAnswerFlow`, whose
+result is counts only, tests/sized_answer_flow.py) and the workflow-task CPU time per
+item. CPU time is measured inside the worker: a workflow runner that wraps the
+sandboxed one times every activation of the run (`WorkflowInstance.activate`, which
+runs the workflow code, decodes and encodes its payloads, and answers the activity's
+`context_texts` queries) with `time.thread_time()`, the CPU time of the thread that
+runs it; the longest activation is what Temporal's deadlock detector (2 s) watches.
 """
 
 from __future__ import annotations
@@ -26,17 +35,24 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
+import cli.worker
 from bench._common import dev_stack
 from bench.plan_execute_bench import SENTENCES
 from durafact.ledger import Ledger
 from tests.scripted_answers import answerer
-from workflows import AnswerBatchInput, AnswerFlowResult, AnswerFlowWorkflow, Question
+from tests.sized_answer_flow import SizedAnswerFlow, tram_batch
+from workflows import AnswerBatchInput, AnswerFlowWorkflow, Question
 
 SIZES = (3, 12)
+CPU_SIZES = (10, 3000)
 MAX_REPAIRS = 2
 LAST = MAX_REPAIRS  # the round in which the failing items finally pass
 
@@ -98,7 +114,7 @@ class Sample:
     wall_ms: float
     events: int
     bytes: int
-    result_bytes: int  # the WorkflowExecutionCompleted event: usage and the ledger
+    result_bytes: int  # the WorkflowExecutionCompleted event: usage and the verdicts
     start_bytes: int  # the WorkflowExecutionStarted event: the batch itself
     rounds: dict[int, Round]
     own_text: int  # bytes of the items' own texts: questions, sources, answers, quotes
@@ -108,7 +124,7 @@ def _texts(ledger: Ledger, refs: list) -> int:
     return sum(len(a.text().encode()) for ref in refs for a in ledger.select(ref))
 
 
-def measure(n: int, history: WorkflowHistory, result: AnswerFlowResult, wall_ms: float) -> Sample:
+def measure(n: int, history: WorkflowHistory, ledger: Ledger, wall_ms: float) -> Sample:
     """Split the history into rounds: round r is everything from the scheduling of its
     generate/repair activity up to the next round's; the first workflow task goes to
     round 0, the start event (the batch) and the completion event (the result) are
@@ -137,7 +153,7 @@ def measure(n: int, history: WorkflowHistory, result: AnswerFlowResult, wall_ms:
                     items=len(questions),
                     input=len(attributes.input.payloads[0].data),
                     result=0,
-                    fetched=_texts(result.ledger, refs),
+                    fetched=_texts(ledger, refs),
                 )
             )
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
@@ -148,7 +164,7 @@ def measure(n: int, history: WorkflowHistory, result: AnswerFlowResult, wall_ms:
         rounds[current].events += 1
         rounds[current].bytes += size
     own = 0
-    for artifact in result.ledger.all():
+    for artifact in ledger.all():
         data = artifact.data
         if artifact.type == "Question":
             own += len((data["question"] + (data["source"] or "")).encode())
@@ -178,7 +194,8 @@ async def run_once(client: Client, queue: str, n: int) -> Sample:
     wall_ms = (time.perf_counter() - began) * 1000
     if result.counts["accepted"] != n:
         raise SystemExit(f"expected every item accepted, got {result.counts}")
-    return measure(n, await handle.fetch_history(), result, wall_ms)
+    ledger = await handle.query(AnswerFlowWorkflow.artifacts)
+    return measure(n, await handle.fetch_history(), ledger, wall_ms)
 
 
 def report(samples: dict[int, Sample]) -> None:
@@ -193,7 +210,7 @@ def report(samples: dict[int, Sample]) -> None:
         print(
             f"{n} items: {s.events} events, {s.bytes} B of history in {s.wall_ms:.0f} ms "
             f"({s.events / n:.1f} events/item, {s.bytes / n:.0f} B/item); batch input "
-            f"{s.start_bytes} B, result (usage + ledger) {s.result_bytes} B"
+            f"{s.start_bytes} B, result (usage + verdicts) {s.result_bytes} B"
         )
         head = (
             f"  {'activity':<16} {'items':>5} {'input B':>8} {'in B/item':>9} {'result B':>9}"
@@ -241,7 +258,7 @@ def report(samples: dict[int, Sample]) -> None:
         ("generate:0 input", lambda s: s.rounds[0].calls[0].input),
         ("history", lambda s: s.bytes),
         ("history excl. result", lambda s: s.bytes - s.result_bytes),
-        ("result (ledger)", lambda s: s.result_bytes),
+        ("result (verdicts)", lambda s: s.result_bytes),
         ("items' own text", lambda s: s.own_text),
     ):
         a, b = f(small) / small.n, f(big) / big.n
@@ -264,6 +281,92 @@ def report(samples: dict[int, Sample]) -> None:
     )
 
 
+class TimedRunner(WorkflowRunner):
+    """The worker's workflow runner, with the CPU time of every activation by run id."""
+
+    def __init__(self, inner: WorkflowRunner) -> None:
+        self.inner = inner
+        self.cpu: dict[str, list[float]] = defaultdict(list)
+
+    def prepare_workflow(self, defn: Any) -> None:
+        self.inner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _TimedInstance(self.inner.create_instance(det), self.cpu)
+
+    def set_worker_level_failure_exception_types(self, types: Any) -> None:
+        self.inner.set_worker_level_failure_exception_types(types)
+
+
+class _TimedInstance(WorkflowInstance):
+    def __init__(self, inner: WorkflowInstance, cpu: dict[str, list[float]]) -> None:
+        self.inner = inner
+        self.cpu = cpu
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        began = time.thread_time()
+        try:
+            return self.inner.activate(act)
+        finally:
+            self.cpu[act.run_id].append(time.thread_time() - began)
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        return self.inner.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> Any:
+        return self.inner.get_external_store_context(command_info)
+
+    def get_info(self) -> Any:
+        return self.inner.get_info()
+
+    def get_thread_id(self) -> int | None:
+        return self.inner.get_thread_id()
+
+
+async def cpu_per_item() -> None:
+    """Workflow-task CPU per item at each of CPU_SIZES (see the module docstring)."""
+    runner = TimedRunner(cli.worker.WORKFLOW_RUNNER)
+    # build_worker takes the module's runner: time that one for this stack only.
+    cli.worker.WORKFLOW_RUNNER = runner  # type: ignore[assignment]
+    try:
+        ungrounded: dict[str, int] = {}
+        review_fails: dict[str, int] = {}
+        for n in CPU_SIZES:  # ids are shared between batches and fail the same way
+            _, u, r = tram_batch(n)
+            ungrounded |= u
+            review_fails |= r
+        stack_up = dev_stack(answerer(ungrounded, review_fails))
+        async with stack_up as stack, stack.worker(extra_workflows=[SizedAnswerFlow]):
+            rows = []
+            for n in (min(CPU_SIZES), *CPU_SIZES):  # the first one warms up
+                handle = await stack.client.start_workflow(
+                    SizedAnswerFlow.run,
+                    tram_batch(n)[0],
+                    id=f"bench-answer-cpu-{n}-{uuid.uuid4().hex[:8]}",
+                    task_queue=stack.settings.task_queue,
+                )
+                counts = await handle.result()
+                if counts.accepted != n:
+                    raise SystemExit(f"expected every item accepted, got {counts}")
+                times = runner.cpu[handle.result_run_id or ""]
+                rows.append((n, len(times), sum(times), max(times)))
+    finally:
+        cli.worker.WORKFLOW_RUNNER = runner.inner
+    print()
+    print(
+        "Workflow-task CPU per item (SizedAnswerFlow, one repair round, review optional; "
+        "time.thread_time() around each activation in the worker):"
+    )
+    print(
+        f"  {'items':>6} {'activations':>11} {'CPU ms':>9} {'CPU ms/item':>12} {'longest ms':>11}"
+    )
+    for n, activations, total, longest in rows[1:]:
+        print(
+            f"  {n:>6} {activations:>11} {total * 1000:>9.1f} {total * 1000 / n:>12.3f} "
+            f"{longest * 1000:>11.1f}"
+        )
+
+
 async def main() -> None:
     began = time.perf_counter()
     ungrounded: dict[str, int] = {}
@@ -278,6 +381,7 @@ async def main() -> None:
             await run_once(client, queue, min(SIZES))  # warm up: sandbox imports, caches
             samples = {n: await run_once(client, queue, n) for n in SIZES}
     report(samples)
+    await cpu_per_item()
     print(f"(whole run {time.perf_counter() - began:.0f} s)")
 
 

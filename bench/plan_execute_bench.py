@@ -3,7 +3,7 @@
     python -m bench.plan_execute_bench [--reps N]
 
 One run starts a real dev server, the scripted model (no delay) and an in-process
-worker, then runs both workflows for a 3-step and a 12-step plan, interleaved, and
+worker, then runs both workflows for a 3-, a 12- and a 30-step plan, interleaved, and
 prints wall time (median), history events and history bytes per step. See
 bench/README.md for how to read the table.
 """
@@ -35,7 +35,7 @@ from workflows import Goal, PlanExecuteWorkflow
 from workflows.recipe import Recipe
 
 GOAL = "Plan a long weekend in Kraków for two people on a mid-range budget"
-SIZES = (3, 12)
+SIZES = (3, 12, 30)
 KINDS = ("durafact", "hand-written")
 
 STEPS = [
@@ -73,12 +73,20 @@ SENTENCES = [
 ]
 
 
+def plan_of(n: int) -> list[str]:
+    """`n` distinct steps: the twelve above, then the same again for later weekends."""
+    return [
+        STEPS[i] if i < len(STEPS) else f"{STEPS[i % len(STEPS)][:-1]} (weekend {i // 12 + 1})."
+        for i in range(n)
+    ]
+
+
 def scripted_reply(call: Call) -> str | dict:
     """Plan: as many steps as the planner prompt allows. Steps: 300-600 chars of prose."""
     if call.schema_name == "Plan":
         system = next(m["content"] for m in call.body["messages"] if m["role"] == "system")
         n = int(re.search(r"at most (\d+)", system).group(1))
-        return {"steps": STEPS[:n]}
+        return {"steps": plan_of(n)}
     seed = hashlib.sha256(call.last_user.encode()).digest()
     target = 300 + int.from_bytes(seed[:2], "big") % 300
     text, k = "", 0
@@ -256,7 +264,7 @@ def report(samples: dict[tuple[str, int], list[Sample]], reps: int, query_ms: li
         f"{statistics.median(query_ms):.1f} ms over {len(query_ms)} queries."
     )
     print()
-    lo, hi = SIZES
+    lo, hi = SIZES[0], SIZES[-1]
     print(f"Growth from {lo} to {hi} steps (B/step: whole history; excl. result: without")
     print("the WorkflowExecutionCompleted event; step input: payload bytes of the first and")
     print(f"last step activity of the {hi}-step plan):")
@@ -277,20 +285,21 @@ def report(samples: dict[tuple[str, int], list[Sample]], reps: int, query_ms: li
             f"+{slopes[kind]:.0f} B per earlier step"
         )
     print()
-    print(f"Where the bytes go, {hi}-step plan (bytes by event type):")
+    print(f"Where the bytes go, {lo}- and {hi}-step plans (bytes by event type):")
     types = sorted(
-        {t for kind in KINDS for t in first(kind, hi).by_type},
+        {t for kind in KINDS for n in (lo, hi) for t in first(kind, n).by_type},
         key=lambda t: -max(first(k, hi).by_type.get(t, 0) for k in KINDS),
     )
-    print(f"  {'event type':<45} {'durafact':>9} {'hand-written':>13}")
+    print(f"  {'event type':<40} " + " ".join(f"{f'{k} {n}':>16}" for n in (lo, hi) for k in KINDS))
     for t in types:
-        d, h = (first(k, hi).by_type.get(t, 0) for k in KINDS)
-        print(f"  {t:<45} {d:>9} {h:>13}")
-    fields = first("durafact", hi).result_fields
-    print(
-        f"  durafact's {hi}-step result (JSON bytes by field): "
-        + ", ".join(f"{k} {v}" for k, v in sorted(fields.items(), key=lambda kv: -kv[1]))
-    )
+        sizes = (first(k, n).by_type.get(t, 0) for n in (lo, hi) for k in KINDS)
+        print(f"  {t:<40} " + " ".join(f"{b:>16}" for b in sizes))
+    for n in (lo, hi):
+        fields = first("durafact", n).result_fields
+        print(
+            f"  durafact's {n}-step result (JSON bytes by field): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(fields.items(), key=lambda kv: -kv[1]))
+        )
     json_sizes = ", ".join(f"{k} {first(k, hi).json_bytes}" for k in KINDS)
     print(f"  for reference, len(history.to_json()) at {hi} steps: {json_sizes}")
     print()
@@ -302,6 +311,13 @@ def report(samples: dict[tuple[str, int], list[Sample]], reps: int, query_ms: li
         f"x{growth['durafact']:.2f} from {lo} to {hi} steps vs x{growth['hand-written']:.2f} "
         f"hand-written, with step inputs growing +{slopes['durafact']:.0f} vs "
         f"+{slopes['hand-written']:.0f} B per earlier step."
+    )
+    per_step = {n: [first(k, n).bytes / n for k in KINDS] for n in SIZES}
+    held = all(ours <= theirs for ours, theirs in per_step.values())
+    print(
+        "History bytes/step, durafact vs hand-written: "
+        + ", ".join(f"{n} steps {a:.0f} vs {b:.0f}" for n, (a, b) in per_step.items())
+        + f" ({'at most' if held else 'NOT at most'} the hand-written at every length)."
     )
 
 

@@ -99,7 +99,7 @@ class Sample:
     events: int
     bytes: int
     start_bytes: int  # WorkflowExecutionStarted: the input
-    result_bytes: int  # WorkflowExecutionCompleted: final text, reviews, ledger, usage
+    result_bytes: int  # WorkflowExecutionCompleted: final text, scores, references, usage
     rounds: dict[int, Round] = field(default_factory=dict)
 
     @property
@@ -194,7 +194,7 @@ def report(samples: dict[int, Sample]) -> None:
             f"max_rounds={s.max_rounds}: {s.n} critique rounds, {s.events} events "
             f"({s.events / s.n:.1f}/round), {s.bytes} B of history ({s.bytes / s.n:.0f} "
             f"B/round; {core / s.n:.0f} excl. start and result) in {s.wall_ms:.0f} ms; "
-            f"start {s.start_bytes} B, result (final text, reviews, ledger) {s.result_bytes} B"
+            f"start {s.start_bytes} B, result (final text, scores, references) {s.result_bytes} B"
         )
         print(
             f"  {'round':<7} {'events':>6} {'bytes':>6} {'critique in':>11} {'names':>6}"
@@ -233,7 +233,7 @@ def report(samples: dict[int, Sample]) -> None:
     ratios: dict[str, tuple[float, float]] = {}
     for label, f in (
         ("B/round, whole history", lambda s: s.bytes / s.n),
-        ("result (ledger) B/round", lambda s: s.result_bytes / s.n),
+        ("result B/round", lambda s: s.result_bytes / s.n),
         ("B per full round", lambda s: sum(r.bytes for r in s.full()) / len(s.full())),
         ("own B per full round", lambda s: sum(r.own for r in s.full()) / len(s.full())),
     ):

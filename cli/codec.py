@@ -1,5 +1,6 @@
 """Payloads encrypted at rest: an AES-256-GCM payload codec with key ids, and the data
-converter every entry point uses (starter, worker, replayer, bench, tests).
+converter every entry point uses (starter, worker, replayer, bench, tests), which also
+keeps large payloads in external storage (cli/payloads.py).
 
 Keys come from `DURAFACT_KEYS` (`ID=BASE64,ID=BASE64`, newest first) or from the file
 `DURAFACT_KEYS_FILE` names (one `ID=BASE64` a line, newest first; `#` comments and
@@ -40,6 +41,7 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
+from cli.payloads import PayloadStore, store_from_env
 from cli.settings import SettingsError
 
 KEYS_ENV = "DURAFACT_KEYS"
@@ -186,21 +188,28 @@ class EncryptionCodec(PayloadCodec):
 
 def data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
     """The pydantic data converter with the payload codec for the keys `env`
-    configures (default: this process's environment); CodecConfigError when they
-    are unusable. Every client, worker and replayer of durafact uses this."""
-    return converter_for(keys_from_env(env))
+    configures (default: this process's environment) and the external storage of
+    large payloads it configures (cli/payloads.py); CodecConfigError or
+    PayloadConfigError when they are unusable. Every client, worker and replayer of
+    durafact uses this."""
+    return converter_for(keys_from_env(env), store_from_env(env))
 
 
-def converter_for(keyring: Keyring | None) -> DataConverter:
-    """The pydantic data converter with an EncryptionCodec for `keyring`; with keys,
-    failure messages and stack traces travel in an encrypted payload too (the server
-    stores `Encoded failure`; clients with the keys, and the codec server, restore them)."""
-    if keyring is None:
-        return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(None))
-    return dataclasses.replace(
+def converter_for(keyring: Keyring | None, store: PayloadStore | None = None) -> DataConverter:
+    """The pydantic data converter with an EncryptionCodec for `keyring` and, with a
+    `store`, payloads from its threshold kept there. The SDK encodes with the codec
+    before it stores, so with keys only ciphertext leaves. With keys, failure messages
+    and stack traces travel in an encrypted payload too (the server stores `Encoded
+    failure`; clients with the keys, and the codec server, restore them)."""
+    converter = dataclasses.replace(
         pydantic_data_converter,
         payload_codec=EncryptionCodec(keyring),
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        external_storage=store.storage() if store else None,
+    )
+    if keyring is None:
+        return converter
+    return dataclasses.replace(
+        converter, failure_converter_class=DefaultFailureConverterWithEncodedAttributes
     )
 
 

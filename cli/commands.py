@@ -26,6 +26,7 @@ from cli.output import (
 )
 from cli.registry import Registry
 from cli.settings import Settings
+from cli.trouble import RESUMABLE, end_failure, troubles
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
 from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
 from workflows.supervisor import Facts
@@ -42,19 +43,32 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
     summary = await description.static_summary()
     if summary:
         say(f"summary: {summary}")
-    try:
-        recipe = await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
-        say(f"recipe status: {recipe}")
-    except Exception:
-        recipe = None
-        attribute = description.typed_search_attributes.get(STATUS_ATTRIBUTE)
-        say(f"recipe status: {attribute or 'unknown'} (no worker answered the status query)")
+    # What holds a running run, from Temporal itself: the workflow cannot tell.
+    found = await troubles(client, description) if state == "RUNNING" else []
+    for trouble in found:
+        say(trouble.line)
+    attribute = description.typed_search_attributes.get(STATUS_ATTRIBUTE) or "unknown"
+    recipe = None
+    if any(trouble.task for trouble in found):
+        say("  Temporal retries the task: the run goes on once a worker with fixed code runs it")
+        say(f"recipe status: {attribute} (the workflow answers no query while its task fails)")
+    else:
+        try:
+            recipe = await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
+            say(f"recipe status: {recipe}")
+        except Exception:
+            say(f"recipe status: {attribute} (no worker answered the status query)")
     if recipe == AWAITING_APPROVAL:
         with contextlib.suppress(Exception):
             for question in await pending_questions(handle):
                 say(f"waiting for a person: {question.id} ({question.kind})")
                 say(f"  decide: {decide_hint(workflow_id, question.id)}")
         say(f"answer: python starter.py approve {quoted(workflow_id)} {ANSWER_HINT}")
+    if state in RESUMABLE:
+        failure = await end_failure(client, workflow_id, description.run_id)
+        if failure:
+            say(f"failure: {failure}")
+        say(f"resume: python starter.py resume {quoted(workflow_id)}")
     say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
     return 0
 

@@ -14,6 +14,9 @@ With `DURAFACT_KEYS` (or `DURAFACT_KEYS_FILE`) set, `up` first starts the codec 
 (cli/codec_server.py) on `DURAFACT_CODEC_PORT` (default 8081; another free port when
 that one is taken and the port was not configured), then the dev server with
 `--ui-codec-endpoint` pointing at it, so the Web UI shows payloads decrypted.
+
+Large payloads go to `.durafact/payloads/` (cli/payloads.py) unless DURAFACT_PAYLOADS
+says otherwise; the worker is given that directory's absolute path.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from cli.connection import (
     port_open,
     registered_message,
 )
+from cli.payloads import PAYLOADS_ENV
 from cli.settings import Settings, SettingsError
 
 # The dev server polls its transfer queue 20 times a second by default, which adds
@@ -369,6 +373,8 @@ async def up(
         await _up_server(stack, settings, say, started, codec_url)
         await _ensure_search_attributes(settings, say, env)
         worker_env = {**env, "TEMPORAL_ADDRESS": settings.temporal_address}
+        # The starter stores large payloads under the same directory, relative to its own.
+        worker_env.setdefault(PAYLOADS_ENV, f"file:{stack.state_dir / 'payloads'}")
         if uses_local_model(env):
             await _up_model(stack, say, started)
             worker_env |= {"OPENAI_BASE_URL": stack.model_url, "DURAFACT_MODEL": LOCAL_MODEL_ID}

@@ -2,16 +2,20 @@
 
 `wait_and_print` polls the recipe's `progress` query and prints each announcement
 as one line while it waits for the result; it warns at once (on stderr) when no
-worker polls the task queue, so a workflow nobody runs never looks merely slow.
+worker polls the task queue, so a workflow nobody runs never looks merely slow, and
+says what holds the run (an activity being retried, a workflow task that keeps
+failing: cli/trouble.py) as soon as the workflow's description shows it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ActivityError, RetryState
 
 from cli import embedded
 from cli.embedded import Embedded
@@ -21,6 +25,7 @@ from cli.output import (
     brief,
     emit_json,
     failure_text,
+    has_layout,
     indent,
     note,
     print_result,
@@ -28,10 +33,14 @@ from cli.output import (
     say,
 )
 from cli.settings import Settings
+from cli.trouble import events_newest_first, span, troubles
+from durafact.ledger import Ledger
 from workflows.recipe import Progress
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
+# A closed run's queries are answered by a worker replaying its history: more than a poll.
+ARTIFACTS_TIMEOUT = timedelta(seconds=10)
 # Announcements of a tool loop's turns (workflows/react.py): one short line each,
 # however long the thought, the arguments or the tool's output.
 BRIEF_KINDS = frozenset({"thought", "action", "observation", "answer", "correction"})
@@ -56,11 +65,16 @@ async def wait_and_print(
     handle = client.get_workflow_handle(handle.id, run_id=run_id, result_type=result_type)
     outcome = asyncio.ensure_future(handle.result())
     feed = None if as_json or not running else ProgressFeed(handle)
+    # What holds the run (retries, a failing workflow task), beside the progress lines;
+    # on stderr when stdout is the one JSON document.
+    watch = TroubleFeed(client, handle, as_json) if running else None
     try:
         while not outcome.done():
             await asyncio.wait({outcome}, timeout=POLL_INTERVAL)
             if feed and not outcome.done():
                 await feed.poll()
+            if watch and not outcome.done():
+                await watch.poll()
         if feed:
             await feed.poll()  # the announcements made since the last poll
         value = outcome.result()
@@ -68,7 +82,8 @@ async def wait_and_print(
         state = (await handle.describe()).status
         if as_json:
             emit_json(handle.id, run_id, state.name if state else "FAILED", None, url)
-        raise Failed(f"workflow {handle.id} failed: {failure_text(exc)}") from None
+        why = await gave_up(client, handle.id, run_id, exc)
+        raise Failed(f"workflow {handle.id} failed: {failure_text(exc)}{why}") from None
     except asyncio.CancelledError:
         outcome.cancel()
         note(
@@ -79,9 +94,18 @@ async def wait_and_print(
     if as_json:
         emit_json(handle.id, run_id, "COMPLETED", value, url)
     else:
-        print_result(value)
+        ledger = await ledger_of(handle) if has_layout(value) else None
+        print_result(value, handle.id, ledger)
         say(f"Web UI: {url}")
     return 0
+
+
+async def ledger_of(handle: Any, timeout: timedelta = ARTIFACTS_TIMEOUT) -> Ledger | None:
+    """The run's ledger (the `artifacts` query), or None when no worker answered it."""
+    try:
+        return await handle.query("artifacts", result_type=Ledger, rpc_timeout=timeout)
+    except Exception:
+        return None
 
 
 async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:
@@ -140,3 +164,67 @@ class ProgressFeed:
                     f"{ANSWER_HINT}"
                 )
         self.offset = page.next_offset
+
+
+class TroubleFeed:
+    """Prints what holds a running workflow (cli/trouble.py), each thing once: every
+    new attempt of a retried activity, every distinct failure of its workflow task."""
+
+    EVERY = 1.0  # seconds between descriptions: a retry's backoff is at least that
+
+    def __init__(self, client: Any, handle: Any, to_stderr: bool) -> None:
+        self.client = client
+        self.handle = handle
+        self.to_stderr = to_stderr
+        self.seen: set[tuple[Any, ...]] = set()
+        self.last = 0.0
+
+    async def poll(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self.last < self.EVERY:
+            return
+        self.last = now
+        try:
+            found = await troubles(self.client, await self.handle.describe())
+        except Exception:
+            return  # a courtesy beside the result: never fail the wait over it
+        for trouble in found:
+            if trouble.key in self.seen:
+                continue
+            self.seen.add(trouble.key)
+            if self.to_stderr:
+                note(f"starter: workflow {self.handle.id}: {trouble.line}")
+            else:
+                say(f"  ! {trouble.line}")
+
+
+async def gave_up(client: Any, workflow_id: str, run_id: str, exc: WorkflowFailureError) -> str:
+    """When an activity's retries ran into its deadline: which one, how long that was,
+    and how to go on; else nothing."""
+    cause: BaseException | None = exc.cause
+    while cause is not None and not isinstance(cause, ActivityError):
+        cause = cause.__cause__  # e.g. a child workflow's failure
+    if cause is None or cause.retry_state != RetryState.TIMEOUT:
+        return ""
+    deadline = ""
+    if cause is exc.cause:  # the run's own activity: its deadline is in this history
+        with contextlib.suppress(Exception):
+            timeout = await scheduled_deadline(
+                client, workflow_id, run_id, cause.scheduled_event_id
+            )
+            deadline = f" of {span(timeout)}"
+    return (
+        f" ({cause.activity_id} was retried until its deadline{deadline} passed; once the "
+        f"cause is fixed: python starter.py resume {quoted(workflow_id)})"
+    )
+
+
+async def scheduled_deadline(
+    client: Any, workflow_id: str, run_id: str, event_id: int
+) -> timedelta:
+    """The schedule-to-close timeout of the activity scheduled by history event `event_id`."""
+    async for event in events_newest_first(client, workflow_id, run_id):
+        if event.event_id == event_id:
+            attributes = event.activity_task_scheduled_event_attributes
+            return attributes.schedule_to_close_timeout.ToTimedelta()
+    raise LookupError(f"no event {event_id}")

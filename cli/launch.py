@@ -14,6 +14,7 @@ import json
 import sys
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,14 @@ from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, quoted, s
 from cli.registry import Registered, Registry
 from cli.settings import Settings
 from durafact.ids import OPAQUE_IDS_MEMO
-from workflows.recipe import RECIPE_ATTRIBUTE
+from workflows.recipe import MODEL_DEADLINE_MEMO, RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
-# Temporal refuses payloads over 2 MB by default: a larger input could never start.
-MAX_INPUT_BYTES = 1_000_000
+# Inputs over the payload threshold are stored outside Temporal (cli/payloads.py), so
+# Temporal's 2 MB limit no longer caps them. This one does: 10 MB of text is more than
+# any model's context window holds (1M tokens is about 4 MB), and every model call that
+# carries the input stores another copy of it.
+MAX_INPUT_BYTES = 10_000_000
 MAX_INPUT_DEPTH = 100  # JSON nesting of --input; deeper is refused before it is parsed on
 
 
@@ -155,14 +159,22 @@ def depth(value: Any) -> int:
 
 def check_sendable(launch: Launch) -> None:
     """Refuse, before connecting, input the data converter cannot encode (text that is
-    not valid Unicode, such as a lone surrogate written as a JSON escape)."""
+    not valid Unicode, such as a lone surrogate written as a JSON escape) and input
+    over MAX_INPUT_BYTES, whichever command built it."""
     try:
-        pydantic_data_converter.payload_converter.to_payloads(launch.args)
+        payloads = pydantic_data_converter.payload_converter.to_payloads(launch.args)
     except Exception as exc:
         reason = one_line(str(exc))
         if "surrogates not allowed" in reason:
             reason = "it holds text that is not valid Unicode (a lone surrogate such as \\ud800)"
         raise Failed(f"the input cannot be sent to Temporal: {reason}", code=2) from None
+    size = sum(len(payload.data) for payload in payloads)
+    if size > MAX_INPUT_BYTES:
+        raise Failed(
+            f"the input is {size:,} bytes, over the {MAX_INPUT_BYTES:,} a workflow input may "
+            "hold; put large content in a source (such as --docs DIR) and pass its location",
+            code=2,
+        )
 
 
 def validated(kind: Any, data: Any) -> Any:
@@ -186,6 +198,10 @@ def validated(kind: Any, data: Any) -> Any:
         ) from None
 
 
+def clip(text: str) -> str:
+    return text if len(text) <= DETAILS_LIMIT else text[: DETAILS_LIMIT - 1] + "…"
+
+
 def type_label(kind: Any) -> str:
     return getattr(kind, "__name__", None) or str(kind)
 
@@ -202,9 +218,23 @@ def subject(value: Any) -> str:
 
 
 async def start(
-    client: Any, settings: Settings, launch: Launch, workflow_id: str, no_wait: bool, as_json: bool
+    client: Any,
+    settings: Settings,
+    launch: Launch,
+    workflow_id: str,
+    no_wait: bool,
+    as_json: bool,
+    model_deadline: timedelta | None = None,
 ) -> int:
+    """Start the launch (or attach to the run with that id) and follow it; `model_deadline`
+    is how long its model calls may retry, instead of the recipe's default."""
     summary = launch.summary
+    memo: dict[str, Any] = {}
+    if encrypts(client.data_converter):
+        # Encrypted payloads: ids built from the goal's text must not leak it either.
+        memo[OPAQUE_IDS_MEMO] = True
+    if model_deadline is not None:
+        memo[MODEL_DEADLINE_MEMO] = model_deadline.total_seconds()
     try:
         handle = await client.start_workflow(
             launch.recipe.name,
@@ -220,9 +250,9 @@ async def start(
                 [SearchAttributePair(RECIPE_ATTRIBUTE, launch.recipe_name)]
             ),
             static_summary=summary,
-            static_details=f"{launch.details}\n\nStarted by `starter.py {launch.command}`.",
-            # Encrypted payloads: ids built from the goal's text must not leak it either.
-            memo={OPAQUE_IDS_MEMO: True} if encrypts(client.data_converter) else None,
+            # The input itself travels once, in args; the details show only its start.
+            static_details=f"{clip(launch.details)}\n\nStarted by `starter.py {launch.command}`.",
+            memo=memo or None,
         )
         run_id = handle.result_run_id
         response = getattr(handle, "_start_workflow_response", None)

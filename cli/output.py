@@ -10,13 +10,16 @@ from typing import Any, TextIO
 from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError, FailureError
 
+from durafact.approval import ApprovalQuestion
+from durafact.ledger import Ledger
 from durafact.sources import SourceFailure
-from workflows.answer_flow import AnswerFlowResult
-from workflows.plan_execute import PlanExecuteResult
+from workflows.answer_flow import AnswerFlowResult, ItemAnswer
+from workflows.plan_execute import PlanExecuteResult, PlanStep, StepResult
 from workflows.react import ReActResult
 from workflows.reflection import ReflectionResult
 from workflows.research import ResearchResult
-from workflows.supervisor import SupervisorResult
+from workflows.router import Task
+from workflows.supervisor import Facts, Report, SupervisorResult
 
 # How to answer a pending question, wherever the command line mentions one.
 ANSWER_HINT = "[--reject] [--reason TEXT] [--set FIELD=VALUE ...]"
@@ -112,86 +115,111 @@ def failure_text(exc: BaseException) -> str:
 # --- results ----------------------------------------------------------------------------
 
 
-def print_result(value: Any) -> None:
-    """A ready workflow's result in its own layout; any other result as JSON."""
-    printer = next((p for kind, p in PRINTERS.items() if isinstance(value, kind)), None)
+def has_layout(value: Any) -> bool:
+    """Whether `print_result` prints `value` in a layout of its own (else as JSON)."""
+    return _printer(value) is not None
+
+
+def _printer(value: Any) -> Any:
+    return next((p for kind, p in PRINTERS.items() if isinstance(value, kind)), None)
+
+
+def print_result(value: Any, workflow_id: str, ledger: Ledger | None) -> None:
+    """A ready workflow's result in its own layout; any other result as JSON.
+
+    A result names the texts behind its answer (steps, quotes, the report, provenance)
+    instead of carrying them: they are printed from the run's `ledger` (the `artifacts`
+    query), or, when no worker answered it (None), left out with the command that
+    shows them.
+    """
+    printer = _printer(value)
     if printer is not None:
-        printer(value)
+        printer(value, ledger)
         say(f"usage: {value.usage.total_tokens} tokens")
+        command = f"python starter.py artifacts {quoted(workflow_id)}"
+        if ledger is None:
+            command = f"not shown (no worker answered the artifacts query); later: {command}"
+        say(f"artifacts: {command}")
     elif isinstance(value, BaseModel):
         say(value.model_dump_json(indent=2))
     else:
         say(json.dumps(value, indent=2, default=str, ensure_ascii=False))
 
 
-def _plan(value: PlanExecuteResult) -> None:
-    texts = {r.index: r.text for r in value.results}
-    say("steps:")
-    for step in value.steps:
-        say(indent(step.description, f"  {step.index + 1}. "))
-        if step.index in texts:
-            say(indent(texts[step.index], "     -> "))
+def _plan(value: PlanExecuteResult, ledger: Ledger | None) -> None:
+    if ledger is not None:
+        results = [ledger.resolve(ref, StepResult) for ref in value.results]
+        texts = {r.index: r.text for r in results}
+        say("steps:")
+        for step in (ledger.resolve(ref, PlanStep) for ref in value.steps):
+            say(indent(step.description, f"  {step.index + 1}. "))
+            if step.index in texts:
+                say(indent(texts[step.index], "     -> "))
+    else:
+        say(f"steps: {len(value.steps)} (their texts: see artifacts)")
     say("answer:")
     say(indent(value.answer.text, "  "))
 
 
-def _reflection(value: ReflectionResult) -> None:
+def _reflection(value: ReflectionResult, ledger: Ledger | None) -> None:
     scores = ", ".join(f"{score:.2f}" for score in value.scores)
     say(f"{value.ending} after {value.rounds} round(s); scores: {scores}")
     say("text:")
     say(indent(value.final.text, "  "))
 
 
-def _answers(value: AnswerFlowResult) -> None:
-    answers = value.answers
+def _answers(value: AnswerFlowResult, ledger: Ledger | None) -> None:
     for item in value.results:
         say(f"{item.item_id}: {item.status} after {item.rounds} round(s)")
-        if item.item_id in answers:
-            say(indent(answers[item.item_id].answer, "  answer: "))
-            say(indent(answers[item.item_id].quote, "  quote:  "))
-        elif item.value is not None:
-            say(indent(str(item.value), "  answer: "))
+        if item.answer is not None:
+            say(indent(item.answer, "  answer: "))
+        if item.accepted is not None and ledger is not None:
+            say(indent(ledger.resolve(item.accepted, ItemAnswer).quote, "  quote:  "))
         for issue in item.issues:
             say(indent(issue.message, f"  {issue.code}: "))
     say(", ".join(f"{n} {status}" for status, n in value.counts.items()))
 
 
-def _supervisor(value: SupervisorResult) -> None:
-    task = value.task
-    how = f"fallback: {task.reason}" if task.source == "fallback" else "model"
-    say(f"route: {value.route} ({how})")
-    say(f"facts: {value.facts.line()}")
-    say(f"report (attempt {value.report.attempt}):")
-    say(indent(value.report.text, "  "))
-    say("approvals:")
-    for question in value.approvals:
-        answer = question.answer
-        by = f" by {answer.by}" if answer and answer.by else ""
-        why = f": {answer.reason}" if answer and answer.reason else ""
-        edits = assignments(answer.changes) if answer else ""
-        changed = f" (changes: {edits})" if edits else ""
-        say(f"  {question.id} ({question.kind}) {question.status}{by}{why}{changed}")
+def _supervisor(value: SupervisorResult, ledger: Ledger | None) -> None:
+    if ledger is None:
+        say(f"route: {value.route} ({value.route_source})")
+    else:
+        task = ledger.resolve(value.task, Task)
+        how = f"fallback: {task.reason}" if task.source == "fallback" else "model"
+        say(f"route: {value.route} ({how})")
+        say(f"facts: {ledger.resolve(value.facts, Facts).line()}")
+        report = ledger.resolve(value.report, Report)
+        say(f"report (attempt {report.attempt}):")
+        say(indent(report.text, "  "))
+        say("approvals:")
+        for question in (ledger.resolve(ref, ApprovalQuestion) for ref in value.approvals):
+            answer = question.answer
+            by = f" by {answer.by}" if answer and answer.by else ""
+            why = f": {answer.reason}" if answer and answer.reason else ""
+            edits = assignments(answer.changes) if answer else ""
+            changed = f" (changes: {edits})" if edits else ""
+            say(f"  {question.id} ({question.kind}) {question.status}{by}{why}{changed}")
     say("reply:")
     say(indent(value.reply.text, "  "))
 
 
-def _research(value: ResearchResult) -> None:
+def _research(value: ResearchResult, ledger: Ledger | None) -> None:
     if value.answer is not None:
         say("answer:")
         say(indent(value.answer, "  "))
-        provenance = value.provenance()
+        provenance = value.provenance(ledger) if ledger is not None else None
         if provenance is not None:
             say("provenance:")
             say(indent(provenance.render(), "  "))
     else:
         say(f"insufficient: {value.reason}")
-    for failure in value.ledger.find_all(SourceFailure):
+    for failure in ledger.find_all(SourceFailure) if ledger is not None else []:
         f = failure.data
         where = f.uid or f.source_id
         say(f"  {f.stage} failed: {where}: {f.error_type}: {one_line(f.message)}")
 
 
-def _react(value: ReActResult) -> None:
+def _react(value: ReActResult, ledger: Ledger | None) -> None:
     if value.answer is not None:
         say("answer:")
         say(indent(value.answer, "  "))

@@ -24,7 +24,7 @@ from cli.registry import Registry
 from durafact.answer_flow import AnswerBatchError
 from durafact.sources import SourceSpec
 from workflows.answer_flow import AnswerFlowWorkflow, load_answer_batch
-from workflows.plan_execute import Goal, PlanExecuteWorkflow
+from workflows.plan_execute import MAX_STEPS, Goal, PlanExecuteWorkflow
 from workflows.react import ReActInput, ReActWorkflow
 from workflows.reflection import ReflectionInput, ReflectionWorkflow
 from workflows.research import ResearchInput, ResearchWorkflow
@@ -44,7 +44,12 @@ def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -
         "plan", parents=parents, help="start a PlanExecute workflow and wait for it"
     )
     plan.add_argument("goal", help="what the plan should achieve")
-    plan.add_argument("--max-steps", type=int, default=3, help="upper bound on plan length")
+    plan.add_argument(
+        "--max-steps",
+        type=int,
+        default=Goal.model_fields["max_steps"].default,
+        help=f"upper bound on plan length, 1-{MAX_STEPS} (default %(default)s)",
+    )
 
     reflect = commands.add_parser(
         "reflect", parents=parents, help="write, critique and rewrite a text on a topic"

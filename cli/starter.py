@@ -12,7 +12,8 @@
                       [--allow-network CIDR ...] [--limit N] [--max-docs N]
     python starter.py react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
-        (each also takes [--id ID] [--no-wait] [--json] [--recipes MODULE[,MODULE...]])
+        (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
+         [--recipes MODULE[,MODULE...]])
     python starter.py chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
     python starter.py chat ID --send TEXT [--json]   # one message, its reply
     python starter.py pending [--json]          # every workflow waiting for a person
@@ -20,6 +21,8 @@
     python starter.py decide ID QUESTION_ID --approve|--reject [--reason TEXT]
     python starter.py status ID
     python starter.py result ID [--json] [--recipes MODULE[,MODULE...]]
+    python starter.py resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
+    python starter.py artifacts ID [--json]     # every artifact of a run, texts included
     python starter.py up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
     python starter.py down      # stop what `up` started
 
@@ -45,14 +48,16 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from cli import embedded
+from cli.artifacts import artifacts
 from cli.chat import add_chat_command, chat, check_chat_args
 from cli.commands import approve, corrections, decide, pending, result, status
 from cli.connection import exit_now, open_client
 from cli.embedded import Embedded, EmbeddedError
 from cli.launch import check_sendable, launch_of_type, start
 from cli.output import Failed, fail, note, one_line, say
-from cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, launch_of
+from cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
 from cli.registry import ENV_VAR, RegistrationError, Registry, load_registry, recipe_modules
+from cli.resume import resume
 from cli.settings import Settings, SettingsError
 
 
@@ -77,6 +82,8 @@ COMMANDS = (
     "decide",
     "status",
     "result",
+    "resume",
+    "artifacts",
     "up",
     "down",
 )
@@ -101,6 +108,13 @@ def parser() -> Parser:
     launch.add_argument("--id", help="workflow id (default: a new one); reusing one attaches")
     launch.add_argument("--no-wait", action="store_true", help="print the id and return")
     launch.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+    launch.add_argument(
+        "--model-deadline",
+        type=lambda text: duration(text, "--model-deadline"),
+        metavar="DURATION",
+        help="how long a model or tool call keeps retrying before the run fails: 90s, 40m, "
+        "2h, 1d (default: the recipe's; 24h for the built-ins)",
+    )
 
     begin = commands.add_parser(
         "start",
@@ -151,6 +165,21 @@ def parser() -> Parser:
     )
     result.add_argument("id")
     result.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    again = commands.add_parser(
+        "resume",
+        parents=[registration],
+        help="continue a failed, timed-out or terminated run where it stopped (Temporal's reset)",
+    )
+    again.add_argument("id")
+    again.add_argument("--no-wait", action="store_true", help="print the new run and return")
+    again.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    artifacts = commands.add_parser(
+        "artifacts", help="every artifact of a run, running or closed, with its text and links"
+    )
+    artifacts.add_argument("id")
+    artifacts.add_argument("--json", action="store_true", help="print one JSON object")
 
     commands.add_parser(
         "up", parents=[registration], help="start the embedded stack in the background"
@@ -203,7 +232,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
             workflow_id = launch.workflow_id(args.id)
             check_sendable(launch)
             client, settings = await connect()
-            return await start(client, settings, launch, workflow_id, args.no_wait, args.json)
+            return await start(
+                client, settings, launch, workflow_id, args.no_wait, args.json, args.model_deadline
+            )
         if args.command == "chat":
             check_chat_args(args)
             client, settings = await connect()
@@ -211,7 +242,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "approve" and args.set and not args.reject:
             raise Failed("--set goes with --reject: corrected facts ask for a rebuild", code=2)
         changes = corrections(args.set) if args.command == "approve" else {}
-        registry = registry_of(args) if args.command == "result" else None
+        registry = registry_of(args) if args.command in ("result", "resume") else None
         client, settings = await connect()
         if args.command == "pending":
             return await pending(client, args.json)
@@ -223,7 +254,11 @@ async def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "status":
             return await status(client, settings, args.id)
+        if args.command == "artifacts":
+            return await artifacts(client, args.id, args.json)
         assert registry is not None
+        if args.command == "resume":
+            return await resume(client, settings, registry, args.id, args.no_wait, args.json)
         return await result(client, settings, registry, args.id, args.json)
     except Failed as exc:
         fail(str(exc))

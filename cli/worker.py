@@ -10,11 +10,12 @@ MCP servers named by `--mcp` (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`;
 activities/mcp.py). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, DURAFACT_TASK_QUEUE,
 OPENAI_BASE_URL, OPENAI_API_KEY and DURAFACT_MODEL, and the model and embedding
 endpoints workflows may name, DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY
-(see cli/endpoints.py), and the payload encryption keys, DURAFACT_KEYS or
-DURAFACT_KEYS_FILE (see cli/codec.py). A registration, MCP or endpoint configuration mistake is
-one line and exit code 2, before connecting. SIGINT or SIGTERM stops polling, lets
-running activities finish (up to the graceful timeout), closes the MCP servers
-(ending their processes) and exits 0.
+(see cli/endpoints.py), the payload encryption keys, DURAFACT_KEYS or DURAFACT_KEYS_FILE
+(see cli/codec.py), and where large payloads go, DURAFACT_PAYLOADS and
+DURAFACT_PAYLOAD_THRESHOLD (see cli/payloads.py). A registration, MCP or endpoint
+configuration mistake is one line and exit code 2, before connecting. SIGINT or SIGTERM
+stops polling, lets running activities finish (up to the graceful timeout), closes the MCP
+servers (ending their processes) and exits 0.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from activities.mcp import McpConfigError, close_servers, configured_servers
 from activities.tools import Tool, ToolActivities, ToolCatalog, ToolProvider
 from cli.connection import connect, exit_now, require_search_attributes
 from cli.endpoints import configured_endpoints, endpoint_client
+from cli.payloads import store_from_env
 from cli.registry import (
     RegistrationError,
     Registry,
@@ -198,6 +200,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         if keyring
         else "not encrypted (no DURAFACT_KEYS)",
     )
+    log.info("large payloads: %s (DURAFACT_PAYLOADS)", store_from_env().describe())
     for endpoint in endpoints.values():
         log.info(
             "endpoint %s: %s (%s)",

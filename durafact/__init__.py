@@ -13,7 +13,7 @@ the grounding rule in `durafact.grounding`, Decimal arithmetic in
 from durafact.answer_flow import AnswerCheck, AnswerIssue, AnswerItem, AnswerResult, RecoveryResult
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
 from durafact.ids import text_key
-from durafact.ledger import Artifact, Ledger, ProvenanceNode, find, find_all
+from durafact.ledger import Artifact, ArtifactRef, Ledger, ProvenanceNode, find, find_all
 from durafact.llm import ArtifactSpan, ContextRef, Usage
 from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceRef, SourceSpec
@@ -31,6 +31,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalQuestion",
     "Artifact",
+    "ArtifactRef",
     "ArtifactSpan",
     "ContextRef",
     "Doc",

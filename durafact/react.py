@@ -183,7 +183,7 @@ def parse_arguments(text: str) -> dict[str, Any] | str:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return text
     if isinstance(value, dict):
         return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -22,15 +23,23 @@ class SourceError(Exception):
     """A source could not do what was asked, with a message that says why.
 
     `retryable` tells the activity layer whether trying again may help (a timeout,
-    a 503) or cannot (a refused location, a missing document, a bad request).
+    a 503) or cannot (a refused location, a missing document, a bad request);
+    `retry_after` is when the server said to come back (its `retry-after`), if it did.
     """
 
     retryable = False
 
-    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        retry_after: timedelta | None = None,
+    ) -> None:
         super().__init__(message)
         if retryable is not None:
             self.retryable = retryable
+        self.retry_after = retry_after
 
 
 class RefusedLocation(SourceError):

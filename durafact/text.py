@@ -133,7 +133,8 @@ def stem_words(text: str, stopwords: Collection[str] = STOPWORDS) -> set[str]:
     `stem_words("Ремонт комнаты и kitchen") == {"ремонт", "комнат", "kitchen"}`.
     """
     stem = _stemmer()
-    return {stem(word) for word in terms(text, stopwords)}
+    # Each distinct word once: a 5 MB document has a million words, a few thousand distinct.
+    return {stem(word) for word in set(terms(text, stopwords))}
 
 
 def keyword_score(

@@ -9,13 +9,14 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -25,6 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from cli.embedded import DEV_SERVER_TUNING, installed_binary, temporal_binary
 from cli.settings import Settings
 from durafact.approval import ApprovalQuestion
+from durafact.ledger import Ledger
 from tests.scripted_model import Call, ScriptedModel
 from workflows.recipe import SEARCH_ATTRIBUTES
 
@@ -129,6 +131,29 @@ async def question_waiting(
     raise AssertionError(f"question {n} of {handle.id} never came to wait alone: {questions}")
 
 
+async def ledger_of(handle: WorkflowHandle[Any, Any]) -> Ledger:
+    """The run's ledger, read with the `artifacts` query (a closed run's too): what a
+    ready workflow's result names by `ArtifactRef`."""
+    return await handle.query("artifacts", result_type=Ledger)
+
+
+async def run_to_ledger(
+    client: Client, run: Any, arg: Any, *, task_queue: str, id: str | None = None
+) -> tuple[Any, Ledger]:
+    """Run a recipe workflow to its result, then read its ledger."""
+    handle = await client.start_workflow(
+        run, arg, id=id or f"run-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )
+    return await handle.result(), await ledger_of(handle)
+
+
+def stored_times(history: WorkflowHistory, text: str) -> int:
+    """How many times `text` is stored in the history, in any event. Payloads are JSON, so
+    a text without quotes, backslashes or control characters is stored as it is."""
+    needle = text.encode()
+    return sum(event.SerializeToString().count(needle) for event in history.events)
+
+
 def with_converter(client: Client, converter: DataConverter) -> Client:
     """The same connection with another data converter, e.g. cli.codec's with keys:
     a client (and the workers built on it) that encrypts and decrypts payloads."""
@@ -223,3 +248,13 @@ async def run_command(*argv: str, env: dict[str, str], cwd: Path, timeout: float
 
 async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
     return await run_command(sys.executable, str(STARTER), *args, env=env, cwd=cwd, timeout=timeout)
+
+
+async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:
+    """Lines of a running command's output, up to the first that holds `text`."""
+    lines: list[str] = []
+    while not lines or text not in lines[-1]:
+        line = await asyncio.wait_for(stream.readline(), timeout)
+        assert line, f"output ended before {text!r}: {lines}"
+        lines.append(line.decode().rstrip("\n"))
+    return lines

@@ -34,7 +34,7 @@ class LoopbackWeb:
     results: list[dict[str, Any]] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
     queries: list[str] = field(default_factory=list)
-    _faults: dict[str, list[int]] = field(default_factory=dict)
+    _faults: dict[str, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -61,10 +61,11 @@ class LoopbackWeb:
         self._server.shutdown()
         self._server.server_close()
 
-    def fail(self, path: str, status: int, times: int = 1) -> None:
-        """The next `times` requests for `path` answer `status`."""
+    def fail(self, path: str, status: int, times: int = 1, retry_after: str | None = None) -> None:
+        """The next `times` requests for `path` answer `status` (with `retry-after`)."""
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
         with self._lock:
-            self._faults.setdefault(path, []).extend([status] * times)
+            self._faults.setdefault(path, []).extend([(status, headers)] * times)
 
     def add_results(self, *paths: str, scores: list[float] | None = None) -> None:
         """Search results naming these pages, with their titles and first lines."""
@@ -75,22 +76,23 @@ class LoopbackWeb:
                 result["score"] = scores[i]
             self.results.append(result)
 
-    def _respond(self, raw_path: str) -> tuple[int, str, bytes]:
+    def _respond(self, raw_path: str) -> tuple[int, str, bytes, dict[str, str]]:
         parts = urlsplit(raw_path)
         with self._lock:
             self.requests[parts.path] += 1
             faults = self._faults.get(parts.path)
-            status = faults.pop(0) if faults else None
-        if status is not None:
-            return status, "text/plain", f"injected {status}".encode()
+            fault = faults.pop(0) if faults else None
+        if fault is not None:
+            status, headers = fault
+            return status, "text/plain", f"injected {status}".encode(), headers
         if parts.path == "/search":
             self.queries.extend(parse_qs(parts.query).get("q", []))
-            return 200, "application/json", json.dumps({"results": self.results}).encode()
+            return 200, "application/json", json.dumps({"results": self.results}).encode(), {}
         page = self.pages.get(parts.path)
         if page is None:
-            return 404, "text/plain", b"not found"
+            return 404, "text/plain", b"not found", {}
         body = page.html() if page.content_type.startswith("text/html") else page.body
-        return 200, page.content_type, body.encode()
+        return 200, page.content_type, body.encode(), {}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         web = self
@@ -100,11 +102,13 @@ class LoopbackWeb:
                 pass
 
             def do_GET(self) -> None:
-                status, content_type, body = web._respond(self.path)
+                status, content_type, body, headers = web._respond(self.path)
                 try:
                     self.send_response(status)
                     self.send_header("content-type", content_type)
                     self.send_header("content-length", str(len(body)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):

@@ -166,7 +166,8 @@ def default_reply(call: Call) -> str | dict:
 
 
 class ScriptedModel:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """A server on `port` of loopback (0: any free one), started by `start`."""
         self.calls: list[Call] = []
         self.embedding_calls: list[Call] = []
         self._reply: Reply = default_reply
@@ -175,7 +176,7 @@ class ScriptedModel:
         self.streams = True
         self.pace = 0.0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

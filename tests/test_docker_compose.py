@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from cli.payloads import store_from_env
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
@@ -87,9 +89,22 @@ def _dockerfile_instructions() -> list[tuple[str, str]]:
     return instructions
 
 
-def test_compose_defines_the_five_services() -> None:
+def _defaults(env: dict[str, str]) -> dict[str, str]:
+    """`env` as Compose resolves it with no variables set: `${VAR:-default}` -> default."""
+    return {key: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value) for key, value in env.items()}
+
+
+def test_compose_defines_the_services() -> None:
     services = _compose()["services"]
-    assert {"postgresql", "temporal", "temporal-ui", "temporal-setup", "worker"} <= set(services)
+    assert {
+        "postgresql",
+        "temporal",
+        "temporal-ui",
+        "temporal-setup",
+        "minio",
+        "minio-setup",
+        "worker",
+    } <= set(services)
 
 
 def test_postgresql_is_health_checked_and_keeps_its_data_in_a_volume() -> None:
@@ -169,9 +184,48 @@ def test_setup_job_is_a_one_shot_that_waits_for_temporal() -> None:
 
 def test_setup_script_shell_variables_survive_compose_interpolation() -> None:
     """Compose rewrites `$VAR`/`${VAR}` itself; shell variables must be written `$$`."""
-    script = _command_text(_service("temporal-setup")).replace("$$", "")
-    leftovers = re.findall(r"\$\{?(\w+)", script)
-    assert set(leftovers) <= {"TEMPORAL_NAMESPACE"}, leftovers
+    for job in ("temporal-setup", "minio-setup"):
+        script = _command_text(_service(job)).replace("$$", "")
+        leftovers = re.findall(r"\$\{?(\w+)", script)
+        assert set(leftovers) <= {"TEMPORAL_NAMESPACE"}, (job, leftovers)
+
+
+def test_minio_is_health_checked_and_keeps_payloads_in_a_volume() -> None:
+    minio = _service("minio")
+    assert re.fullmatch(r"minio/minio:RELEASE\.[\dT:-]+Z", minio["image"]), minio["image"]
+    assert "server /data" in _command_text(minio)
+    assert any(str(volume).endswith(":/data") for volume in minio["volumes"])
+    assert "minio-data" in _compose()["volumes"]
+    assert "ready" in " ".join(minio["healthcheck"]["test"])
+    assert ("9000", "9000") in _published_ports(minio)
+
+
+def test_bucket_job_creates_the_bucket_the_workers_use_once_minio_is_up() -> None:
+    setup, minio = _service("minio-setup"), _service("minio")
+    assert _depends_on(setup)["minio"] == "service_healthy"
+    assert str(setup.get("restart", "no")) in {"no", "False"}
+    script = _command_text(setup)
+    assert "mc alias set payloads http://minio:9000" in script
+    assert 'mc mb --ignore-existing "payloads/$$BUCKET"' in script
+    env = _defaults(_env(setup))
+    assert env["MINIO_ROOT_USER"] == _defaults(_env(minio))["MINIO_ROOT_USER"]
+    assert env["MINIO_ROOT_PASSWORD"] == _defaults(_env(minio))["MINIO_ROOT_PASSWORD"]
+    worker_store = store_from_env(_defaults(_env(_service("worker"))))
+    assert worker_store.location == f"s3://{env['BUCKET']}"
+
+
+def test_workers_store_large_payloads_in_minio_with_its_credentials() -> None:
+    worker, minio = _service("worker"), _defaults(_env(_service("minio")))
+    assert _depends_on(worker)["minio-setup"] == "service_completed_successfully"
+    store = store_from_env(_defaults(_env(worker)))  # what the worker makes of its env
+    assert store.location.startswith("s3://")
+    assert store.threshold == 131072
+    assert store.s3_options == {
+        "endpoint_url": "http://minio:9000",
+        "region_name": "us-east-1",
+        "aws_access_key_id": minio["MINIO_ROOT_USER"],
+        "aws_secret_access_key": minio["MINIO_ROOT_PASSWORD"],
+    }
 
 
 def test_worker_is_built_from_the_local_dockerfile() -> None:

@@ -18,8 +18,8 @@ from temporalio.client import Client
 
 from cli.settings import Settings
 from cli.worker import build_worker
-from tests.helpers import ROOT, free_port
-from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+from tests.helpers import ROOT, free_port, run_to_ledger
+from workflows import Goal, PlanExecuteWorkflow, PlanStep, ReActInput, ReActWorkflow, StepResult
 
 SCRIPT = ROOT / "local_model.py"
 
@@ -145,20 +145,20 @@ async def test_plan_execute_runs_end_to_end_on_the_local_model(
         task_queue=f"local-{uuid.uuid4().hex[:8]}",
     )
     async with build_worker(client, settings):
-        result = await client.execute_workflow(
+        result, ledger = await run_to_ledger(
+            client,
             PlanExecuteWorkflow.run,
             Goal(text="Plan a picnic in the park", max_steps=2),
-            id=f"local-{uuid.uuid4().hex[:8]}",
             task_queue=settings.task_queue,
         )
     # A 135M model's plan is weak, but its shape is guaranteed: a schema-valid plan,
     # one non-empty result per step, a final answer supported by every result.
     assert 1 <= len(result.steps) <= 2
-    assert all(step.description for step in result.steps)
+    assert all(ledger.resolve(ref, PlanStep).description for ref in result.steps)
     assert len(result.results) == len(result.steps)
-    assert all(r.text.strip() for r in result.results)
+    assert all(ledger.resolve(ref, StepResult).text.strip() for ref in result.results)
     assert result.answer.text.strip()
-    supported = result.ledger.links_from("final:Plan a picnic in the park", "supported_by")
+    supported = ledger.links_from(result.final.id, "supported_by")
     assert len(supported) == len(result.steps)
     assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
 

@@ -84,7 +84,7 @@ from durafact.answer_flow import (
 )
 from durafact.grounding import grounding_issues
 from durafact.ids import answer_review_id, item_answer_id, outcome_id, question_id
-from durafact.ledger import Ledger
+from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
 from workflows.recipe import Recipe, RecipeContext
 
@@ -268,13 +268,13 @@ class AnswerFlow(Recipe[In, Out]):
         if stage_id == "final":
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
-            ctx.set_status(status, status + (f"; blocked: {', '.join(blocked)}" if blocked else ""))
+            ctx.set_status(status, status + (f"; blocked: {_some(blocked)}" if blocked else ""))
         else:
             failing = [r.item_id for r in results if r.status == "blocked"]
             status = f"round:{stage_id.rsplit(':', 1)[-1]} accepted={accepted}"
             status += f" fallback={fallback}" if fallback else ""
             status += f" failing={len(failing)}"
-            note = f"; failing: {', '.join(failing)}" if failing else ""
+            note = f"; failing: {_some(failing)}" if failing else ""
             ctx.set_status(status, f"{stage_id}: {status}{note}")
         await self.observe(ctx, stage_id, results)
 
@@ -290,6 +290,14 @@ class AnswerFlow(Recipe[In, Out]):
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+SHOWN_IDS = 20  # item ids an announcement lists; a batch of thousands names the first
+
+
+def _some(ids: list[str]) -> str:
+    shown = ", ".join(ids[:SHOWN_IDS])
+    return shown if len(ids) <= SHOWN_IDS else f"{shown} and {len(ids) - SHOWN_IDS} more"
 
 
 # --- The ready, LLM-driven AnswerFlow ----------------------------------------------
@@ -356,34 +364,37 @@ class Verdicts(BaseModel):
     verdicts: list[Verdict]
 
 
+class ItemVerdict(BaseModel):
+    """How one question ended: what a person reads, and references to the rest."""
+
+    item_id: str
+    status: Literal["accepted", "fallback", "blocked"]
+    answer: str | None = Field(
+        default=None, description="The accepted answer's text, or the fallback's; None: blocked."
+    )
+    issues: list[AnswerIssue] = Field(description="What decided the ending (see AnswerResult).")
+    rounds: int = Field(description="The generate rounds that included the item.")
+    outcome: ArtifactRef = Field(description="`outcome:{id}`: its AnswerResult, every check.")
+    accepted: ArtifactRef | None = Field(
+        default=None, description="The accepted `answer:{id}:{round}`: its ItemAnswer and quote."
+    )
+
+
 class AnswerFlowResult(BaseModel):
-    """Usage and the ledger; the results are read from its `outcome:{id}` artifacts, so
-    the result (stored in history) holds no second list of them."""
+    """Usage and one verdict per question, in the batch's order. The answers' quotes,
+    the checks and the reviews are referenced, not carried: each is stored in history
+    once, as the result of the call that made it. Read them from the run's ledger (the
+    `artifacts` query, or `python starter.py artifacts ID`):
+    `ledger.resolve(verdict.accepted, ItemAnswer).quote`."""
 
     usage: Usage
-    ledger: Ledger
-
-    @property
-    def results(self) -> list[AnswerResult]:
-        """One result per question, in the batch's order. An accepted one's `value` is
-        its `ItemAnswer` (a dict once decoded; `answers` has them typed), a fallback's
-        the text."""
-        return [a.data for a in self.ledger.find_all(AnswerResult)]
+    results: list[ItemVerdict]
 
     @property
     def counts(self) -> dict[str, int]:
         """How many items ended `accepted`, `fallback` and `blocked` (all three keys)."""
         counts = Counter(r.status for r in self.results)
         return {status: counts[status] for status in ("accepted", "fallback", "blocked")}
-
-    @property
-    def answers(self) -> dict[str, ItemAnswer]:
-        """The accepted answers with their quotes, by question id."""
-        accepted: dict[str, ItemAnswer] = {}
-        for result in self.results:
-            for link in self.ledger.links_from(outcome_id(result.item_id), "based_on"):
-                accepted[result.item_id] = self.ledger.get(link.target).typed(ItemAnswer).data
-        return accepted
 
 
 # --- Validation: the starter calls these before it starts anything ---------------
@@ -633,10 +644,11 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
         output = await ctx.llm.structured(
             BatchAnswers, prompt, system=GENERATOR, context=refs, summary=summary
         )
+        asked = set(ids)
         values: dict[str, ItemAnswer] = {}
         ignored = []
         for answer in output.answers:
-            if answer.item_id in ids and answer.item_id not in values:
+            if answer.item_id in asked and answer.item_id not in values:
                 values[answer.item_id] = answer
             else:
                 ignored.append(answer.item_id)
@@ -673,9 +685,10 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
             ctx.announce(f"the review call failed: {_short(str(reason))}", kind="warning")
             # The flow turns this into REVIEW_UNRESOLVED; the policy decides what it means.
             raise ReviewCallFailed(str(reason)) from exc
+        judged = set(ids)
         checks: dict[str, AnswerCheck] = {}
         for verdict in output.verdicts:
-            if verdict.item_id not in ids or verdict.item_id in checks:
+            if verdict.item_id not in judged or verdict.item_id in checks:
                 continue
             issues = []
             if verdict.status == "failed":
@@ -701,4 +714,22 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
     async def finish(
         self, ctx: RecipeContext, batch: AnswerBatchInput, results: list[AnswerResult]
     ) -> AnswerFlowResult:
-        return AnswerFlowResult(usage=ctx.usage, ledger=ctx.ledger)
+        return AnswerFlowResult(usage=ctx.usage, results=[self._verdict(ctx, r) for r in results])
+
+    def _verdict(self, ctx: RecipeContext, result: AnswerResult) -> ItemVerdict:
+        accepted = result.status == "accepted" and result.item_id in self._latest
+        answer = None
+        if accepted:
+            answer = ItemAnswer.model_validate(result.value).answer
+        elif result.value is not None:
+            answer = str(result.value)
+        return ItemVerdict(
+            item_id=result.item_id,
+            status=result.status,
+            answer=answer,
+            issues=result.issues,
+            rounds=result.rounds,
+            outcome=ctx.ledger.ref(outcome_id(result.item_id)),
+            # The answer the outcome is linked `based_on` (see `_store_outcome`).
+            accepted=ctx.ledger.ref(self._latest[result.item_id]) if accepted else None,
+        )

@@ -33,14 +33,14 @@ Status (`DurafactStatus`): `planning`, `executing:{i}/{n}`, `finishing`,
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durafact.ids import final_id, goal_id, result_id, step_id, text_key
-from durafact.ledger import Ledger
+from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import Usage
 from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
 
@@ -106,9 +106,17 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
 # --- The ready, LLM-driven PlanExecute --------------------------------------------
 
 
+# The longest plan a run may ask for. `max_steps` is per run (the input, `--max-steps`),
+# so a long plan needs no new deployment; the bound keeps one run's history (about 4 KB
+# per step) and its artifacts query (every text of the run) far below Temporal's limits.
+MAX_STEPS = 100
+
+
 class Goal(BaseModel):
     text: str = Field(description="What the plan should achieve.")
-    max_steps: int = Field(default=3, ge=1, le=12, description="Upper bound on plan length.")
+    max_steps: int = Field(
+        default=3, ge=1, le=MAX_STEPS, description=f"Upper bound on plan length, 1-{MAX_STEPS}."
+    )
 
     @field_validator("text")
     @classmethod
@@ -121,7 +129,7 @@ class Goal(BaseModel):
 class Plan(BaseModel):
     """The model's structured output for the planning call."""
 
-    steps: list[str] = Field(min_length=1, max_length=12)
+    steps: list[str] = Field(min_length=1, max_length=MAX_STEPS)
 
 
 class PlanStep(BaseModel):
@@ -142,21 +150,35 @@ class FinalAnswer(BaseModel):
 
 
 class PlanExecuteResult(BaseModel):
-    """The answer and the ledger; steps and results are read from the ledger, so the
-    result (stored in history) holds each text once."""
+    """The answer, and references to the steps, results and final answer behind it.
 
-    goal: str
-    answer: FinalAnswer
+    Each text is stored in history once, as the result of the model call that made it;
+    the result names the artifacts by id and version instead of carrying them again.
+    Read them from the run's ledger, the `artifacts` query (a closed run's too, while a
+    worker runs; `python starter.py artifacts ID` prints it):
+
+        ledger = await handle.query(PlanExecuteWorkflow.artifacts)
+        steps = [ledger.resolve(ref, PlanStep) for ref in result.steps]
+        tree = ledger.provenance(result.final.id)
+    """
+
+    answer: FinalAnswer = Field(description="The final answer, with the goal it answers.")
     usage: Usage
-    ledger: Ledger
+    steps: list[ArtifactRef] = Field(description="`step:{goal}:{i}`, in plan order.")
+    results: list[ArtifactRef] = Field(description="`result:step:{goal}:{i}`, in plan order.")
+    final: ArtifactRef = Field(description="`final:{goal}`: where its provenance starts.")
 
-    @property
-    def steps(self) -> list[PlanStep]:
-        return [a.data for a in self.ledger.find_all(PlanStep)]
-
-    @property
-    def results(self) -> list[StepResult]:
-        return [a.data for a in self.ledger.find_all(StepResult)]
+    @classmethod
+    def of(cls, goal: str, answer: FinalAnswer, usage: Usage, ledger: Ledger) -> Self:
+        """The result of a run on `goal` whose artifacts are in `ledger`."""
+        steps = ledger.refs(PlanStep)
+        return cls(
+            answer=answer,
+            usage=usage,
+            steps=steps,
+            results=[ledger.ref(result_id(step.id)) for step in steps],
+            final=ledger.ref(final_id(goal)),
+        )
 
 
 PLANNER = (
@@ -198,9 +220,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
     @workflow.run
     async def run(self, goal: Goal) -> PlanExecuteResult:
         answer = await self.execute(goal)
-        return PlanExecuteResult(
-            goal=goal.text, answer=answer, usage=self.usage, ledger=self.ledger
-        )
+        return PlanExecuteResult.of(goal.text, answer, self.usage, self.ledger)
 
     async def plan(self, ctx: RecipeContext, goal: Goal) -> list[PlanStep]:
         return await plan_steps(ctx, goal.text, goal.max_steps)

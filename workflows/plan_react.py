@@ -44,11 +44,17 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
-from durafact.ids import OPAQUE_IDS_MEMO, result_id, step_id
-from durafact.ledger import Ledger
-from durafact.llm import Usage
+from durafact.ids import result_id, step_id
 from durafact.tools import checked_tool_names
-from workflows.plan_execute import FINISHER, FinalAnswer, PlanExecute, PlanStep, plan_steps
+from workflows.plan_execute import (
+    FINISHER,
+    MAX_STEPS,
+    FinalAnswer,
+    PlanExecute,
+    PlanExecuteResult,
+    PlanStep,
+    plan_steps,
+)
 from workflows.react import (
     Ending,
     ReActAnswer,
@@ -70,7 +76,9 @@ class PlanReActInput(ReActSettings):
     """The goal, and what each step's agent may use and how it behaves."""
 
     text: str = Field(description="What the plan should achieve.")
-    max_steps: int = Field(default=3, ge=1, le=12, description="Upper bound on plan length.")
+    max_steps: int = Field(
+        default=3, ge=1, le=MAX_STEPS, description=f"Upper bound on plan length, 1-{MAX_STEPS}."
+    )
     tools: list[str] = Field(
         default_factory=lambda: ["calculator"],
         description="Names of the worker's tools every step's agent may use.",
@@ -109,21 +117,11 @@ class AgentStepResult(BaseModel):
     )
 
 
-class PlanReActResult(BaseModel):
-    """The answer and the ledger (steps, results and the children's records)."""
-
-    goal: str
-    answer: FinalAnswer
-    usage: Usage = Field(description="The parent's model calls and every child's.")
-    ledger: Ledger
-
-    @property
-    def steps(self) -> list[PlanStep]:
-        return [a.data for a in self.ledger.find_all(PlanStep)]
-
-    @property
-    def results(self) -> list[AgentStepResult]:
-        return [a.data for a in self.ledger.find_all(AgentStepResult)]
+class PlanReActResult(PlanExecuteResult):
+    """The answer, and references to the steps, the results (`AgentStepResult`) and
+    the final answer; the ledger also holds the children's answers and tool calls
+    (read it with the `artifacts` query, as for `PlanExecuteResult`). `usage` counts
+    the parent's model calls and every child's."""
 
 
 STOPPED = {
@@ -147,7 +145,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
     @workflow.run
     async def run(self, goal: PlanReActInput) -> PlanReActResult:
         answer = await self.execute(goal)
-        return PlanReActResult(goal=goal.text, answer=answer, usage=self.usage, ledger=self.ledger)
+        return PlanReActResult.of(goal.text, answer, self.usage, self.ledger)
 
     async def plan(self, ctx: RecipeContext, goal: PlanReActInput) -> list[PlanStep]:
         return await plan_steps(ctx, goal.text, goal.max_steps)
@@ -162,7 +160,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
             ReActWorkflow.run,
             self._child_input(step, history),
             id=child_id,
-            memo={OPAQUE_IDS_MEMO: True} if ctx.opaque_ids else None,
+            memo=ctx.child_memo(),
             result_type=ReActResult,
             static_summary=f"run agent: step {step.index + 1} {quote(step.description)}",
         )

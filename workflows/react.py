@@ -306,11 +306,13 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     tool_timeout: ClassVar[timedelta] = timedelta(minutes=5)
     # The tool activities heartbeat: a worker that dies mid-call is noticed this soon.
     tool_heartbeat_timeout: ClassVar[timedelta] = timedelta(seconds=10)
+    # A tool provider that is down (ToolUnavailable) is tried again until the run's model
+    # deadline, like the model: a tool the model asked for is part of the same turn.
     tool_retry: ClassVar[RetryPolicy] = RetryPolicy(
         initial_interval=timedelta(seconds=1),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=30),
-        maximum_attempts=6,
+        maximum_attempts=0,
     )
 
     # --- hooks --------------------------------------------------------------------------
@@ -418,6 +420,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 activity_id=ctx.temporal_id(tools_id(run.key)),
                 summary=f"get tools: {_short(names, 80)}",
                 start_to_close_timeout=self.tool_timeout,
+                schedule_to_close_timeout=ctx.model_deadline,
                 heartbeat_timeout=self.tool_heartbeat_timeout,
                 retry_policy=self.tool_retry,
             )
@@ -508,6 +511,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             activity_id=ctx.temporal_id(activity_id),
             summary=f"call tool: {call.name}",
             start_to_close_timeout=self.tool_timeout,
+            schedule_to_close_timeout=ctx.model_deadline,
             heartbeat_timeout=self.tool_heartbeat_timeout,
             retry_policy=self.tool_retry,
         )

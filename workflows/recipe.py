@@ -63,6 +63,10 @@ SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
 AWAITING_APPROVAL = "awaiting_approval"
 # The error type of an answer the `decide` update refuses.
 INVALID_ANSWER = "InvalidAnswer"
+# The memo key of a run's own model deadline, in seconds (`starter.py ... --model-deadline`):
+# a memo, so that no recipe's input model has to carry it.
+MODEL_DEADLINE_MEMO = "durafact-model-deadline"
+LONGEST_DEADLINE = timedelta(days=36_500)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -194,6 +198,7 @@ class ModelCalls:
             activity_id=ctx.temporal_id(activity_id),
             summary=summary or f"request model: {ctx.scope}",
             start_to_close_timeout=ctx.llm_timeout,
+            schedule_to_close_timeout=ctx.model_deadline,
             heartbeat_timeout=ctx.llm_heartbeat_timeout,
             retry_policy=ctx.llm_retry,
         )
@@ -221,9 +226,19 @@ class RecipeContext:
         llm_heartbeat_timeout: timedelta,
         llm_retry: RetryPolicy,
         opaque_ids: bool = False,
+        *,
+        model_deadline: timedelta,
+        source_deadline: timedelta,
+        run_deadline: timedelta | None = None,
     ) -> None:
         self.recipe = recipe
         self.opaque_ids = opaque_ids
+        # How long a model call, an embedding search or a tool call may retry (the run's
+        # own deadline when it was started with one); a source search or read retries
+        # for `source_deadline` at most (see `Recipe`).
+        self.run_deadline = run_deadline
+        self.model_deadline = run_deadline or model_deadline
+        self.source_deadline = min(source_deadline, self.model_deadline)
         self.ledger = Ledger()
         self.status = "starting"
         self.usage = Usage()
@@ -241,6 +256,13 @@ class RecipeContext:
         `OPAQUE_IDS_MEMO`) its opaque form, so no text of the run is stored in plain."""
         return opaque_id(readable) if self.opaque_ids else readable
 
+    def child_memo(self) -> dict[str, Any] | None:
+        """The memo a child workflow gets: this run's opaque ids and its own model deadline."""
+        memo: dict[str, Any] = {OPAQUE_IDS_MEMO: True} if self.opaque_ids else {}
+        if self.run_deadline is not None:
+            memo[MODEL_DEADLINE_MEMO] = self.run_deadline.total_seconds()
+        return memo or None
+
     def refs(self, *items: BaseModel | Sequence[BaseModel]) -> list[ContextRef]:
         """Context references (`ctx.llm.text(..., context=ctx.refs(...))`) to artifacts
         of this run, named by the objects a hook was given (a step's history, a draft).
@@ -251,13 +273,13 @@ class RecipeContext:
         becomes one constant-size `ArtifactSpan`, so a prompt's input does not grow
         with the run. An object that is not in the ledger is a `LookupError`.
         """
-        by_object = {id(a.data): a.id for a in self.ledger.all()}
         ids: list[str] = []
         for item in items:
             for one in [item] if isinstance(item, BaseModel) else item:
-                if id(one) not in by_object:
+                artifact_id = self.ledger.id_of(one)
+                if artifact_id is None:
                     raise LookupError(f"{type(one).__name__} is not an artifact of this run")
-                ids.append(by_object[id(one)])
+                ids.append(artifact_id)
         if len(ids) > 1:
             prefix = ids[0].rsplit(":", 1)[0] + ":"
             span = ArtifactSpan(prefix=prefix, count=len(ids))
@@ -437,6 +459,18 @@ class RecipeContext:
             self.set_status(verdict)
 
 
+def run_deadline() -> timedelta | None:
+    """The model deadline the run was started with (`MODEL_DEADLINE_MEMO`), if any.
+
+    Anything but a number of seconds from 1 to 100 years is ignored (the recipe's
+    default holds): a memo set by another client must not fail the workflow task forever."""
+    seconds = workflow.memo_value(MODEL_DEADLINE_MEMO, None)
+    number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    if number and 1 <= seconds <= LONGEST_DEADLINE.total_seconds():
+        return timedelta(seconds=seconds)
+    return None
+
+
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
@@ -459,12 +493,28 @@ class Recipe(Generic[In, Out]):
     # The activity heartbeats while it waits for the model: a worker that dies
     # mid-call is noticed after this long, and the call moves to another worker.
     llm_heartbeat_timeout: ClassVar[timedelta] = timedelta(seconds=10)
+    # A model call that fails for a transient reason (unreachable, 429, 5xx, timeout) is
+    # tried again with capped backoff, or after the endpoint's `retry-after`, with no limit
+    # on attempts, until `model_deadline` after it was first scheduled; only then does the
+    # run fail (and `starter.py resume ID` continues it). A day, because an outage, a
+    # rate-limit storm or a night nobody watches must not end a run whose earlier calls
+    # cost money, while a waiting retry costs one request per 30 s at most and `status`
+    # shows each one. `--model-deadline` sets it per run. A request error (400, 401, ...)
+    # fails at once, whatever the deadline.
     llm_retry: ClassVar[RetryPolicy] = RetryPolicy(
         initial_interval=timedelta(seconds=1),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=30),
-        maximum_attempts=6,
+        maximum_attempts=0,
     )
+    model_deadline: ClassVar[timedelta] = timedelta(hours=24)
+    # A source search or document read that keeps failing is recorded as a failure and
+    # the run goes on without it, so it gives up sooner: minutes outlast a rate-limit
+    # storm or a restarting search service, and one dead page never holds a run for
+    # long. Never longer than the model deadline. A search that embeds (an `embedding`
+    # source, files with an `embedding_model`) talks to a model endpoint: the model
+    # deadline applies.
+    source_deadline: ClassVar[timedelta] = timedelta(minutes=5)
 
     def __init__(self) -> None:
         self._ctx = RecipeContext(
@@ -473,6 +523,9 @@ class Recipe(Generic[In, Out]):
             self.llm_heartbeat_timeout,
             self.llm_retry,
             opaque_ids=bool(workflow.memo_value(OPAQUE_IDS_MEMO, False, type_hint=bool)),
+            model_deadline=self.model_deadline,
+            source_deadline=self.source_deadline,
+            run_deadline=run_deadline(),
         )
 
     async def execute(self, input: In) -> Out:
@@ -489,7 +542,7 @@ class Recipe(Generic[In, Out]):
 
     @property
     def ledger(self) -> Ledger:
-        """The run's artifacts: what a ready workflow's result carries."""
+        """The run's artifacts (what the `artifacts` query returns)."""
         return self._ctx.ledger
 
     @property

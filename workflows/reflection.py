@@ -64,7 +64,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durafact.ids import draft_id, final_id, review_id, text_key, topic_id
-from durafact.ledger import Ledger
+from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
 from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
 
@@ -77,15 +77,23 @@ Ending = Literal["accepted", "round_limit"]
 
 def checked_score(score: Any) -> tuple[float, float | None]:
     """The score clamped into [0, 1], and the raw score when it had to be clamped."""
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+    try:  # an int too large for a float is an OverflowError, not a number we can clamp
+        value = float(score) if isinstance(score, int | float) else math.nan
+    except OverflowError:
+        value = math.nan
+    if isinstance(score, bool) or not math.isfinite(value):
         raise ApplicationError(
-            f"the critique's score {score!r} is not a finite number",
+            f"the critique's score {_short(score)} is not a finite number",
             type="InvalidScore",
             non_retryable=True,
         )
-    value = float(score)
     clamped = min(max(value, 0.0), 1.0)
     return clamped, (value if clamped != value else None)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**limit else "a huge int"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Review(BaseModel):
@@ -250,8 +258,10 @@ class FinalText(BaseModel):
 
 
 class ReflectionResult(BaseModel):
-    """How the loop ended, the scores, the final text and the ledger; the draft is read
-    from the ledger, so the result (stored in history) holds its text once."""
+    """How the loop ended, the scores and the final text, with references to the draft
+    and the reviews: their texts are stored in history once, as the results of the model
+    calls that wrote them. Read them from the run's ledger (the `artifacts` query, or
+    `python starter.py artifacts ID`): `ledger.resolve(result.draft, Draft)`."""
 
     topic: str
     ending: Ending
@@ -259,15 +269,8 @@ class ReflectionResult(BaseModel):
     rounds: int
     final: FinalText
     usage: Usage
-    ledger: Ledger
-
-    @property
-    def draft(self) -> Draft:
-        """The draft's last version: the text that was critiqued last."""
-        found = self.ledger.find(Draft)
-        if found is None:
-            raise LookupError("the ledger holds no draft")
-        return found.data
+    draft: ArtifactRef = Field(description="`draft:{topic}`; its version is the last round.")
+    reviews: list[ArtifactRef] = Field(description="`review:draft:{topic}:{r}`, one per round.")
 
 
 WRITER = (
@@ -305,7 +308,8 @@ class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
             rounds=outcome.rounds,
             final=outcome.final,
             usage=self.usage,
-            ledger=self.ledger,
+            draft=self.ledger.ref(draft_id(request.topic)),
+            reviews=self.ledger.refs(Review),
         )
 
     async def draft(self, ctx: RecipeContext, topic: ReflectionInput) -> Draft:

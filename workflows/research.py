@@ -49,7 +49,8 @@ Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
    each claim and `answers` -> `turn:{turn}`.
 
 So a provenance walk goes Answer -> Claim -> Evidence | Calculation -> Doc ->
-SourceRef -> SourceSpec (`ResearchResult.provenance()`).
+SourceRef -> SourceSpec (`ResearchResult.provenance(ledger)`, the ledger from the
+`artifacts` query).
 
 Endings. A stage that leaves nothing (no ref found, none chosen, none read, no
 quote grounded, no claim backed) ends the run with `insufficient:{turn}` (its
@@ -99,7 +100,7 @@ from durafact.ids import (
     text_key,
     turn_id,
 )
-from durafact.ledger import Artifact, Ledger, ProvenanceNode
+from durafact.ledger import Artifact, ArtifactRef, Ledger, ProvenanceNode
 from durafact.llm import ContextRef, Usage
 from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
@@ -289,7 +290,11 @@ class Insufficient(BaseModel):
 
 
 class ResearchResult(BaseModel):
-    """The ending, the answer text (None when insufficient), usage and the ledger."""
+    """The ending and the answer text (None when insufficient), with references to the
+    claims, evidence and calculations behind it: their texts are stored in history once,
+    from the calls that made them. Read them, and the provenance down to the sources,
+    from the run's ledger (the `artifacts` query, or `python starter.py artifacts ID`):
+    `result.provenance(ledger)`."""
 
     question: str
     turn: str
@@ -297,29 +302,19 @@ class ResearchResult(BaseModel):
     answer: str | None = None
     reason: str | None = None
     usage: Usage
-    ledger: Ledger
+    claims: list[ArtifactRef] = Field(default_factory=list)
+    evidence: list[ArtifactRef] = Field(default_factory=list)
+    calculations: list[ArtifactRef] = Field(default_factory=list)
 
     @property
     def answer_id(self) -> str:
         return research_answer_id(self.turn)
 
-    def provenance(self) -> ProvenanceNode | None:
+    def provenance(self, ledger: Ledger) -> ProvenanceNode | None:
         """Answer -> claims -> evidence and calculations -> docs -> refs -> sources."""
-        if self.answer_id not in self.ledger:
+        if self.answer_id not in ledger:
             return None
-        return self.ledger.provenance(self.answer_id)
-
-    @property
-    def claims(self) -> list[Artifact[Claim]]:
-        return self.ledger.find_all(Claim)
-
-    @property
-    def evidence(self) -> list[Artifact[Evidence]]:
-        return self.ledger.find_all(Evidence)
-
-    @property
-    def calculations(self) -> list[Artifact[Calculation]]:
-        return self.ledger.find_all(Calculation)
+        return ledger.provenance(self.answer_id)
 
 
 class EvaluateTurn(StatusMachine[ResearchTurn]):
@@ -397,7 +392,9 @@ class Research(Recipe[In, Out]):
                 answer=ending.text if isinstance(ending, ResearchAnswer) else None,
                 reason=ending.reason if isinstance(ending, Insufficient) else None,
                 usage=ctx.usage,
-                ledger=ctx.ledger,
+                claims=ctx.ledger.refs(Claim),
+                evidence=ctx.ledger.refs(Evidence),
+                calculations=ctx.ledger.refs(Calculation),
             ),
         )
 

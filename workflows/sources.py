@@ -12,7 +12,7 @@ depends on which search finished first), cut to `limit` and stored as
 `ref:{stable_id}:{owner}`, each linked `found_by` -> `source:{source_id}`, the
 source's spec. `Ledger.create` is idempotent, so a search that Temporal retries,
 or the same search run again by the same owner, never makes a second ref. A source
-whose search fails for good (a non-retryable error, or its retries used up) is
+whose search fails for good (a non-retryable error, or its deadline passed) is
 announced as a warning and kept as a `SourceFailure` artifact
 (`failure:search:{source_id}:{owner}`); the other sources' refs still count.
 
@@ -22,8 +22,8 @@ called: one `resolve_ref` activity (`resolve:{ref id}`, summary `resolve doc:
 result, and then in the ledger as `resolved:{ref id}` linked `materialized_from`
 (or the given `relation`) -> the ref. Model calls name it by id in `context=[...]`,
 so the text never travels in an activity input again. A ref whose source is not
-configured, or whose resolve fails (refused location, missing document, retries
-used up), gives None and a `SourceFailure` (`failure:resolve:{ref id}`), never an
+configured, or whose resolve fails (refused location, missing document, deadline
+passed), gives None and a `SourceFailure` (`failure:resolve:{ref id}`), never an
 exception: failure is state.
 """
 
@@ -70,13 +70,21 @@ SEARCH_TIMEOUT = timedelta(seconds=60)
 RESOLVE_TIMEOUT = timedelta(seconds=60)
 # The activities heartbeat while a source works: a dead worker is noticed this soon.
 SOURCE_HEARTBEAT = timedelta(seconds=10)
-# A transient failure (timeout, 5xx, 429) is tried again; a refusal never is.
+# A transient failure (timeout, 5xx, 429) is tried again, after `retry-after` when the
+# server gave one, until the deadline (`source_deadline`); a refusal never is.
 SOURCE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
-    maximum_attempts=4,
+    maximum_attempts=0,
 )
+
+
+def source_deadline(ctx: RecipeContext, spec: SourceSpec, stage: str) -> timedelta:
+    """How long a search or resolve of `spec` may retry: the run's model deadline for a
+    search that embeds (it talks to a model endpoint), else the shorter source deadline."""
+    embeds = spec.kind == "embedding" or spec.embedding_model is not None
+    return ctx.model_deadline if stage == "search" and embeds else ctx.source_deadline
 
 
 # --- Fan-out ---------------------------------------------------------------------------
@@ -137,6 +145,7 @@ async def fan_out_sources(
                 activity_id=ctx.temporal_id(f"search:{spec.source_id}:{owner_id}"),
                 summary=f"search source: {spec.source_id}",
                 start_to_close_timeout=timeout,
+                schedule_to_close_timeout=source_deadline(ctx, spec, "search"),
                 heartbeat_timeout=SOURCE_HEARTBEAT,
                 retry_policy=retry_policy,
             )
@@ -243,6 +252,7 @@ async def materialize_doc(
             activity_id=ctx.temporal_id(f"resolve:{ref.id}"),
             summary=f"resolve doc: {ref.data.uid}",
             start_to_close_timeout=timeout,
+            schedule_to_close_timeout=source_deadline(ctx, spec, "resolve"),
             heartbeat_timeout=SOURCE_HEARTBEAT,
             retry_policy=retry_policy,
         )

@@ -12,7 +12,8 @@ The ready, LLM-driven use of the two stages `Router` (workflows/router.py) and
               reject -> the rejected reply; reject with `changes` -> the facts are
               corrected, the stages from the earliest one they affect run again, and
               the gate asks again in the same thread
-    reply     the reply, and the result: route, reply, usage and the ledger
+    reply     the reply, and the result: route, reply, usage and references to the
+              facts, task, report and questions (their texts are in the ledger)
 
 Each fact feeds the first stage that uses it (`FIELD_STAGES`: scope -> route,
 budget and deadline -> report), so `durafact.stages.earliest_stage` decides where
@@ -46,7 +47,7 @@ from temporalio import workflow
 
 from durafact.approval import ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
 from durafact.ids import facts_id, report_id, request_id, task_id, text_key
-from durafact.ledger import Ledger
+from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
 from workflows.approval_gate import ApprovalGate
@@ -132,36 +133,25 @@ class Reply(BaseModel):
 
 
 class SupervisorResult(BaseModel):
-    """The route, the reply and the ledger; facts, report and every approval question are
-    read from the ledger, so the result (stored in history) holds each text once."""
+    """The route and the reply, with references to the facts, the task, the report and
+    every approval question: their texts are stored in history once, from the calls and
+    answers that made them, and their versions count corrections and rebuilds. Read them
+    from the run's ledger (the `artifacts` query, or `python starter.py artifacts ID`):
+    `ledger.resolve(result.report, Report)`."""
 
     request: str
     route: str
     route_source: RouteSource
     reply: Reply
     usage: Usage
-    ledger: Ledger
+    facts: ArtifactRef = Field(description="`facts:{r}`; its version counts the corrections.")
+    task: ArtifactRef = Field(description="`task:{r}`: the route and how it was chosen.")
+    report: ArtifactRef = Field(description="`report:{r}`; its version counts the builds.")
+    approvals: list[ArtifactRef] = Field(description="`approval:{r}:{n}`, in the order asked.")
 
     @property
     def approved(self) -> bool:
         return self.reply.approved
-
-    @property
-    def approvals(self) -> list[ApprovalQuestion]:
-        """Every question of the request's thread, in the order asked."""
-        return sorted((a.data for a in self.ledger.find_all(ApprovalQuestion)), key=lambda q: q.n)
-
-    @property
-    def facts(self) -> Facts:
-        return self.ledger.get(facts_id(self.request)).typed(Facts).data
-
-    @property
-    def task(self) -> Task:
-        return self.ledger.get(task_id(self.request)).typed(Task).data
-
-    @property
-    def report(self) -> Report:
-        return self.ledger.get(report_id(self.request)).typed(Report).data
 
 
 FACT_FINDER = (
@@ -247,7 +237,10 @@ class SupervisorWorkflow(Recipe[SupervisorRequest, SupervisorResult]):
             route_source=task.source,
             reply=gated.final,
             usage=ctx.usage,
-            ledger=ledger,
+            facts=ledger.ref(facts_id(text)),
+            task=ledger.ref(task_id(text)),
+            report=ledger.ref(report_id(text)),
+            approvals=ledger.refs(ApprovalQuestion),
         )
 
     async def build(

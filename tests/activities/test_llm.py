@@ -6,6 +6,7 @@ calls and ids; named tools reach it as function schemas; its tool calls come bac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -33,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Worker
 
     from activities import ModelActivities, classify_error, retry_after
-    from activities.llm import parse_arguments
+    from activities.llm import EMPTY_ANSWER_ATTEMPTS, parse_arguments
     from cli.settings import Settings
     from cli.worker import WORKFLOW_RUNNER, build_worker
     from durafact.llm import (
@@ -220,6 +221,29 @@ async def test_the_activity_never_imports_a_module_named_in_its_input(
     assert raised.value.type == "UnknownOutputType"
     assert not (tmp_path / "imported").exists()
     assert model.calls == []
+
+
+async def test_an_empty_answer_is_asked_again_a_few_times_not_until_the_deadline(
+    model: ScriptedModel,
+) -> None:
+    model.reply(lambda call: "")
+    llm = openai.AsyncOpenAI(base_url=model.url, api_key="test", max_retries=0)
+    models = ModelActivities(llm, None, "scripted")  # type: ignore[arg-type]
+    request = LLMRequest(messages=[ChatMessage(role="user", content="hi")])
+    errors = []
+    try:
+        for attempt in (1, EMPTY_ANSWER_ATTEMPTS - 1, EMPTY_ANSWER_ATTEMPTS):
+            environment = ActivityEnvironment()
+            environment.info = dataclasses.replace(environment.info, attempt=attempt)
+            with pytest.raises(ApplicationError) as raised:
+                await environment.run(models.request_model, request)
+            errors.append(raised.value)
+    finally:
+        await llm.close()
+    assert {error.type for error in errors} == {"EmptyModelOutput"}
+    # Retried like an outage at first, but the last attempt fails the call for good.
+    assert [error.non_retryable for error in errors] == [False, False, True]
+    assert errors[-1].message == f"model returned an empty answer (attempt {EMPTY_ANSWER_ATTEMPTS})"
 
 
 def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:

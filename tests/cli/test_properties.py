@@ -26,7 +26,7 @@ from cli.commands import corrections
 from cli.launch import read_input
 from cli.output import Failed, decide_hint, one_line, quoted
 from cli.recipe_commands import checked, duration, names
-from workflows.plan_execute import Goal
+from workflows.plan_execute import MAX_STEPS, Goal
 from workflows.react import ReActInput
 from workflows.reflection import ReflectionInput
 from workflows.supervisor import SupervisorRequest
@@ -198,7 +198,7 @@ def test_an_input_file_that_is_missing_a_directory_or_not_utf8_is_one_line(
 def test_plan_arguments_are_a_goal_or_one_line_with_code_2(goal: str, max_steps: int) -> None:
     value = value_or_failed(lambda: checked(Goal, {"text": goal, "max_steps": max_steps}))
     if value is not None:
-        assert value.text == goal.strip() and 1 <= value.max_steps <= 12
+        assert value.text == goal.strip() and 1 <= value.max_steps <= MAX_STEPS
 
 
 @FAST

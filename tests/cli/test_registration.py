@@ -332,7 +332,7 @@ async def test_a_recipe_registered_by_an_installed_entry_point_needs_no_option(
         ),
         (["--input", '{"text": '], "starter: --input is not JSON: Expecting value (line 1, "),
         (["--input", "@nowhere.json"], "starter: --input: cannot read nowhere.json: No such"),
-        (["--input", "@huge.json"], "starter: --input: huge.json is over 1,000,000 bytes"),
+        (["--input", "@huge.json"], "starter: --input: huge.json is over 10,000,000 bytes"),
         ([], "starter: TripPlanner needs --input: Trip as JSON"),
     ],
 )
@@ -345,8 +345,8 @@ async def test_bad_input_is_one_line_and_starts_nothing(
     reason: str,
 ) -> None:
     env = user_env | {"PYTHONPATH": str(src)}
-    # A goal of 2 MB: over the input cap (Temporal would refuse the start anyway).
-    (tmp_path / "huge.json").write_text(json.dumps({"text": "x" * 2_000_000, "days": 2}))
+    # A goal of 10.5 MB: over the starter's input cap.
+    (tmp_path / "huge.json").write_text(json.dumps({"text": "x" * 10_500_000, "days": 2}))
     run = await starter("start", "TripPlanner", *args, "--recipes", "trips.recipes", env=env,
                         cwd=tmp_path)  # fmt: skip
     assert run.code == 2

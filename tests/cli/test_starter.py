@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import tool
 from cli.output import ANSWER_HINT
@@ -32,8 +31,17 @@ from cli.settings import Settings
 from cli.starter import parser
 from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
+from durafact.ledger import Ledger
 from durafact.sources import SourceSpec
-from tests.helpers import ROOT, clean_env, free_port, question_waiting, spawn, starter
+from tests.helpers import (
+    ROOT,
+    clean_env,
+    free_port,
+    question_waiting,
+    read_until,
+    spawn,
+    starter,
+)
 from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel, ToolCalls
@@ -52,15 +60,6 @@ from workflows.research import ResearchResult
 REPO = ROOT
 GOAL = "Plan a weekend in Kraków"
 ANSWER = "done: Write the final answer."
-
-
-async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:
-    lines: list[str] = []
-    while not lines or text not in lines[-1]:
-        line = await asyncio.wait_for(stream.readline(), timeout)
-        assert line, f"output ended before {text!r}: {lines}"
-        lines.append(line.decode().rstrip("\n"))
-    return lines
 
 
 def port_open(port: int) -> bool:
@@ -86,16 +85,6 @@ async def executions(client: Client, query: str) -> list[str]:
     return [w.run_id async for w in client.list_workflows(query)]
 
 
-@pytest.fixture
-def starter_env(env: WorkflowEnvironment, worker: Settings, model: ScriptedModel) -> dict[str, str]:
-    """The starter on the session server, on the task queue the in-process worker serves."""
-    return clean_env(
-        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
-        DURAFACT_TASK_QUEUE=worker.task_queue,
-        OPENAI_BASE_URL=model.url,
-    )
-
-
 def is_plan_call(call: Call) -> bool:
     return call.schema_name == "Plan"
 
@@ -116,11 +105,7 @@ async def test_plan_json_prints_one_object_with_the_completed_result(
     assert doc["workflow_id"].startswith("plan-")
     assert doc["result"]["answer"]["text"] == ANSWER
     result = PlanExecuteResult.model_validate(doc["result"])
-    assert [s.description for s in result.steps] == [
-        "Gather facts",
-        "Compare options",
-        "Decide",
-    ]
+    assert [ref.id for ref in result.steps] == [f"step:{GOAL}:{i}" for i in range(3)]
     assert f"/workflows/{doc['workflow_id']}/{doc['run_id']}/" in doc["ui_url"]
     # Legible in the Web UI from the start: summary and recipe search attribute.
     description = await client.get_workflow_handle(doc["workflow_id"]).describe()
@@ -188,6 +173,8 @@ async def test_progress_lines_appear_live_while_the_workflow_runs(
     ]
     assert lines[lines.index("answer:") + 1] == f"  {ANSWER}"
     assert "  1. Gather facts" in lines
+    workflow_id = lines[0].split()[2]
+    assert lines[-2] == f"artifacts: python starter.py artifacts {workflow_id}"
     assert lines[-1].startswith("Web UI: http://localhost:8233/namespaces/default/workflows/plan-")
 
 
@@ -286,7 +273,7 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
         "(commands: start, plan, reflect, answer, route, research, react, chat, pending, approve, "
-        "decide, status, result, up, down)"
+        "decide, status, result, resume, artifacts, up, down)"
     ]
 
 
@@ -763,9 +750,14 @@ async def test_research_reads_the_given_files_and_fetches_only_a_chosen_url(
         web.stop()
 
     assert run.code == 0, run.err
-    result = ResearchResult.model_validate(json.loads(run.out)["result"])
+    document = json.loads(run.out)
+    result = ResearchResult.model_validate(document["result"])
     assert result.status == "answered" and result.answer == "Returning late costs one extra day."
-    specs = {s.data.source_id: s for s in result.ledger.find_all(SourceSpec)}
+    shown = await starter(
+        "artifacts", document["workflow_id"], "--json", env=starter_env, cwd=tmp_path
+    )
+    ledger = Ledger.model_validate(json.loads(shown.out)["ledger"])
+    specs = {s.data.source_id: s for s in ledger.find_all(SourceSpec)}
     assert specs["docs"].data.root == str(tmp_path / "docs")
     assert specs["prices"].data.key == "code"  # the first column, when --csv-key is not given
     assert specs["web"].data.allow_private is True
@@ -1034,6 +1026,10 @@ def nested(levels: int) -> str:
         (
             ["research", "x", "--allow-network", "10.0.0.0/8"],
             "starter: --allow-network applies to --url and --search-endpoint",
+        ),
+        (
+            ["plan", "x", "--max-steps", "101"],
+            "starter: --max-steps: Input should be less than or equal to 100",
         ),
     ],
 )

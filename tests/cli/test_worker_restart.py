@@ -34,7 +34,7 @@ async def test_killed_worker_is_replaced_without_repeating_finished_calls(
         client, settings, model, start=start, during=lambda c: c.activity_id == second_step
     )
 
-    assert [r.index for r in result.results] == [0, 1, 2]
+    assert [r.id for r in result.results] == [f"result:step:{GOAL}:{i}" for i in range(3)]
     calls = Counter(call.activity_id for call in model.calls)
     assert calls == {
         f"llm:plan:{GOAL}": 1,

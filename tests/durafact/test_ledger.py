@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from durafact import Ledger, find, find_all, text_key
-from durafact.ledger import LedgerError
+from durafact.ledger import ArtifactRef, LedgerError
 from durafact.llm import ArtifactSpan
 
 
@@ -134,3 +134,26 @@ def test_a_span_names_the_first_artifacts_with_a_prefix_in_creation_order() -> N
     assert [a.id for a in ledger.select("result:step:other:0")] == ["result:step:other:0"]
     with pytest.raises(LedgerError, match="names 5 artifacts; the ledger has 4"):
         ledger.select(ArtifactSpan(prefix="result:step:g:", count=5))
+
+
+def test_a_ref_names_one_version_and_resolves_only_to_it() -> None:
+    ledger = Ledger()
+    ledger.create("claim:1", Claim(text="x"))
+    ledger.create("doc:1", Doc(text="a"))
+    ledger.create("claim:2", Claim(text="y"))
+    ref = ledger.ref("claim:1")
+    assert ref == ArtifactRef(id="claim:1", type="Claim", version=1)
+    assert ledger.refs(Claim) == [ref, ArtifactRef(id="claim:2", type="Claim", version=1)]
+    assert ledger.refs(Missing) == []
+
+    # A round trip (a query, a workflow result) keeps the ref and the data apart.
+    copy = Ledger.model_validate_json(ledger.model_dump_json())
+    assert copy.resolve(ArtifactRef.model_validate_json(ref.model_dump_json()), Claim) == Claim(
+        text="x"
+    )
+    ledger.update("claim:1", text="z")
+    assert ledger.resolve(ledger.ref("claim:1"), Claim).text == "z"
+    with pytest.raises(LedgerError, match="'claim:1' is at version 2; the reference names 1"):
+        ledger.resolve(ref, Claim)
+    with pytest.raises(LedgerError, match="no artifact 'claim:9'"):
+        ledger.resolve(ArtifactRef(id="claim:9", type="Claim"), Claim)

@@ -28,6 +28,7 @@ from durafact.answer_flow import (
     RecoveryResult,
 )
 from durafact.grounding import NOT_IN_SOURCE, QUOTE_TOO_SHORT, grounding_issues
+from durafact.ledger import ArtifactRef, Ledger
 from workflows.answer_flow import (
     NOT_ENOUGH_INFORMATION,
     REVIEW_FAILED,
@@ -35,6 +36,8 @@ from workflows.answer_flow import (
     AnswerFlow,
     AnswerFlowResult,
     AnswerFlowWorkflow,
+    ItemAnswer,
+    ItemVerdict,
     Question,
     check_answer_batch,
     load_answer_batch,
@@ -45,7 +48,7 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, RecipeContext
 with workflow.unsafe.imports_passed_through():
     from cli.settings import Settings
     from cli.worker import build_worker
-    from tests.helpers import result_despite_worker_crash, scheduled_activities
+    from tests.helpers import ledger_of, result_despite_worker_crash, scheduled_activities
     from tests.scripted_answers import answerer, context_of, questions
     from tests.scripted_model import Call, ScriptedModel
 
@@ -267,12 +270,20 @@ async def start(
     )
 
 
-async def answer(client: Client, settings: Settings, items: list[Question], **kw):
-    return await (await start(client, settings, items, **kw)).result()
+async def answer(
+    client: Client, settings: Settings, items: list[Question], **kw
+) -> tuple[AnswerFlowResult, Ledger]:
+    handle = await start(client, settings, items, **kw)
+    return await handle.result(), await ledger_of(handle)
 
 
-def by_id(result: AnswerFlowResult) -> dict:
+def by_id(result: AnswerFlowResult) -> dict[str, ItemVerdict]:
     return {r.item_id: r for r in result.results}
+
+
+def outcomes(result: AnswerFlowResult, ledger: Ledger) -> dict[str, AnswerResult]:
+    """Each item's `outcome:{id}` artifact, with every check it got."""
+    return {r.item_id: ledger.resolve(r.outcome, AnswerResult) for r in result.results}
 
 
 def codes(issues) -> list[str]:
@@ -359,6 +370,7 @@ async def test_a_repair_round_regenerates_only_the_failing_item(
     model.reply(answerer(ungrounded={"q2": 1}))
     handle = await start(client, worker, questions("q1", "q2", "q3"))
     result = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert result.counts == {"accepted": 3, "fallback": 0, "blocked": 0}
     assert [(r.item_id, r.status, r.rounds) for r in result.results] == [
@@ -382,7 +394,6 @@ async def test_a_repair_round_regenerates_only_the_failing_item(
     assert not re.search(r"\bq[13]\b", repair.text)
     assert set(context_of(review_again, "answer")) == {"q2:1"}
 
-    ledger = result.ledger
     assert {"answer:q2:0", "answer:q2:1", "answer:q1:0"} <= set(ledger.artifacts)
     assert "answer:q1:1" not in ledger and "review:answer:q2:0" not in ledger
     assert [link.target for link in ledger.links_from("answer:q2:1", "revises")] == ["answer:q2:0"]
@@ -396,9 +407,12 @@ async def test_a_repair_round_regenerates_only_the_failing_item(
         "answer:q2:0",  # revised by answer:q2:1
         "question:q2",
     ]
-    assert by_id(result)["q2"].value == result.answers["q2"].model_dump()
-    assert result.answers["q2"].quote == "Kraków was the capital of Poland"
-    assert codes(by_id(result)["q2"].checks[0].issues) == [NOT_IN_SOURCE]
+    q2 = by_id(result)["q2"]
+    assert q2.accepted == ArtifactRef(id="answer:q2:1", type="ItemAnswer", version=1)
+    accepted = ledger.resolve(q2.accepted, ItemAnswer)
+    assert q2.answer == accepted.answer
+    assert accepted.quote == "Kraków was the capital of Poland"
+    assert codes(outcomes(result, ledger)["q2"].checks[0].issues) == [NOT_IN_SOURCE]
 
     assert await summaries(client, handle) == [
         ("llm:generate:0", "request model: answer 3 questions"),
@@ -415,19 +429,19 @@ async def test_every_item_ends_accepted_fallback_or_blocked(
     # q5 have no source (left out, and blank).
     model.reply(answerer(ungrounded={"q2": 9}, review_fails={"q3": 9}))
     items = questions("q1", "q2", "q3", q4=None, q5="   ")
-    result = await answer(client, worker, items, max_repairs=1)
+    result, ledger = await answer(client, worker, items, max_repairs=1)
 
     assert result.counts == {"accepted": 1, "fallback": 2, "blocked": 2}
     results = by_id(result)
     assert results["q1"].status == "accepted"
-    assert results["q1"].value["answer"].startswith("from q1")  # the accepted ItemAnswer
+    assert results["q1"].answer.startswith("from q1")  # the accepted ItemAnswer's
     assert (results["q2"].status, codes(results["q2"].issues)) == ("blocked", [NOT_IN_SOURCE])
     assert (results["q3"].status, codes(results["q3"].issues)) == ("blocked", [REVIEW_FAILED])
     assert results["q3"].issues[0].message == "round 1 verdict on q3"
-    assert results["q2"].value is None and results["q2"].rounds == 2
+    assert results["q2"].answer is None and results["q2"].rounds == 2
     for unavailable in ("q4", "q5"):
         assert results[unavailable].status == "fallback"
-        assert results[unavailable].value == NOT_ENOUGH_INFORMATION
+        assert results[unavailable].answer == NOT_ENOUGH_INFORMATION
         assert codes(results[unavailable].issues) == [SOURCE_UNAVAILABLE]
         assert results[unavailable].rounds == 0
     # Unavailable questions never reach the model; the repair round has q2 and q3 only.
@@ -438,14 +452,13 @@ async def test_every_item_ends_accepted_fallback_or_blocked(
     assert set(context_of(repair, "review")) == {"answer:q3:0"}
     assert "round 0 verdict on q3" not in repair.last_user  # referenced, not repeated
 
-    ledger = result.ledger
     assert [link.target for link in ledger.links_from("outcome:q1", "based_on")] == ["answer:q1:0"]
     assert [link.target for link in ledger.links_from("outcome:q2", "last_attempt")] == [
         "answer:q2:1"
     ]
     assert ledger.links_from("outcome:q4", "based_on") == []
     assert [link.target for link in ledger.links_from("outcome:q4", "answers")] == ["question:q4"]
-    assert set(result.answers) == {"q1"}
+    assert {r.item_id: r.accepted.id for r in result.results if r.accepted} == {"q1": "answer:q1:0"}
 
 
 async def test_missing_duplicate_and_unknown_answers(
@@ -463,12 +476,13 @@ async def test_missing_duplicate_and_unknown_answers(
     model.reply(reply)
     handle = await start(client, worker, questions("q1", "q2"), review_policy="off")
     result = await handle.result()
+    ledger = await ledger_of(handle)
 
-    results = by_id(result)
+    results = outcomes(result, ledger)
     assert codes(results["q1"].checks[0].issues) == [NOT_IN_SOURCE]  # the first answer counts
     assert codes(results["q2"].checks[0].issues) == ["MISSING_VALUE"]
     assert result.counts["accepted"] == 2
-    assert "answer:q2:0" not in result.ledger
+    assert "answer:q2:0" not in ledger
     repair = model.calls_for("llm:repair:1")[0]
     assert set(context_of(repair, "answer")) == {"q1:0"}  # q2 had no answer to show
     assert "- q2: MISSING_VALUE: generate returned no value for 'q2'" in repair.last_user
@@ -481,12 +495,12 @@ async def test_a_review_that_leaves_an_item_out(
     client: Client, worker: Settings, model: ScriptedModel, policy: str, status: str
 ) -> None:
     model.reply(answerer(unreviewed={"q2"}))
-    result = await answer(client, worker, questions("q1", "q2"), review_policy=policy)
+    result, ledger = await answer(client, worker, questions("q1", "q2"), review_policy=policy)
 
     results = by_id(result)
     assert results["q1"].status == "accepted"
     assert (results["q2"].status, codes(results["q2"].issues)) == (status, [REVIEW_UNRESOLVED])
-    assert "review:answer:q1:0" in result.ledger and "review:answer:q2:0" not in result.ledger
+    assert "review:answer:q1:0" in ledger and "review:answer:q2:0" not in ledger
     assert [c.activity_id for c in model.calls] == ["llm:generate:0", "llm:review:0"]
 
 
@@ -495,7 +509,7 @@ async def test_a_failed_review_call_blocks_under_required(
 ) -> None:
     model.reply(answerer())
     model.fail(403, when=lambda call: call.schema_name == "Verdicts")
-    result = await answer(client, worker, questions("q1"), review_policy="required")
+    result, _ = await answer(client, worker, questions("q1"), review_policy="required")
     assert (result.results[0].status, codes(result.results[0].issues)) == (
         "blocked",
         [REVIEW_UNRESOLVED],
@@ -507,7 +521,7 @@ async def test_review_off_makes_no_review_call(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
     model.reply(answerer(ungrounded={"q1": 1}))
-    result = await answer(client, worker, questions("q1", "q2"), review_policy="off")
+    result, _ = await answer(client, worker, questions("q1", "q2"), review_policy="off")
     assert result.counts["accepted"] == 2
     assert [c.activity_id for c in model.calls] == ["llm:generate:0", "llm:repair:1"]
 
@@ -518,7 +532,7 @@ async def test_a_token_budget_stops_after_round_zero(
 ) -> None:
     model.reply(answerer(ungrounded={"q2": 9}))
     items = questions("q1", "q2", q3=None)
-    result = await answer(client, worker, items, budget_tokens=1, review_policy=policy)
+    result, _ = await answer(client, worker, items, budget_tokens=1, review_policy=policy)
 
     assert [c.activity_id for c in model.calls] == ["llm:generate:0"]
     results = by_id(result)

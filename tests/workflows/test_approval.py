@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.exceptions import ApplicationError
+    from temporalio.service import RPCError
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Replayer
 
@@ -131,9 +132,20 @@ async def waiting(
     handle: WorkflowHandle[Any, Any], count: int = 1, limit: float = 30
 ) -> list[ApprovalQuestion]:
     """The pending questions, once there are `count` of them."""
+
+    async def questions() -> list[ApprovalQuestion] | None:
+        # A query the server gave up on (no workflow task answered it before the RPC's
+        # own deadline: a starved worker, fifty first tasks at once) means "not yet".
+        try:
+            return await handle.query(AskWorkflow.pending_questions)
+        except RPCError as exc:
+            if "Timeout expired" not in str(exc):
+                raise
+            return None
+
     return await eventually(
-        lambda: handle.query(AskWorkflow.pending_questions),
-        lambda questions: len(questions) == count,
+        questions,
+        lambda questions: questions is not None and len(questions) == count,
         f"{count} pending questions",
         limit,
     )

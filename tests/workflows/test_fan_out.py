@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,22 @@ async def test_a_retried_search_and_a_repeated_fan_out_make_no_duplicate_refs(
     assert sum(p.startswith("/a") or p in ("/b", "/c") for p in web.requests) == 0
 
 
+async def test_a_rate_limited_search_is_waited_out_past_the_four_attempts_it_once_had(
+    client: Client, probe_worker: Settings, web: LoopbackWeb
+) -> None:
+    web.fail("/search", 429, times=5, retry_after="1")
+    spec = SourceSpec.web(search_endpoint=web.search_endpoint, allow_private=True)
+    _, result = await run_probe(client, probe_worker, Probe(query="helmet", sources=[spec]))
+
+    assert web.requests["/search"] == 6
+    assert result.ledger.find_all(SourceFailure) == []
+    assert [a.data.uid for a in result.ledger.find_all(SourceRef)] == [
+        web.url("/a"),
+        web.url("/b"),
+        web.url("/c"),
+    ]
+
+
 async def test_a_source_that_fails_for_good_is_recorded_and_the_others_still_count(
     client: Client, probe_worker: Settings, library: Path
 ) -> None:
@@ -372,6 +389,13 @@ async def test_source_errors_become_application_errors_that_name_the_cause(
     with pytest.raises(ApplicationError) as transient:
         await env.run(activities.search_source, SearchRequest(spec=endpoint, query="helmet"))
     assert transient.value.type == "SourceUnavailable" and not transient.value.non_retryable
+    assert transient.value.next_retry_delay is None  # the policy's own backoff applies
+
+    web.fail("/search", 429, retry_after="7")
+    with pytest.raises(ApplicationError) as limited:
+        await env.run(activities.search_source, SearchRequest(spec=endpoint, query="helmet"))
+    assert limited.value.type == "SourceUnavailable" and not limited.value.non_retryable
+    assert limited.value.next_retry_delay == timedelta(seconds=7)  # what the server asked
 
     prices = SourceSpec.csv(str(library / "prices.csv"), key="item")
     row = await env.run(

@@ -6,12 +6,15 @@ import asyncio
 import uuid
 
 import pytest
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from cli.settings import Settings
-from tests.helpers import scheduled_activities
+from durafact.ledger import ArtifactRef, Ledger
+from tests.helpers import ledger_of, run_to_ledger, scheduled_activities, stored_times
 from tests.scripted_model import Call, ScriptedModel
-from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow
+from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
+from workflows.plan_execute import MAX_STEPS
 from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 
 GOAL = "Plan a weekend in Kraków"
@@ -24,12 +27,11 @@ def numbered_steps(call: Call) -> str | dict:
     return f"result of <{last}>"
 
 
-async def run_plan(client: Client, settings: Settings, goal: str = GOAL, **kw) -> PlanExecuteResult:
-    return await client.execute_workflow(
-        PlanExecuteWorkflow.run,
-        Goal(text=goal, **kw),
-        id=f"plan-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
+async def run_plan(
+    client: Client, settings: Settings, goal: str = GOAL, **kw
+) -> tuple[PlanExecuteResult, Ledger]:
+    return await run_to_ledger(
+        client, PlanExecuteWorkflow.run, Goal(text=goal, **kw), task_queue=settings.task_queue
     )
 
 
@@ -37,10 +39,12 @@ async def test_steps_run_in_order_and_each_sees_the_earlier_results(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
     model.reply(numbered_steps)
-    result = await run_plan(client, worker)
+    result, ledger = await run_plan(client, worker)
 
-    assert [s.description for s in result.steps] == ["Pick dates", "Book a hotel", "List sights"]
-    assert [r.index for r in result.results] == [0, 1, 2]
+    steps = [ledger.resolve(ref, PlanStep) for ref in result.steps]
+    results = [ledger.resolve(ref, StepResult) for ref in result.results]
+    assert [s.description for s in steps] == ["Pick dates", "Book a hotel", "List sights"]
+    assert [r.index for r in results] == [0, 1, 2]
     step_calls = model.calls_for("llm:step:")
     assert [c.activity_id for c in step_calls] == [
         f"llm:step:{GOAL}:0",
@@ -49,30 +53,82 @@ async def test_steps_run_in_order_and_each_sees_the_earlier_results(
     ]
     # Step i was shown the results of steps 0..i-1 and nothing later.
     for i, call in enumerate(step_calls):
-        for earlier in result.results[:i]:
+        for earlier in results[:i]:
             assert earlier.text in call.text
-        for later in result.results[i:]:
+        for later in results[i:]:
             assert later.text not in call.text
     final_call = model.calls_for("llm:final:")[0]
-    assert all(r.text in final_call.text for r in result.results)
+    assert all(r.text in final_call.text for r in results)
     assert result.answer.text == "result of <Write the final answer.>"
 
 
 async def test_final_answer_is_supported_by_every_step_result(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
-    result = await run_plan(client, worker)
-    ledger = result.ledger
+    result, ledger = await run_plan(client, worker)
     final = f"final:{GOAL}"
+    assert result.final == ArtifactRef(id=final, type="FinalAnswer", version=1)
     supported = {link.target for link in ledger.links_from(final, "supported_by")}
+    assert supported == {ref.id for ref in result.results}
     assert supported == {f"result:step:{GOAL}:{i}" for i in range(3)}
 
-    tree = ledger.provenance(final)
+    tree = ledger.provenance(result.final.id)
     ids = [node.id for node in tree.walk()]
     for i in range(3):
         assert f"step:{GOAL}:{i}" in ids
     assert f"goal:{GOAL}" in ids
     assert result.usage.total_tokens > 0
+
+
+async def test_each_step_text_is_stored_in_history_once(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    """The result names the steps and results instead of carrying them again: a result's
+    text is in history once, as its model call's result (later calls get a reference)."""
+    model.reply(numbered_steps)
+    handle = await client.start_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text=GOAL),
+        id=f"plan-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+    )
+    result = await handle.result()
+    ledger = await ledger_of(handle)
+    history = await handle.fetch_history()
+    for ref in result.results:
+        assert stored_times(history, ledger.resolve(ref, StepResult).text) == 1, ref.id
+    # What the user asked for is in the result too.
+    assert stored_times(history, result.answer.text) == 2
+
+
+async def test_a_thirty_step_plan_runs_every_step_in_order(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    def thirty_steps(call: Call) -> str | dict:
+        if call.schema_name == "Plan":
+            return {"steps": [f"Do part {i + 1}" for i in range(30)]}
+        return numbered_steps(call)
+
+    model.reply(thirty_steps)
+    result, ledger = await run_plan(client, worker, max_steps=30)
+
+    assert len(result.steps) == len(result.results) == 30
+    steps = [ledger.resolve(ref, PlanStep) for ref in result.steps]
+    assert [s.description for s in steps] == [f"Do part {i + 1}" for i in range(30)]
+    results = [ledger.resolve(ref, StepResult) for ref in result.results]
+    assert [r.index for r in results] == list(range(30))
+    last = model.calls_for(f"llm:step:{GOAL}:29")[0]
+    assert all(r.text in last.text for r in results[:29])
+    final = model.calls_for("llm:final:")[0]
+    assert all(r.text in final.text for r in results)
+
+
+def test_max_steps_is_bounded_by_max_steps_and_plans_may_be_that_long() -> None:
+    assert Goal(text=GOAL).max_steps == 3
+    assert Goal(text=GOAL, max_steps=MAX_STEPS).max_steps == MAX_STEPS
+    with pytest.raises(ValidationError, match="less than or equal to 100"):
+        Goal(text=GOAL, max_steps=MAX_STEPS + 1)
+    assert len(Plan(steps=["a step"] * MAX_STEPS).steps) == MAX_STEPS
 
 
 async def test_history_shows_readable_activity_summaries(

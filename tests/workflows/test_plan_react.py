@@ -6,16 +6,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from cli.settings import Settings
 from durafact.ids import react_run
+from durafact.ledger import Ledger
+from tests.helpers import ledger_of
 from tests.scripted_model import Call, ScriptedModel
-from workflows import PlanReActInput, PlanReActResult, PlanReActWorkflow, ReActResult
-from workflows.recipe import STATUS_ATTRIBUTE
+from workflows import (
+    AgentStepResult,
+    PlanReActInput,
+    PlanReActResult,
+    PlanReActWorkflow,
+    ReActResult,
+)
+from workflows.recipe import MODEL_DEADLINE_MEMO, STATUS_ATTRIBUTE
 
 GOAL = "Price three boxes of twelve eggs at 0.25 each"
 STEPS = ["Count the eggs in three boxes of twelve", "Price those eggs at 0.25 each"]
@@ -49,6 +59,10 @@ def script(*agents: Sequence[str]) -> Callable[[Call], str | dict]:
     return reply
 
 
+def step_results(result: PlanReActResult, ledger: Ledger) -> list[AgentStepResult]:
+    return [ledger.resolve(ref, AgentStepResult) for ref in result.results]
+
+
 async def start(client: Client, settings: Settings, **kw: Any) -> WorkflowHandle:
     return await client.start_workflow(
         PlanReActWorkflow.run,
@@ -64,9 +78,11 @@ async def test_each_step_runs_a_react_child_and_provenance_reaches_its_tool_call
     model.reply(script([act("3 * 12"), final("36")], [act("36 * 0.25"), final("9.00")]))
     handle = await start(client, worker)
     result: PlanReActResult = await handle.result()
+    ledger = await ledger_of(handle)
+    results = step_results(result, ledger)
 
     children = [f"{handle.id}/step:{GOAL}:{i}" for i in range(2)]
-    assert [(r.child_id, r.ending, r.text) for r in result.results] == [
+    assert [(r.child_id, r.ending, r.text) for r in results] == [
         (children[0], "answer", "36"),
         (children[1], "answer", "9.00"),
     ]
@@ -79,7 +95,7 @@ async def test_each_step_runs_a_react_child_and_provenance_reaches_its_tool_call
         assert described.status == WorkflowExecutionStatus.COMPLETED
         assert described.parent_id == handle.id
         child_results.append(await child.result())
-    assert [[c.ok for c in r.tool_calls] for r in result.results] == [[True], [True]]
+    assert [[c.ok for c in r.tool_calls] for r in results] == [[True], [True]]
     shown = [c.last_user for c in model.calls_for("llm:react:") if "Observation" in c.last_user]
     assert shown == ["Observation: 36", "Observation: 9"]
 
@@ -95,8 +111,8 @@ async def test_each_step_runs_a_react_child_and_provenance_reaches_its_tool_call
     assert step2_first.body["stop"] == ["Observation:"]
 
     # final -> results -> the children's answers -> their tool calls.
-    ledger = result.ledger
-    ids = [node.id for node in ledger.provenance(f"final:{GOAL}").walk()]
+    assert result.final.id == f"final:{GOAL}"
+    ids = [node.id for node in ledger.provenance(result.final.id).walk()]
     for i, child in enumerate(child_results):
         step = f"step:{GOAL}:{i}"
         answer = f"child:{step}:answer:{react_run(child.question)}"
@@ -120,8 +136,9 @@ async def test_a_child_that_runs_out_of_turns_gives_a_result_that_says_so(
     model.reply(script([act("1 + 1"), act("2 + 1")], [final("9.00")]))
     handle = await start(client, worker, max_turns=2)
     result: PlanReActResult = await handle.result()
+    ledger = await ledger_of(handle)
 
-    first, second = result.results
+    first, second = step_results(result, ledger)
     assert (first.ending, first.turns, first.answer_id) == ("turn_limit", 2, None)
     assert first.text == "No answer: the agent used all its 2 turns without finding one."
     assert (second.ending, second.text) == ("answer", "9.00")
@@ -129,7 +146,7 @@ async def test_a_child_that_runs_out_of_turns_gives_a_result_that_says_so(
     assert (await child.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE) == "turn_limit"
     # Without an answer, the result rests on the calls the agent made.
     step = f"step:{GOAL}:0"
-    assert [link.target for link in result.ledger.links_from(f"result:{step}", "based_on")] == [
+    assert [link.target for link in ledger.links_from(f"result:{step}", "based_on")] == [
         f"child:{step}:{c.id}" for c in first.tool_calls
     ]
     assert len(first.tool_calls) == 2
@@ -144,8 +161,7 @@ async def test_a_looping_child_gives_a_result_that_says_so(
 ) -> None:
     model.reply(script([act('{"expression": "2 +"}')], [final("9.00")]))
     handle = await start(client, worker, loop_limit=2)
-    result: PlanReActResult = await handle.result()
-    first = result.results[0]
+    first, second = step_results(await handle.result(), await ledger_of(handle))
     assert (first.ending, first.turns, [c.ok for c in first.tool_calls]) == (
         "looping",
         2,
@@ -154,4 +170,34 @@ async def test_a_looping_child_gives_a_result_that_says_so(
     assert first.text == (
         "No answer: the agent repeated the same failing tool call and was stopped after 2 turns."
     )
-    assert result.results[1].ending == "answer"
+    assert second.ending == "answer"
+
+
+async def test_the_model_deadline_a_run_was_started_with_bounds_its_childrens_calls_too(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(script([act("3 * 12"), final("36")], [final("9.00")]))
+    handle = await client.start_workflow(
+        PlanReActWorkflow.run,
+        PlanReActInput(text=GOAL),
+        id=f"plan-react-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+        memo={MODEL_DEADLINE_MEMO: 600},
+    )
+    await handle.result()
+
+    child = client.get_workflow_handle(f"{handle.id}/step:{GOAL}:0")
+    assert await (await child.describe()).memo_value(MODEL_DEADLINE_MEMO) == 600
+    scheduled = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: (
+            e.activity_task_scheduled_event_attributes.schedule_to_close_timeout.ToTimedelta()
+        )
+        for run in (handle, child)
+        for e in (await run.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    assert scheduled == {
+        "request_model": timedelta(minutes=10),
+        "list_tools": timedelta(minutes=10),
+        "call_tool": timedelta(minutes=10),
+    }

@@ -14,6 +14,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
+from durafact.ledger import ArtifactRef, Ledger
 from workflows import (
     Draft,
     RecipeContext,
@@ -30,7 +31,7 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 with workflow.unsafe.imports_passed_through():
     from cli.settings import Settings
     from cli.worker import build_worker
-    from tests.helpers import result_despite_worker_crash, scheduled_activities
+    from tests.helpers import ledger_of, result_despite_worker_crash, scheduled_activities
     from tests.scripted_model import Call, ScriptedModel
 
 TOPIC = "Why tea cools faster in a wide cup"
@@ -60,24 +61,25 @@ async def start(client: Client, settings: Settings, **kw) -> WorkflowHandle:
     )
 
 
-async def reflect(client: Client, settings: Settings, **kw) -> ReflectionResult:
-    return await (await start(client, settings, **kw)).result()
+async def reflect(client: Client, settings: Settings, **kw) -> tuple[ReflectionResult, Ledger]:
+    handle = await start(client, settings, **kw)
+    return await handle.result(), await ledger_of(handle)
 
 
-def reviews_of(result: ReflectionResult) -> list[Review]:
-    return [a.data for a in result.ledger.find_all(Review)]
+def reviews_of(result: ReflectionResult, ledger: Ledger) -> list[Review]:
+    return [ledger.resolve(ref, Review) for ref in result.reviews]
 
 
 async def test_accepted_in_round_one_makes_no_rewrite(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
     model.reply(critic(0.9))
-    result = await reflect(client, worker)
+    result, ledger = await reflect(client, worker)
 
     assert (result.ending, result.scores, result.rounds) == ("accepted", [0.9], 1)
     assert [c.activity_id for c in model.calls] == [f"llm:{DRAFT}", f"llm:review:{DRAFT}:1"]
-    assert result.ledger.get(DRAFT).version == 1
-    assert result.draft.text == result.final.text == "text v1"
+    assert result.draft == ArtifactRef(id=DRAFT, type="Draft", version=1)
+    assert ledger.resolve(result.draft, Draft).text == result.final.text == "text v1"
     assert (result.final.rounds, result.final.score) == (1, 0.9)
 
 
@@ -85,7 +87,7 @@ async def test_a_low_score_leads_to_one_rewrite_that_is_accepted(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
     model.reply(critic(0.4, 0.85))
-    result = await reflect(client, worker)
+    result, ledger = await reflect(client, worker)
 
     assert (result.ending, result.scores, result.rounds) == ("accepted", [0.4, 0.85], 2)
     assert [c.activity_id for c in model.calls] == [
@@ -94,13 +96,12 @@ async def test_a_low_score_leads_to_one_rewrite_that_is_accepted(
         f"llm:rewrite:{DRAFT}:1",
         f"llm:review:{DRAFT}:2",
     ]
-    ledger = result.ledger
     # One draft, updated in place: its version is the round it was accepted in.
-    draft = ledger.get(DRAFT)
-    assert draft.version == 2
-    assert draft.typed(Draft).data == Draft(topic=TOPIC, round=2, text="text v2")
-    assert result.draft.text == result.final.text == "text v2"
-    assert [(r.round, r.score) for r in reviews_of(result)] == [(1, 0.4), (2, 0.85)]
+    assert result.draft == ArtifactRef(id=DRAFT, type="Draft", version=2)
+    draft = ledger.resolve(result.draft, Draft)
+    assert draft == Draft(topic=TOPIC, round=2, text="text v2")
+    assert draft.text == result.final.text
+    assert [(r.round, r.score) for r in reviews_of(result, ledger)] == [(1, 0.4), (2, 0.85)]
     for r in (1, 2):
         assert [link.target for link in ledger.links_from(f"review:{DRAFT}:{r}", "reviews")] == [
             DRAFT
@@ -151,8 +152,9 @@ async def test_the_round_limit_ends_the_loop_with_every_score(
         *[f"llm:{verb}:{DRAFT}:{r}" for r in range(1, rounds) for verb in ("review", "rewrite")],
         f"llm:review:{DRAFT}:{rounds}",
     ]
-    assert result.ledger.get(DRAFT).version == rounds
-    assert [r.round for r in reviews_of(result)] == list(range(1, rounds + 1))
+    assert result.draft.version == rounds
+    reviews = reviews_of(result, await ledger_of(handle))
+    assert [r.round for r in reviews] == list(range(1, rounds + 1))
     assert result.final.text == f"text v{rounds}"
     assert await handle.query(ReflectionWorkflow.status) == "round_limit"
     attributes = (await handle.describe()).typed_search_attributes
@@ -163,7 +165,7 @@ async def test_the_last_allowed_round_can_still_accept(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
     model.reply(critic(0.2, 0.3, 0.95))
-    result = await reflect(client, worker)
+    result, _ = await reflect(client, worker)
     assert (result.ending, result.rounds, len(model.calls)) == ("accepted", 3, 6)
 
 
@@ -175,7 +177,8 @@ async def test_scores_outside_zero_to_one_are_clamped_and_kept_raw(
     result = await handle.result()
 
     assert (result.ending, result.scores) == ("accepted", [0.0, 1.0])
-    assert [(r.score, r.raw_score) for r in reviews_of(result)] == [(0.0, -0.5), (1.0, 1.2)]
+    reviews = reviews_of(result, await ledger_of(handle))
+    assert [(r.score, r.raw_score) for r in reviews] == [(0.0, -0.5), (1.0, 1.2)]
     page = await handle.query(ReflectionWorkflow.progress, 0)
     messages = [e.message for e in page.events]
     assert "round 1: score -0.5 clamped to 0.0" in messages
@@ -268,7 +271,7 @@ async def test_a_killed_worker_mid_rewrite_does_not_repeat_finished_calls(
     )
 
     assert (result.ending, result.scores) == ("accepted", [0.4, 0.85])
-    assert result.ledger.get(DRAFT).version == 2
+    assert result.draft.version == 2
     assert Counter(call.activity_id for call in model.calls) == {
         f"llm:{DRAFT}": 1,
         f"llm:review:{DRAFT}:1": 1,

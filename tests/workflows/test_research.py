@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings, cosine
     from cli.settings import Settings
     from cli.worker import build_worker
-    from tests.helpers import scheduled_activities
+    from tests.helpers import ledger_of, scheduled_activities
     from tests.loopback_web import LoopbackWeb, Page
     from tests.scripted_model import ScriptedModel, bag_of_words
     from tests.scripted_research import (
@@ -110,8 +110,9 @@ async def start(
     )
 
 
-async def research(client, settings, question, sources, **kw) -> ResearchResult:
-    return await (await start(client, settings, question, sources, **kw)).result()
+async def research(client, settings, question, sources, **kw) -> tuple[ResearchResult, Ledger]:
+    handle = await start(client, settings, question, sources, **kw)
+    return await handle.result(), await ledger_of(handle)
 
 
 def csv_prices(path: Path = SAMPLE_PRICES) -> dict[str, Decimal]:
@@ -228,11 +229,12 @@ async def test_a_total_is_computed_in_code_from_the_csv_rows_the_model_named(
     sources = [*sample_sources(), web_spec(web)]
     handle = await start(client, worker, SUM_QUESTION, sources, limit=12)
     result = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert result.status == "answered", result.reason
     prices = csv_prices()
     expected = prices["city-bike"] + prices["child-seat"] + prices["helmet"]
-    (calc,) = [c.data for c in result.calculations]
+    (calc,) = [ledger.resolve(r, Calculation) for r in result.calculations]
     assert calc.op == "sum" and calc.column == "price_per_day_eur"
     assert calc.row_keys == ["city-bike", "child-seat", "helmet"]
     assert Decimal(calc.value) == expected and calc.value == "20.50"
@@ -246,13 +248,13 @@ async def test_a_total_is_computed_in_code_from_the_csv_rows_the_model_named(
     (answer_call,) = [c for c in model.calls if c.schema_name == "AnswerDraft"]
     assert SKILL_LINE in system_prompt(answer_call)
     assert "{{total}}: the sum of column 'price_per_day_eur' over 3 row(s)" in answer_call.text
-    stored = result.ledger.get(result.answer_id).typed(ResearchAnswer).data
+    stored = ledger.get(result.answer_id).typed(ResearchAnswer).data
     assert stored.skills == ["cost-reporting"] and not stored.composed
     for call in model.calls:
         if call.schema_name != "AnswerDraft":
             assert SKILL_LINE not in call.text, call.activity_id
 
-    assert_walk_complete(result.ledger, result.provenance())
+    assert_walk_complete(ledger, result.provenance(ledger))
     # Web results were found but not chosen: no page was fetched.
     assert web.requests["/search"] == 1
     assert sum(n for path, n in web.requests.items() if path.startswith("/news/")) == 0
@@ -261,7 +263,7 @@ async def test_a_total_is_computed_in_code_from_the_csv_rows_the_model_named(
     progress = await handle.query(ResearchWorkflow.progress, 0)
     assert statuses(progress.events)[0].startswith("researching")
     assert statuses(progress.events)[1:] == ["researching -> answerable", "answerable -> answered"]
-    turn = result.ledger.find(ResearchTurn)
+    turn = ledger.find(ResearchTurn)
     assert turn is not None and turn.data.status == "answered" and turn.version == 3
     description = await handle.describe()
     assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "answered"
@@ -286,17 +288,17 @@ async def test_a_mean_over_the_rows_is_exact_and_reported_with_the_skill(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
     model.reply(mean_script())
-    result = await research(client, worker, MEAN_QUESTION, sample_sources())
+    result, ledger = await research(client, worker, MEAN_QUESTION, sample_sources())
 
     prices = csv_prices()
     expected = (prices["e-bike"] + prices["cargo-e-bike"]) / 2
-    (calc,) = [c.data for c in result.calculations]
+    (calc,) = [ledger.resolve(r, Calculation) for r in result.calculations]
     assert Decimal(calc.value) == expected and not calc.rounded
     assert result.answer == f"On average an electric bike costs {calc.value} EUR per day."
     assert all(calc.value not in call.text for call in model.calls)
     (answer_call,) = [c for c in model.calls if c.schema_name == "AnswerDraft"]
     assert SKILL_LINE in system_prompt(answer_call)
-    assert_walk_complete(result.ledger, result.provenance())
+    assert_walk_complete(ledger, result.provenance(ledger))
 
 
 async def test_a_computed_value_the_answer_left_out_is_added_by_code(
@@ -305,7 +307,7 @@ async def test_a_computed_value_the_answer_left_out_is_added_by_code(
     script = mean_script()
     script.answer = "The electric bikes are the dearest of the fleet."
     model.reply(script)
-    result = await research(client, worker, MEAN_QUESTION, sample_sources())
+    result, ledger = await research(client, worker, MEAN_QUESTION, sample_sources())
 
     assert result.answer == (
         "The electric bikes are the dearest of the fleet.\n35.50 EUR: the mean of column "
@@ -341,23 +343,25 @@ async def test_only_the_chosen_page_is_fetched_and_quoted(
             "next morning.",
         )
     )
-    result = await research(client, worker, LATE_QUESTION, [*sample_sources(), web_spec(web)])
+    result, ledger = await research(
+        client, worker, LATE_QUESTION, [*sample_sources(), web_spec(web)]
+    )
 
     assert result.status == "answered"
     assert web.requests["/news/late-returns"] == 1
     assert web.requests["/news/new-helmets"] == 0 and web.requests["/news/mill-cafe"] == 0
-    docs = {d.data.uid: d.data for d in result.ledger.find_all(Doc)}
+    docs = {d.data.uid: d.data for d in ledger.find_all(Doc)}
     assert set(docs) == {late, "rental-terms.md"}
     assert docs[late].text.startswith("Late returns at Riverside Cycles")
     assert "var x" not in docs[late].text  # scripts are not text
-    evidence = {e.data.quote: e.data.doc_id for e in result.evidence}
+    evidence = {e.data.quote: e.data.doc_id for e in ledger.find_all(Evidence)}
     assert evidence["the deposit is returned the next morning"] == f"resolved:{docs[late].ref_id}"
     assert result.calculations == []
-    stored = result.ledger.get(result.answer_id).typed(ResearchAnswer).data
+    stored = ledger.get(result.answer_id).typed(ResearchAnswer).data
     assert stored.skills == []  # no computed number: the cost-reporting skill stays out
     assert all(SKILL_LINE not in call.text for call in model.calls)
-    assert_walk_complete(result.ledger, result.provenance())
-    tree = result.provenance().render()
+    assert_walk_complete(ledger, result.provenance(ledger))
+    tree = result.provenance(ledger).render()
     assert "supported_by -> claim:" in tree and "materialized_from -> ref:" in tree
 
 
@@ -367,15 +371,16 @@ async def test_no_source_with_the_answer_ends_insufficient(
     model.reply(kayak_script())
     handle = await start(client, worker, KAYAK_QUESTION, sample_sources())
     result = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert result.status == "insufficient" and result.answer is None
     assert result.reason == "no quote from the documents answers the question"
-    assert result.provenance() is None
-    ending = result.ledger.find(Insufficient)
+    assert result.provenance(ledger) is None
+    ending = ledger.find(Insufficient)
     assert ending is not None and ending.data.stage == "evidence"
-    (rejected,) = result.ledger.find_all(Rejection)
+    (rejected,) = ledger.find_all(Rejection)
     assert rejected.data.stage == "evidence" and rejected.data.issues == ["NOT_IN_SOURCE"]
-    assert result.ledger.find_all(Evidence) == [] and result.ledger.find_all(Claim) == []
+    assert ledger.find_all(Evidence) == [] and ledger.find_all(Claim) == []
     # No claims or answer call once no evidence survived.
     assert [c.schema_name for c in model.calls] == ["RefChoice", "EvidenceSet"]
     progress = await handle.query(ResearchWorkflow.progress, 0)
@@ -388,11 +393,11 @@ async def test_nothing_found_anywhere_is_insufficient_without_a_model_call(
     client: Client, worker: Settings, model: ScriptedModel, tmp_path: Path
 ) -> None:
     (tmp_path / "notes.md").write_text("# Opening hours\n\nWe open at nine.")
-    result = await research(
+    result, ledger = await research(
         client, worker, "kayak paddles", [SourceSpec.files(str(tmp_path), source_id="docs")]
     )
     assert result.status == "insufficient"
-    assert result.ledger.find(Insufficient).data.stage == "search"
+    assert ledger.find(Insufficient).data.stage == "search"
     assert model.calls == []
 
 
@@ -406,20 +411,20 @@ async def test_claims_with_unbacked_numbers_are_dropped_and_an_inventive_answer_
     script.claims.append(("Helmets are free.", ["a quote nobody extracted"], None))
     script.answer = "It costs {{total}} per day, about 21 EUR."
     model.reply(script)
-    result = await research(client, worker, SUM_QUESTION, sample_sources())
+    result, ledger = await research(client, worker, SUM_QUESTION, sample_sources())
 
-    rejected = {r.id: r.data.issues for r in result.ledger.find_all(Rejection)}
+    rejected = {r.id: r.data.issues for r in ledger.find_all(Rejection)}
     turn = result.turn
     assert rejected[f"rejected:claim:{turn}:1"] == ["UNSUPPORTED_NUMBER: 3.00"]
     assert rejected[f"rejected:claim:{turn}:2"] == ["NO_SUPPORT"]
     assert rejected[f"rejected:answer:{turn}:1"] == ["UNSUPPORTED_NUMBER: 21"]
-    assert [c.data.text for c in result.claims] == [script.claims[0][0]]
+    assert [c.data.text for c in ledger.find_all(Claim)] == [script.claims[0][0]]
     # The answer is the claims, with the computed value in place of the placeholder.
     assert result.answer == (
         "A city bike, a child seat and a helmet together cost 20.50 EUR per day."
     )
-    assert result.ledger.get(result.answer_id).typed(ResearchAnswer).data.composed is True
-    assert_walk_complete(result.ledger, result.provenance())
+    assert ledger.get(result.answer_id).typed(ResearchAnswer).data.composed is True
+    assert_walk_complete(ledger, result.provenance(ledger))
 
 
 async def test_a_calculation_over_rows_that_were_not_read_is_refused(
@@ -428,14 +433,14 @@ async def test_a_calculation_over_rows_that_were_not_read_is_refused(
     script = sum_script()
     script.calculations = [("total", "sum", "price_per_day_eur", ["city-bike", "tandem"], "EUR")]
     model.reply(script)
-    result = await research(client, worker, SUM_QUESTION, sample_sources())
+    result, ledger = await research(client, worker, SUM_QUESTION, sample_sources())
 
     assert result.calculations == []
-    issues = [r.data.issues for r in result.ledger.find_all(Rejection)]
+    issues = [r.data.issues for r in ledger.find_all(Rejection)]
     assert ["resolved:tandem is not a table row that was read"] in issues
     assert any(i[0].startswith("UNKNOWN_CALCULATION: total") for i in issues)
     assert result.status == "insufficient"
-    assert result.ledger.find(Insufficient).data.stage == "claims"
+    assert ledger.find(Insufficient).data.stage == "claims"
 
 
 async def test_a_source_that_fails_is_recorded_and_the_research_goes_on(
@@ -443,13 +448,13 @@ async def test_a_source_that_fails_is_recorded_and_the_research_goes_on(
 ) -> None:
     model.reply(mean_script())
     broken = SourceSpec.csv(str(tmp_path / "missing.csv"), key="item", source_id="old-prices")
-    result = await research(client, worker, MEAN_QUESTION, [*sample_sources(), broken])
+    result, ledger = await research(client, worker, MEAN_QUESTION, [*sample_sources(), broken])
 
     assert result.status == "answered"
-    failure = result.ledger.get(f"failure:search:old-prices:{result.turn}").typed(SourceFailure)
+    failure = ledger.get(f"failure:search:old-prices:{result.turn}").typed(SourceFailure)
     failure = failure.data
     assert failure.error_type == "SourceError" and "CSV file not found" in failure.message
-    assert isinstance(result.calculations[0].data, Calculation)
+    assert result.calculations[0].type == "Calculation"
 
 
 KAYAK_CORPUS = {
@@ -474,7 +479,7 @@ async def test_an_embedding_source_is_searched_by_vector_chosen_quoted_and_walke
         )
     )
     vectors = SourceSpec.embedding(str(corpus), source_id="vectors")
-    result = await research(client, worker, KAYAK_QUESTION, [*sample_sources(), vectors])
+    result, ledger = await research(client, worker, KAYAK_QUESTION, [*sample_sources(), vectors])
 
     assert result.status == "answered", result.reason
     assert result.answer == "Yes: kayaks are rented by the hour at the river pier."
@@ -485,27 +490,28 @@ async def test_an_embedding_source_is_searched_by_vector_chosen_quoted_and_walke
     ]
     assert {c.body["model"] for c in model.embedding_calls} == {LOCAL_EMBEDDING_MODEL}
     # Ranked by cosine similarity: the kayak entry first among the corpus refs.
-    found = [r.data for r in result.ledger.find_all(SourceRef)]
+    found = [r.data for r in ledger.find_all(SourceRef)]
     by_vector = sorted(
         (r for r in found if r.source_id == "vectors"), key=lambda r: r.score, reverse=True
     )
     assert by_vector[0].uid == "kayak-rental" and by_vector[0].score > 0.3
     # Only the chosen entry was materialized; the answer's evidence quotes it.
-    (doc,) = result.ledger.find_all(Doc)
+    (doc,) = ledger.find_all(Doc)
     assert (doc.data.source_id, doc.data.uid) == ("vectors", "kayak-rental")
     assert doc.data.text == KAYAK_CORPUS["kayak-rental"]
-    (evidence,) = result.evidence
+    (evidence,) = ledger.find_all(Evidence)
+    assert [ref.id for ref in result.evidence] == [evidence.id]
     assert evidence.data.quote == quote and evidence.data.doc_id == doc.id
     # The provenance walk: answer -> claim -> evidence -> doc -> ref -> source:vectors.
-    answer = result.provenance()
-    assert_walk_complete(result.ledger, answer)
+    answer = result.provenance(ledger)
+    assert_walk_complete(ledger, answer)
     ref_id = doc.data.ref_id
     (ref_node,) = [n for n in answer.walk() if n.id == ref_id]
     assert ref_node.type == "SourceRef"
     assert [(s.id, s.type) for s in ref_node.children] == [("source:vectors", "SourceSpec")]
-    spec = result.ledger.get("source:vectors").typed(SourceSpec).data
+    spec = ledger.get("source:vectors").typed(SourceSpec).data
     assert spec.kind == "embedding" and spec.corpus == str(corpus)
-    assert result.ledger.get(ref_id).typed(SourceRef).data.uid == "kayak-rental"
+    assert ledger.get(ref_id).typed(SourceRef).data.uid == "kayak-rental"
 
 
 # --- a user's own Research: the hooks are plain code, the recipe does the rest ------------
@@ -588,25 +594,26 @@ async def test_a_user_research_with_plain_code_hooks_gets_the_recipes_guarantees
             task_queue=settings.task_queue,
         )
         result = await handle.result()
+        ledger = await ledger_of(handle)
         scheduled = [a.activity_id for a in await scheduled_activities(client, handle)]
 
     assert result.status == "answered", result.reason
     assert result.answer == "Yes: Helmets are cleaned and checked after every rental."
     turn = result.turn
     # Every page was found; only the one the hook chose was read, and no model was asked.
-    found = {r.data.uid: r.id for r in result.ledger.find_all(SourceRef)}
+    found = {r.data.uid: r.id for r in ledger.find_all(SourceRef)}
     assert set(found) == set(HANDBOOK)
     assert scheduled == [f"search:handbook:{turn}", f"resolve:{found['helmets.md']}"]
-    assert [d.data.uid for d in result.ledger.find_all(Doc)] == ["helmets.md"]
-    choice = result.ledger.get(f"choice:{turn}").typed(RefSelection).data
+    assert [d.data.uid for d in ledger.find_all(Doc)] == ["helmets.md"]
+    choice = ledger.get(f"choice:{turn}").typed(RefSelection).data
     assert choice.ref_ids == [found["helmets.md"]]
     assert model.calls == []
     # The invented quote was refused in code; the verbatim one became the evidence.
-    rejected = result.ledger.get(f"rejected:evidence:{turn}:1").typed(Rejection).data
+    rejected = ledger.get(f"rejected:evidence:{turn}:1").typed(Rejection).data
     assert rejected.issues == ["NOT_IN_SOURCE"] and rejected.item["quote"] == INVENTED
-    assert [e.data.quote for e in result.evidence] == [GROUNDED]
+    assert [e.data.quote for e in ledger.find_all(Evidence)] == [GROUNDED]
     # The provenance walk: answer -> claim -> evidence -> doc -> ref -> source.
-    path, node = [], result.provenance()
+    path, node = [], result.provenance(ledger)
     while node is not None:
         path.append((node.relation, node.id, node.type))
         node = node.children[0] if node.children else None
@@ -619,4 +626,4 @@ async def test_a_user_research_with_plain_code_hooks_gets_the_recipes_guarantees
         ("materialized_from", found["helmets.md"], "SourceRef"),
         ("found_by", "source:handbook", "SourceSpec"),
     ]
-    assert [c.id for c in result.provenance().children] == [f"claim:{turn}:1", f"turn:{turn}"]
+    assert [c.id for c in result.provenance(ledger).children] == [f"claim:{turn}:1", f"turn:{turn}"]

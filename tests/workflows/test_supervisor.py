@@ -18,6 +18,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.ledger import Ledger
 from workflows import (
     ApprovalGate,
     Facts,
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from cli.worker import build_worker
     from tests.helpers import (
         free_port,
+        ledger_of,
         own_dev_server,
         question_waiting,
         scheduled_activities,
@@ -91,6 +93,10 @@ def approve(question: ApprovalQuestion) -> ApprovalAnswer:
     return ApprovalAnswer(question_id=question.id, approved=True, by="ben")
 
 
+def approvals(result: SupervisorResult, ledger: Ledger) -> list[ApprovalQuestion]:
+    return [ledger.resolve(ref, ApprovalQuestion) for ref in result.approvals]
+
+
 async def statuses(handle: WorkflowHandle) -> list[str]:
     page = await handle.query(SupervisorWorkflow.progress, 0)
     return [e.status for e in page.events if e.kind == "status"]
@@ -118,6 +124,7 @@ async def test_approved_by_signal_the_reply_comes_from_on_approve(
 
     await handle.signal(SupervisorWorkflow.answer, ApprovalAnswer(approved=True, by="ben"))
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert (result.route, result.route_source, result.approved) == ("budget", "model", True)
     assert result.reply.approved and result.reply.text.startswith("Approved: the budget report")
@@ -126,17 +133,18 @@ async def test_approved_by_signal_the_reply_comes_from_on_approve(
         f"llm:task:{REQUEST}",
         f"llm:report:{REQUEST}",
     ]
-    assert result.facts == Facts(**FACTS)
-    assert result.task == Task(request=REQUEST, route="budget", source="model")
-    assert result.report.text == f"report from llm:report:{REQUEST}"
-    [asked] = result.approvals
+    assert ledger.resolve(result.facts, Facts) == Facts(**FACTS)
+    assert ledger.resolve(result.task, Task) == Task(
+        request=REQUEST, route="budget", source="model"
+    )
+    assert ledger.resolve(result.report, Report).text == f"report from llm:report:{REQUEST}"
+    [asked] = approvals(result, ledger)
     assert (asked.id, asked.status, asked.answer and asked.answer.by) == (
         question.id,
         "approved",
         "ben",
     )
 
-    ledger = result.ledger
     links = {(link.source, link.relation, link.target) for link in ledger.links}
     assert {
         (f"facts:{REQUEST}", "from_request", f"request:{REQUEST}"),
@@ -170,14 +178,15 @@ async def test_rejected_by_update_the_reply_comes_from_on_reject(
         SupervisorWorkflow.decide, reject(question, "too expensive")
     )
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert outcome == ApprovalOutcome(
         question_id=question.id, approved=False, reason="too expensive"
     )
     assert not result.approved and not result.reply.approved
     assert result.reply.text.startswith("Rejected (too expensive): the budget report")
-    assert result.ledger.links_from(f"reply:{REQUEST}", "rejected_by")[0].target == question.id
-    assert [q.status for q in result.approvals] == ["rejected"]
+    assert ledger.links_from(f"reply:{REQUEST}", "rejected_by")[0].target == question.id
+    assert [q.status for q in approvals(result, ledger)] == ["rejected"]
     assert len(model.calls) == 3  # no rebuild without changes
     assert (await statuses(handle))[-1] == "rejected"
 
@@ -209,13 +218,14 @@ async def test_an_unanswered_question_escalates_then_rejects_as_timed_out(
         client, worker, approval_timeout=timedelta(seconds=1), on_timeout="escalate"
     )
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
-    first, second = result.approvals
+    first, second = approvals(result, ledger)
     assert (first.kind, first.status) == ("approve", "timed_out")
     assert (second.kind, second.status, second.escalates) == ("escalate", "timed_out", first.id)
     assert not result.approved
     assert result.reply.text.startswith("Rejected (nobody answered in time)")
-    assert result.ledger.links_from(f"reply:{REQUEST}", "rejected_by")[0].target == second.id
+    assert ledger.links_from(f"reply:{REQUEST}", "rejected_by")[0].target == second.id
 
 
 # --- restarts -------------------------------------------------------------------------
@@ -267,6 +277,7 @@ async def test_a_waiting_supervisor_survives_a_worker_kill_and_a_dev_server_rest
         found = await listed_awaiting(client, settings.task_queue, handle.id)
         await again.signal(SupervisorWorkflow.answer, approve(pending))
         result: SupervisorResult = await asyncio.wait_for(again.result(), timeout=60)
+        ledger = await ledger_of(again)
     finally:
         stop(second)
         await server.shutdown()
@@ -277,7 +288,7 @@ async def test_a_waiting_supervisor_survives_a_worker_kill_and_a_dev_server_rest
     assert status == "awaiting_approval" and found == {handle.id}
     assert result.approved and result.route == "budget"
     assert result.reply.text.startswith("Approved: the budget report (attempt 1)")
-    [closed] = result.approvals
+    [closed] = approvals(result, ledger)
     assert (closed.id, closed.status, closed.answer and closed.answer.by) == (
         asked.id,
         "approved",
@@ -304,10 +315,14 @@ async def test_a_route_outside_the_routes_falls_back_to_the_keywords(
     handle = await start(client, worker, request=request)
     await handle.signal(SupervisorWorkflow.answer, approve(await question_waiting(handle)))
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert (result.route, result.route_source) == ("quality", "fallback")
-    assert result.task.reason == "classify answered 'weather', not one of budget, timeline, quality"
-    assert result.facts == Facts(scope="tiles", budget=None, deadline=None)
+    assert (
+        ledger.resolve(result.task, Task).reason
+        == "classify answered 'weather', not one of budget, timeline, quality"
+    )
+    assert ledger.resolve(result.facts, Facts) == Facts(scope="tiles", budget=None, deadline=None)
     [report] = model.calls_for(f"llm:report:{request}")
     assert "quality specialist" in report.text
     page = await handle.query(SupervisorWorkflow.progress, 0)
@@ -325,11 +340,12 @@ async def test_a_classify_call_that_fails_for_good_falls_back(
     handle = await start(client, worker, routes=("quality", "budget"))
     await handle.signal(SupervisorWorkflow.answer, approve(await question_waiting(handle)))
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
     # 401 is not retryable: one classify call, then the keywords ("EUR" -> budget).
     assert len(model.calls_for(f"llm:task:{REQUEST}")) == 1
     assert (result.route, result.route_source, result.approved) == ("budget", "fallback", True)
-    assert result.task.reason.startswith(
+    assert ledger.resolve(result.task, Task).reason.startswith(
         "the classify call failed: AuthenticationFailed: model endpoint answered 401"
     )
 
@@ -367,17 +383,19 @@ async def test_a_budget_change_reruns_exactly_the_report_and_asks_question_two(
 
     await handle.signal(SupervisorWorkflow.answer, approve(second))
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
-    ledger = result.ledger
     assert result.approved and result.route == "budget"
     # Upstream kept: the facts are corrected in place, the route was never redone.
-    assert ledger.get(f"facts:{REQUEST}").version == 2
-    assert result.facts == Facts(scope="office kitchen", budget="5000 EUR", deadline="March")
-    assert ledger.get(f"task:{REQUEST}").version == 1
-    assert ledger.get(f"report:{REQUEST}").version == 2
-    assert result.report.attempt == 2
-    assert [(q.n, q.status) for q in result.approvals] == [(1, "rejected"), (2, "approved")]
-    assert result.approvals[0].answer.changes == {"budget": "5000 EUR"}
+    assert (result.facts.version, result.task.version, result.report.version) == (2, 1, 2)
+    facts = ledger.resolve(result.facts, Facts)
+    assert facts == Facts(scope="office kitchen", budget="5000 EUR", deadline="March")
+    assert ledger.resolve(result.report, Report).attempt == 2
+    assert [(q.n, q.status) for q in approvals(result, ledger)] == [
+        (1, "rejected"),
+        (2, "approved"),
+    ]
+    assert approvals(result, ledger)[0].answer.changes == {"budget": "5000 EUR"}
     assert ledger.links_from(f"reply:{REQUEST}", "approved_by")[0].target == second.id
     assert await statuses(handle) == [
         "facts",
@@ -408,6 +426,7 @@ async def test_a_scope_change_reruns_the_route_and_the_report(
     assert second.text.startswith(f"Approve the timeline report for {REQUEST!r}?")
     await handle.execute_update(SupervisorWorkflow.decide, approve(second))
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert stage_counts(model) == {"facts": 1, "route": 2, "report": 2}
     assert [c.activity_id for c in model.calls][3:] == [
@@ -415,8 +434,9 @@ async def test_a_scope_change_reruns_the_route_and_the_report(
         f"llm:report:{REQUEST}:2",
     ]
     assert (result.route, result.route_source) == ("timeline", "model")
-    assert result.ledger.get(f"task:{REQUEST}").version == 2
-    assert result.facts.scope == "kitchen schedule" and result.facts.budget == "3000 EUR"
+    assert ledger.get(f"task:{REQUEST}").version == 2
+    facts = ledger.resolve(result.facts, Facts)
+    assert facts.scope == "kitchen schedule" and facts.budget == "3000 EUR"
     assert [s for s in await statuses(handle) if s.startswith("rebuilding")] == [
         "rebuilding:route",
         "rebuilding:report",
@@ -437,18 +457,21 @@ async def test_reentry_continues_one_chain_and_never_duplicates_a_question(
     third = await question_waiting(handle, 3)
     await handle.signal(SupervisorWorkflow.answer, approve(third))
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
-    ids = [q.id for q in result.approvals]
+    ids = [q.id for q in approvals(result, ledger)]
     assert ids == [f"approval:{REQUEST}:{n}" for n in (1, 2, 3)]
-    assert {q.thread for q in result.approvals} == {REQUEST}
-    assert [q.status for q in result.approvals] == ["rejected", "rejected", "approved"]
+    assert {q.thread for q in approvals(result, ledger)} == {REQUEST}
+    assert [q.status for q in approvals(result, ledger)] == ["rejected", "rejected", "approved"]
     assert stage_counts(model) == {"facts": 1, "route": 1, "report": 3}
     assert [c.activity_id for c in model.calls_for(f"llm:report:{REQUEST}")] == [
         f"llm:report:{REQUEST}",
         f"llm:report:{REQUEST}:2",
         f"llm:report:{REQUEST}:3",
     ]
-    assert result.facts == Facts(scope="office kitchen", budget="5000 EUR", deadline="June")
+    assert ledger.resolve(result.facts, Facts) == Facts(
+        scope="office kitchen", budget="5000 EUR", deadline="June"
+    )
     page = await handle.query(SupervisorWorkflow.progress, 0)
     dropped = [e.message for e in page.events if e.message.startswith("answer dropped")]
     assert dropped == [f"answer dropped: question {first.id!r} is already answered (rejected)"]
@@ -464,10 +487,11 @@ async def test_changes_that_change_no_fact_end_as_a_plain_rejection(
         reject(await question_waiting(handle), "no", budget="3000 EUR", colour="red", deadline=" "),
     )
     result: SupervisorResult = await handle.result()
+    ledger = await ledger_of(handle)
 
     assert not result.approved and len(result.approvals) == 1
     assert len(model.calls) == 3
-    assert result.ledger.get(f"facts:{REQUEST}").version == 1
+    assert ledger.get(f"facts:{REQUEST}").version == 1
     page = await handle.query(SupervisorWorkflow.progress, 0)
     warnings = [e.message for e in page.events if e.kind == "warning"]
     assert warnings == [

@@ -1,0 +1,76 @@
+"""`starter.py artifacts ID [--json]`: the whole ledger of a run, texts included.
+
+A ready workflow's result names the artifacts behind its answer by id and version
+instead of carrying their texts again (each text is stored in history once); this
+command shows them all, read with the workflow's `artifacts` query. It works on a
+running run and on a closed one, as long as a worker runs: a closed run's query is
+answered by a worker replaying its history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+from cli.commands import describe
+from cli.follow import ARTIFACTS_TIMEOUT
+from cli.output import Failed, indent, say
+from durafact.ledger import Ledger
+
+
+async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    try:
+        ledger = await handle.query("artifacts", result_type=Ledger, rpc_timeout=ARTIFACTS_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError) as exc:
+        raise Failed(f"workflow {workflow_id}: {unanswered(exc)}") from None
+    state = description.status.name if description.status else "UNKNOWN"
+    if as_json:
+        document = {
+            "workflow_id": workflow_id,
+            "run_id": description.run_id,
+            "workflow_type": description.workflow_type,
+            "status": state,
+            "ledger": ledger.model_dump(mode="json"),
+        }
+        say(json.dumps(document, ensure_ascii=False))
+        return 0
+    say(
+        f"workflow {workflow_id} ({description.workflow_type}): {state}; "
+        f"{len(ledger)} artifacts, {len(ledger.links)} links"
+    )
+    for block in render(ledger):
+        say("")
+        say(block)
+    return 0
+
+
+def unanswered(exc: RPCError | WorkflowQueryFailedError) -> str:
+    if isinstance(exc, RPCError):  # no worker took it in time (a closed run needs one too)
+        return (
+            f"no worker answered the artifacts query ({exc.message}); "
+            "is a worker running? python starter.py up"
+        )
+    return f"the artifacts query failed: {exc.message}"  # e.g. a type without that query
+
+
+def render(ledger: Ledger) -> list[str]:
+    """One block per artifact, in creation order: its id, type and version, its text (the
+    `text` field, else its data as JSON) and the links that go out of it."""
+    links_from: dict[str, list[str]] = defaultdict(list)
+    for link in ledger.links:
+        links_from[link.source].append(f"{link.relation} -> {link.target}")
+    blocks = []
+    for artifact in ledger.all():
+        lines = [f"{artifact.id} ({artifact.type}, version {artifact.version})"]
+        lines.append(indent(artifact.text(), "  text:  "))
+        links = links_from[artifact.id]
+        if links:
+            lines.append(indent("\n".join(links), "  links: "))
+        blocks.append("\n".join(lines))
+    return blocks

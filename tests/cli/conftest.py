@@ -1,0 +1,20 @@
+"""Fixtures of the command-line tests."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from cli.settings import Settings
+from tests.helpers import clean_env
+from tests.scripted_model import ScriptedModel
+
+
+@pytest.fixture
+def starter_env(env: WorkflowEnvironment, worker: Settings, model: ScriptedModel) -> dict[str, str]:
+    """The starter on the session server, on the task queue the in-process worker serves."""
+    return clean_env(
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=worker.task_queue,
+        OPENAI_BASE_URL=model.url,
+    )
