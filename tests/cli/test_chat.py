@@ -8,8 +8,7 @@ import json
 import sys
 import uuid
 
-from tests.cli.test_starter import read_until, starter_env  # noqa: F401 (a fixture)
-from tests.helpers import ROOT, STARTER, starter
+from tests.helpers import ROOT, STARTER, read_until, starter
 from tests.scripted_model import ScriptedModel
 
 
@@ -34,7 +33,7 @@ async def type_line(process: asyncio.subprocess.Process, line: str) -> None:
 
 
 async def test_send_prints_the_streamed_reply_and_json_prints_one_object(
-    starter_env: dict[str, str],  # noqa: F811
+    starter_env: dict[str, str],
     model: ScriptedModel,
 ) -> None:
     chat_id = f"chat-{uuid.uuid4().hex[:8]}"
@@ -55,7 +54,7 @@ async def test_send_prints_the_streamed_reply_and_json_prints_one_object(
 
 
 async def test_interactive_session_and_a_second_terminal_see_one_conversation(
-    starter_env: dict[str, str],  # noqa: F811
+    starter_env: dict[str, str],
 ) -> None:
     chat_id = f"chat-{uuid.uuid4().hex[:8]}"
     first = await interactive(chat_id, starter_env)
@@ -92,7 +91,7 @@ async def test_interactive_session_and_a_second_terminal_see_one_conversation(
 
 
 async def test_chat_usage_mistakes_are_one_line(
-    starter_env: dict[str, str],  # noqa: F811
+    starter_env: dict[str, str],
 ) -> None:
     for args, reason in (
         (["--send", "hi"], "--send needs the chat's id"),
