@@ -38,6 +38,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from durafact.llm import (
     ArtifactSpan,
@@ -401,28 +402,31 @@ class ModelActivities:
                 return None
             reply = _Streamed()
             attempt = activity.info().attempt
-            publisher = WorkflowStreamClient.from_within_activity(batch_interval=STREAM_INTERVAL)
+            # Flushed here, never by the client's background flusher (`async with`): on
+            # Python 3.11 cancelling that flusher as a forced flush wakes it can be lost
+            # in asyncio.wait_for, and the activity then hangs on exit (seen in a test).
+            publisher = WorkflowStreamClient.from_within_activity()
             topic = publisher.topic(target.topic, type=TextChunk)
             # The text of an interval goes as one chunk: an item per token would make the
             # stream's signals (and the workflow's history) many times the reply's size.
             pending, index, sent_at = "", 0, time.monotonic()
 
-            def publish() -> None:
+            async def publish() -> None:
                 nonlocal pending, index, sent_at
-                chunk = TextChunk(key=target.key, attempt=attempt, index=index, text=pending)
-                topic.publish(chunk, force_flush=True)
+                topic.publish(TextChunk(key=target.key, attempt=attempt, index=index, text=pending))
                 pending, index, sent_at = "", index + 1, time.monotonic()
+                try:
+                    await publisher.flush()
+                except (RPCError, TimeoutError):
+                    pass  # best effort: the batch goes with the next flush; the reply is the result
 
-            async with publisher:
-                async for chunk in stream:
-                    pending += reply.add(chunk)
-                    due = (
-                        index == 0 or time.monotonic() - sent_at >= STREAM_INTERVAL.total_seconds()
-                    )
-                    if pending and due:  # the first words at once, then an interval's worth
-                        publish()
-                if pending:
-                    publish()
+            async for chunk in stream:
+                pending += reply.add(chunk)
+                due = index == 0 or time.monotonic() - sent_at >= STREAM_INTERVAL.total_seconds()
+                if pending and due:  # the first words at once, then an interval's worth
+                    await publish()
+            if pending:
+                await publish()
         except openai.OpenAIError as exc:
             raise classify_error(exc) from exc
         response = reply.response()
