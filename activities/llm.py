@@ -22,6 +22,7 @@ for come back in `LLMResponse.tool_calls` with their arguments parsed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import time
@@ -415,10 +416,9 @@ class ModelActivities:
                 nonlocal pending, index, sent_at
                 topic.publish(TextChunk(key=target.key, attempt=attempt, index=index, text=pending))
                 pending, index, sent_at = "", index + 1, time.monotonic()
-                try:
+                # Best effort: a batch not sent goes with the next flush; the reply is the result.
+                with contextlib.suppress(RPCError, TimeoutError):
                     await publisher.flush()
-                except (RPCError, TimeoutError):
-                    pass  # best effort: the batch goes with the next flush; the reply is the result
 
             async for chunk in stream:
                 pending += reply.add(chunk)
