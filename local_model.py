@@ -8,8 +8,11 @@ to it with the ordinary `openai` client, exactly as it would to any hosted endpo
     python local_model.py --port 8765
     OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=local python worker.py
 
-Endpoints: `GET /health`, `GET /v1/models`, non-streaming
-`POST /v1/chat/completions` and `POST /v1/embeddings`. A `json_schema` response
+Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` and
+`POST /v1/embeddings`. A chat request with `"stream": true` is answered with
+server-sent events, a chunk per token as llama.cpp writes it, then usage; with
+tools or a JSON format the reply is decided whole by the grammar, so it comes as
+one chunk. A `json_schema` response
 format becomes llama.cpp's grammar-constrained JSON mode, because a 135M model
 cannot follow JSON instructions by itself but, constrained token by token, always
 yields JSON of the right shape. `tools` (native tool calling) goes the same way: the
@@ -36,13 +39,16 @@ from __future__ import annotations
 import argparse
 import base64
 import importlib.util
+import itertools
 import json
 import os
+import queue
 import signal
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -240,8 +246,6 @@ def _number(body: dict[str, Any], name: str, default: Any, kind: type) -> Any:
 
 def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
     """Translate an OpenAI chat request into `Llama.create_chat_completion` arguments."""
-    if body.get("stream"):
-        raise RequestError("streaming is not supported by the local model; send stream=false")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty list")
@@ -358,6 +362,60 @@ class LocalModel:
                 "total_tokens": usage.get("total_tokens", 0),
             },
         }
+
+    def stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Answer one chat request as OpenAI `chat.completion.chunk`s, the last one
+        carrying usage. Plain text comes a token at a time; a grammar-constrained reply
+        (tools, JSON) is only meaningful whole, so it comes as one chunk. A bad request
+        raises before the first chunk, so the caller can still answer with an error."""
+        kwargs = completion_kwargs(body)
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": MODEL_ID,
+        }
+        base["object"] = "chat.completion.chunk"
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        if "response_format" in kwargs:
+            whole = self.chat(body)
+            choice = whole["choices"][0]
+            delta = dict(choice["message"])
+            if "tool_calls" in delta:  # a streamed call names its place in the list
+                delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(delta["tool_calls"])]
+            yield chunk(delta, choice["finish_reason"])
+            yield {**base, "choices": [], "usage": whole["usage"]}
+            return
+        parts: queue.Queue[Any] = queue.Queue()
+
+        def generate() -> (
+            None
+        ):  # on the llama thread: every step of the generator is a call into it
+            written, finish = 0, None
+            try:
+                for part in self._llama.create_chat_completion(stream=True, **kwargs):
+                    choice = part["choices"][0]
+                    written += bool(choice["delta"].get("content"))
+                    finish = choice.get("finish_reason") or finish
+                    parts.put(chunk(choice["delta"], choice.get("finish_reason")))
+                # The context holds the prompt and every token written, except the last
+                # one when max_tokens cut the reply (it was never fed back).
+                prompt = max(self._llama.n_tokens - written + (finish == "length"), 0)
+                usage = {"prompt_tokens": prompt, "completion_tokens": written}
+                parts.put(
+                    {**base, "choices": [], "usage": {**usage, "total_tokens": prompt + written}}
+                )
+            except Exception as exc:
+                parts.put(exc)
+            parts.put(None)
+
+        self._executor.submit(generate)
+        while (part := parts.get()) is not None:
+            if isinstance(part, Exception):
+                raise part
+            yield part
 
     def close(self) -> None:
         self._executor.submit(self._llama.close).result()
@@ -501,6 +559,10 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if path == "/v1/embeddings":
                 answer = self.embedder.embed(body)
+            elif body.get("stream"):
+                chunks = self.model.stream(body)
+                self._stream(next(chunks), chunks)
+                return
             else:
                 answer = self.model.chat(body)
         except RequestError as exc:
@@ -517,6 +579,29 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 note = f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
             self._reply(200, answer, note)
+
+    def _stream(self, first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> None:
+        """Server-sent events, each written as it comes; the connection closes at the
+        end (no length is known up front)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        usage: dict[str, Any] = {}
+        try:
+            for part in itertools.chain([first], rest):
+                usage = part.get("usage") or usage
+                self.wfile.write(f"data: {json.dumps(part)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            note = f"{usage.get('prompt_tokens')}+{usage.get('completion_tokens')} tokens, streamed"
+        except (BrokenPipeError, ConnectionResetError):
+            note = "client went away"
+        except Exception as exc:  # after the headers an error can only end the stream
+            note = f"stream failed: {exc}"
+        elapsed = time.monotonic() - self._started
+        print(f"{self.command} {self.path} 200 {elapsed:.2f}s {note}", file=sys.stderr)
 
     def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self._reply(status, {"error": {"message": message, "type": kind, "code": None}}, message)

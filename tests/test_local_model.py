@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -15,11 +16,14 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from cli.settings import Settings
 from cli.worker import build_worker
+from durafact.llm import TextChunk
 from tests.helpers import ROOT, free_port, run_to_ledger
 from workflows import Goal, PlanExecuteWorkflow, PlanStep, ReActInput, ReActWorkflow, StepResult
+from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
 
 SCRIPT = ROOT / "local_model.py"
 
@@ -29,6 +33,27 @@ class Plan(BaseModel):
 
     goal: str = Field(min_length=1)
     steps: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1, max_length=5)
+
+
+CALCULATOR_REQUEST: dict = {
+    "model": "smollm2-135m-instruct",
+    "messages": [{"role": "user", "content": "What is 17 times 23? Use the calculator."}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "calculator",
+                "description": "Evaluate an arithmetic expression.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"expression": {"type": "string"}},
+                    "required": ["expression"],
+                },
+            },
+        }
+    ],
+    "max_tokens": 128,
+}
 
 
 @pytest.fixture(scope="module")
@@ -103,14 +128,50 @@ def test_same_seed_gives_the_same_answer(llm: OpenAI) -> None:
     assert ask() == ask()
 
 
-def test_streaming_request_is_rejected_as_bad_request(llm: OpenAI) -> None:
+def test_a_streamed_reply_comes_a_token_at_a_time_and_matches_the_whole_one(
+    llm: OpenAI,
+) -> None:
+    request = {
+        "model": "smollm2-135m-instruct",
+        "messages": [{"role": "user", "content": "Say something about rivers."}],
+        "max_tokens": 24,
+        "seed": 7,
+    }
+    chunks = list(llm.chat.completions.create(**request, stream=True))
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    whole = llm.chat.completions.create(**request)
+    assert len(pieces) > 1
+    assert "".join(pieces) == whole.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] in ("stop", "length")
+    usage = chunks[-1].usage
+    assert usage.completion_tokens == len(pieces)
+    assert usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+def test_a_streamed_tool_call_comes_whole_in_one_chunk(llm: OpenAI) -> None:
+    chunks = list(llm.chat.completions.create(**CALCULATOR_REQUEST, stream=True))
+    delta = chunks[0].choices[0].delta
+    # Grammar-constrained output is only meaningful whole: a call or an answer, at once.
+    if delta.tool_calls:
+        assert delta.tool_calls[0].index == 0 and delta.tool_calls[0].function.name == "calculator"
+        assert chunks[0].choices[0].finish_reason == "tool_calls"
+    else:
+        assert delta.content is not None
+    assert chunks[-1].usage.completion_tokens > 0
+
+
+def test_a_bad_streamed_request_is_refused_before_any_event(llm: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         llm.chat.completions.create(
             model="smollm2-135m-instruct",
             messages=[{"role": "user", "content": "hi"}],
+            max_tokens=-1,
             stream=True,
         )
     assert caught.value.body["type"] == "invalid_request_error"
+    assert "'max_tokens' must be a positive integer" in caught.value.body["message"]
 
 
 def test_malformed_body_missing_messages_and_unknown_path_get_openai_errors(
@@ -164,25 +225,7 @@ async def test_plan_execute_runs_end_to_end_on_the_local_model(
 
 
 def test_native_tools_come_back_as_a_call_of_a_listed_tool(llm: OpenAI) -> None:
-    completion = llm.chat.completions.create(
-        model="smollm2-135m-instruct",
-        messages=[{"role": "user", "content": "What is 17 times 23? Use the calculator."}],
-        tools=[
-            {
-                "type": "function",
-                "function": {
-                    "name": "calculator",
-                    "description": "Evaluate an arithmetic expression.",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {"expression": {"type": "string"}},
-                        "required": ["expression"],
-                    },
-                },
-            }
-        ],
-        max_tokens=128,
-    )
+    completion = llm.chat.completions.create(**CALCULATOR_REQUEST)
     message = completion.choices[0].message
     # The grammar admits a call of the listed tool with arguments under its schema, or an
     # answer: either way the reply is well formed, whatever the 135M model chose.
@@ -221,3 +264,42 @@ async def test_react_runs_the_native_protocol_on_the_local_model(
     assert 1 <= result.turns <= 3
     assert all(call.tool == "calculator" for call in result.tool_calls)
     assert result.ending != "answer" or result.answer is not None
+
+
+async def test_a_chat_reply_streams_from_the_local_model(
+    client: Client, local_model_url: str
+) -> None:
+    settings = Settings(
+        openai_base_url=local_model_url,
+        model="smollm2-135m-instruct",
+        task_queue=f"local-{uuid.uuid4().hex[:8]}",
+    )
+    async with build_worker(client, settings):
+        handle = await client.start_workflow(
+            ChatWorkflow.run,
+            ChatInput(),
+            id=f"local-chat-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        stream = WorkflowStreamClient.create(client, handle.id)
+        tokens: list[TextChunk] = []
+
+        async def collect() -> None:
+            async for item in stream.subscribe([TOKENS_TOPIC], result_type=TextChunk):
+                tokens.append(item.data)
+
+        reader = asyncio.create_task(collect())
+        reply = await handle.execute_update(
+            ChatWorkflow.send, ChatSend(text="Name a colour.", id="c1"), result_type=ChatReply
+        )
+        # The last words may trail the update's result by a poll of the stream.
+        for _ in range(300):
+            if "".join(t.text for t in tokens).strip() == reply.text:
+                break
+            await asyncio.sleep(0.1)
+        reader.cancel()
+        await handle.terminate("done")
+    assert "".join(t.text for t in tokens).strip() == reply.text
+    assert reply.text.strip()
+    assert {t.key for t in tokens} == {"c1"}
+    assert [t.index for t in tokens] == list(range(len(tokens)))

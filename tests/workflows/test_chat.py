@@ -106,7 +106,7 @@ async def test_without_streaming_the_same_send_gets_the_reply(
 async def test_an_endpoint_that_refuses_to_stream_is_asked_for_whole_replies(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
-    model.fail(400, when=lambda call: bool(call.body.get("stream")))  # as local_model.py does
+    model.fail(400, when=lambda call: bool(call.body.get("stream")))  # as some endpoints do
     handle = await start_chat(client, worker)
     assert (await send(handle, "hello")).text == "done: hello"
     assert [c.body.get("stream") for c in model.calls] == [True, None]

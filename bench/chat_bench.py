@@ -1,0 +1,183 @@
+"""Chat: history per run at the continue-as-new threshold, and time to the first token.
+
+    python -m bench.chat_bench [--messages 500] [--local 5]
+
+Part one sends `--messages` messages through `send` to one ChatWorkflow with its
+default settings (rolling digest, continue-as-new at the server's suggestion or
+10,000 events / 10 MB), on the scripted model with no delay, and prints every run
+of the chain: its events, its history bytes (sum of HistoryEvent.ByteSize()) and
+the messages it answered. Part two starts local_model.py (the demo's model), opens
+a chat with streaming on and sends `--local` messages one after another: for each,
+the time from `send` to the first streamed `tokens` item and to the reply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from bench._common import dev_stack
+from durafact.llm import TextChunk
+from tests.helpers import ROOT, free_port
+from tests.scripted_model import Call
+from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
+
+QUESTIONS = (
+    "What should I pack for three days of hiking?",
+    "Which of those can I leave out if it does not rain?",
+    "How heavy would that be?",
+    "Name one thing people forget.",
+    "Thanks. Summarize the list in one line.",
+)
+
+
+def echo(call: Call) -> str:
+    return f"noted: {call.last_user[:200]}"
+
+
+async def runs_of(client: Client, workflow_id: str, first_run: str) -> list[tuple[int, int, int]]:
+    """(events, history bytes, messages answered) for each run of a continue-as-new chain."""
+    rows, run_id = [], first_run
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        sends = sum(
+            1
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
+        )
+        size = sum(e.ByteSize() for e in history.events)
+        rows.append((len(history.events), size, sends))
+        last = history.events[-1]
+        continued = last.workflow_execution_continued_as_new_event_attributes
+        run_id = (
+            continued.new_execution_run_id
+            if last.HasField("workflow_execution_continued_as_new_event_attributes")
+            else ""
+        )
+    return rows
+
+
+async def continue_as_new_part(messages: int) -> None:
+    async with dev_stack(echo) as stack, stack.worker():
+        handle = await stack.client.start_workflow(
+            ChatWorkflow.run,
+            ChatInput(stream=False),
+            id=f"chat-bench-{uuid.uuid4().hex[:8]}",
+            task_queue=stack.settings.task_queue,
+        )
+        started = time.monotonic()
+        for n in range(messages):
+            await handle.execute_update(
+                ChatWorkflow.send,
+                ChatSend(text=f"message {n}: fact {n * 7}"),
+                result_type=ChatReply,
+            )
+        elapsed = time.monotonic() - started
+        rows = await runs_of(stack.client, handle.id, handle.result_run_id or "")
+        await handle.terminate("bench done")
+    print(f"{messages} messages through `send` in {elapsed:.0f} s ({messages / elapsed:.1f}/s)")
+    print("| run | events | history bytes | messages answered |")
+    print("|---|---|---|---|")
+    for k, (events, size, sends) in enumerate(rows):
+        state = "open (terminated by the bench)" if k == len(rows) - 1 else "continued as new"
+        print(f"| {k} | {events:,} | {size:,} | {sends} ({state}) |")
+
+
+@contextmanager
+def local_model() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "local_model.py"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                raise SystemExit("local_model.py exited: is the `local` extra installed?")
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("local_model.py did not answer within 120 s")
+            time.sleep(0.2)
+        yield f"{url}/v1"
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+async def first_token_part(count: int) -> None:
+    with local_model() as url:
+        async with dev_stack(echo) as stack:
+            stack.settings = stack.settings.model_copy(
+                update={"openai_base_url": url, "model": "smollm2-135m-instruct"}
+            )
+            async with stack.worker():
+                handle = await stack.client.start_workflow(
+                    ChatWorkflow.run,
+                    ChatInput(),
+                    id=f"chat-bench-{uuid.uuid4().hex[:8]}",
+                    task_queue=stack.settings.task_queue,
+                )
+                stream = WorkflowStreamClient.create(stack.client, handle.id)
+                firsts, wholes = [], []
+                for n in range(count):
+                    key = f"m{n}"
+                    first = asyncio.get_running_loop().create_future()
+
+                    async def watch(key: str = key, first: asyncio.Future = first) -> None:
+                        async for item in stream.subscribe([TOKENS_TOPIC], result_type=TextChunk):
+                            if item.data.key == key:
+                                first.set_result(time.monotonic())
+                                return
+
+                    watcher = asyncio.create_task(watch())
+                    await asyncio.sleep(0.2)  # the subscription's first poll is in
+                    sent = time.monotonic()
+                    await handle.execute_update(
+                        ChatWorkflow.send,
+                        ChatSend(text=QUESTIONS[n % len(QUESTIONS)], id=key),
+                        result_type=ChatReply,
+                    )
+                    wholes.append(time.monotonic() - sent)
+                    firsts.append(await asyncio.wait_for(first, timeout=30) - sent)
+                    watcher.cancel()
+                await handle.terminate("bench done")
+    print(f"local model, {count} messages with streaming on (seconds from `send`):")
+    print("| | median | min | max |")
+    print("|---|---|---|---|")
+    for label, values in (("first streamed token", firsts), ("whole reply", wholes)):
+        print(
+            f"| {label} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} |"
+        )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=500)
+    parser.add_argument("--local", type=int, default=5, help="messages to the local model")
+    args = parser.parse_args()
+    await continue_as_new_part(args.messages)
+    if args.local:
+        await first_token_part(args.local)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
