@@ -42,6 +42,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.reflection_bench
 	$(BIN)/python -m bench.react_bench
 	$(BIN)/python -m bench.scale_out_bench
+	$(BIN)/python -m bench.chat_bench
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -88,11 +88,11 @@ async def continue_as_new_part(messages: int) -> None:
         rows = await runs_of(stack.client, handle.id, handle.result_run_id or "")
         await handle.terminate("bench done")
     print(f"{messages} messages through `send` in {elapsed:.0f} s ({messages / elapsed:.1f}/s)")
-    print("| run | events | history bytes | messages answered |")
-    print("|---|---|---|---|")
+    print("| run | events | history bytes | messages answered | ended |")
+    print("|---|---|---|---|---|")
     for k, (events, size, sends) in enumerate(rows):
-        state = "open (terminated by the bench)" if k == len(rows) - 1 else "continued as new"
-        print(f"| {k} | {events:,} | {size:,} | {sends} ({state}) |")
+        ended = "still open (the bench ends it)" if k == len(rows) - 1 else "continued as new"
+        print(f"| {k} | {events:,} | {size:,} | {sends} | {ended} |")
 
 
 @contextmanager
