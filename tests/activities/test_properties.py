@@ -21,22 +21,16 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from activities.csv_source import CSVSource
 from activities.web_source import WebSource, address_refusal
 from durafact.arithmetic import column_values
 from durafact.sources import RefusedLocation, SourceError, SourceRef
+from tests.properties import FAST as SHARED_FAST
 
-# Deterministic in CI, nothing written into the repository, a few seconds per property.
-FAST = settings(
-    max_examples=200,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+FAST = settings(SHARED_FAST, max_examples=200)
 
 # --- addresses ---------------------------------------------------------------------------
 

@@ -19,36 +19,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from cli.commands import corrections
 from cli.launch import read_input
 from cli.output import Failed, decide_hint, one_line, quoted
 from cli.recipe_commands import checked, duration, names
+from tests.properties import FAST, JSON
 from workflows.plan_execute import MAX_STEPS, Goal
 from workflows.react import ReActInput
 from workflows.reflection import ReflectionInput
 from workflows.supervisor import SupervisorRequest
 
-# Deterministic in CI, nothing written into the repository, a few seconds per property.
-FAST = settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-
 # What argv can hold: text, or bytes that are not UTF-8 (decoded with surrogateescape);
 # never a NUL, which ends a C string.
 ARGS = st.text(st.characters(exclude_characters="\x00"), max_size=30) | st.binary(max_size=30).map(
     lambda raw: os.fsdecode(raw.replace(b"\x00", b""))
-)
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=12,
 )
 
 

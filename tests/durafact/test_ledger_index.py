@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from durafact.ledger import Artifact, Ledger, LedgerError
 from durafact.llm import ArtifactSpan
+from tests.properties import FAST
 
 
 class Note(BaseModel):
@@ -100,7 +101,7 @@ def assert_indexes_agree_with_a_scan(ledger: Ledger) -> None:
     assert ledger.id_of(Note(text="never stored")) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(FAST, max_examples=300)
 @given(OPS)
 def test_indexes_agree_with_a_scan_after_any_operations(ops: list[tuple[Any, ...]]) -> None:
     ledger = Ledger()
@@ -109,7 +110,7 @@ def test_indexes_agree_with_a_scan_after_any_operations(ops: list[tuple[Any, ...
         assert_indexes_agree_with_a_scan(ledger)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(FAST, max_examples=100)
 @given(OPS, OPS)
 def test_a_round_trip_or_a_copy_keeps_the_json_and_rebuilds_the_indexes(
     ops: list[tuple[Any, ...]], more: list[tuple[Any, ...]]

@@ -13,28 +13,13 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from durafact.answer_flow import AnswerBatchError, AnswerItem, validate_answer_batch
 from durafact.arithmetic import column_values, compute, parse_number
 from durafact.sources import SourceError
-
-# Deterministic in CI, nothing written into the repository, a few seconds per property.
-FAST = settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=12,
-)
-
+from tests.properties import FAST, JSON
 
 # --- answer batches --------------------------------------------------------------------
 

@@ -9,10 +9,11 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from durafact.answer_flow import AnswerBatchError
+from tests.properties import FAST, JSON
 from workflows.answer_flow import (
     MAX_REPAIRS,
     AnswerBatchInput,
@@ -20,20 +21,6 @@ from workflows.answer_flow import (
     load_answer_batch,
 )
 
-# Deterministic in CI, nothing written into the repository, a few seconds per property.
-FAST = settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=12,
-)
 QUESTION_IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", fullmatch=True)
 
 
