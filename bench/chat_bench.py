@@ -16,21 +16,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from bench._common import dev_stack
 from durafact.llm import TextChunk
-from tests.helpers import ROOT, free_port
+from tests.helpers import start_local_model
 from tests.scripted_model import Call
 from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
 
@@ -97,30 +96,18 @@ async def continue_as_new_part(messages: int) -> None:
 
 @contextmanager
 def local_model() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "local_model.py"), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise SystemExit("local_model.py exited: is the `local` extra installed?")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("local_model.py did not answer within 120 s")
-            time.sleep(0.2)
-        yield f"{url}/v1"
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
+    """local_model.py in a subprocess (its log in a temporary file): its /v1 URL."""
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            process, url = start_local_model(Path(folder) / "local_model.log")
+        except RuntimeError as exc:
+            hint = "is the `local` extra installed?"
+            raise SystemExit(f"local_model.py did not start ({hint}): {exc}") from None
+        try:
+            yield url
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
 
 
 async def first_token_part(count: int) -> None:

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
-import httpx
 import pytest
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
@@ -28,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from cli.connection import connect, ensure_search_attributes
 from cli.settings import Settings
 from cli.worker import build_worker
-from tests.helpers import ROOT, free_port, start_dev_server, time_skipping_server_binary
+from tests.helpers import start_dev_server, start_local_model, time_skipping_server_binary
 from tests.scripted_model import ScriptedModel
 from workflows import SEARCH_ATTRIBUTES
 
@@ -132,31 +129,13 @@ async def worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
 @pytest.fixture(scope="session")
 def local_model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real local model server (local_model.py) in a subprocess: its /v1 URL."""
-    port = free_port()
     log_path = tmp_path_factory.mktemp("local_model") / "server.log"
-    # A file, not a pipe: an unread pipe would eventually block the server's logging.
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "local_model.py"), "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not healthy in time:\n{log_path.read_text()}")
-            time.sleep(0.2)
-        yield f"{url}/v1"
+        proc, url = start_local_model(log_path)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield url
     finally:
         proc.terminate()
         try:

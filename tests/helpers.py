@@ -9,12 +9,14 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
@@ -165,6 +167,35 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def start_local_model(log_path: Path, timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
+    """local_model.py on a free port, its output to `log_path` (a file: an unread pipe
+    would eventually block the server's logging): the process and its /v1 URL once it
+    answers /health. RuntimeError, with the log, when it exits or stays silent."""
+    port = free_port()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "local_model.py"), "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, f"{url}/v1"
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"server not healthy in time:\n{log_path.read_text()}")
+        time.sleep(0.2)
 
 
 def time_skipping_server_binary() -> Path:

@@ -56,6 +56,15 @@ CALCULATOR_REQUEST: dict = {
 }
 
 
+def local_settings(url: str) -> Settings:
+    """A worker on the local model, on a queue of its own."""
+    return Settings(
+        openai_base_url=url,
+        model="smollm2-135m-instruct",
+        task_queue=f"local-{uuid.uuid4().hex[:8]}",
+    )
+
+
 @pytest.fixture(scope="module")
 def llm(local_model_url: str) -> OpenAI:
     return OpenAI(base_url=local_model_url, api_key="local", max_retries=0, timeout=120)
@@ -200,11 +209,7 @@ def test_missing_model_file_exits_nonzero_with_one_line_reason(tmp_path: Path) -
 async def test_plan_execute_runs_end_to_end_on_the_local_model(
     client: Client, local_model_url: str
 ) -> None:
-    settings = Settings(
-        openai_base_url=local_model_url,
-        model="smollm2-135m-instruct",
-        task_queue=f"local-{uuid.uuid4().hex[:8]}",
-    )
+    settings = local_settings(local_model_url)
     async with build_worker(client, settings):
         result, ledger = await run_to_ledger(
             client,
@@ -241,11 +246,7 @@ def test_native_tools_come_back_as_a_call_of_a_listed_tool(llm: OpenAI) -> None:
 async def test_react_runs_the_native_protocol_on_the_local_model(
     client: Client, local_model_url: str
 ) -> None:
-    settings = Settings(
-        openai_base_url=local_model_url,
-        model="smollm2-135m-instruct",
-        task_queue=f"local-{uuid.uuid4().hex[:8]}",
-    )
+    settings = local_settings(local_model_url)
     async with build_worker(client, settings):
         result = await client.execute_workflow(
             ReActWorkflow.run,
@@ -269,11 +270,7 @@ async def test_react_runs_the_native_protocol_on_the_local_model(
 async def test_a_chat_reply_streams_from_the_local_model(
     client: Client, local_model_url: str
 ) -> None:
-    settings = Settings(
-        openai_base_url=local_model_url,
-        model="smollm2-135m-instruct",
-        task_queue=f"local-{uuid.uuid4().hex[:8]}",
-    )
+    settings = local_settings(local_model_url)
     async with build_worker(client, settings):
         handle = await client.start_workflow(
             ChatWorkflow.run,
