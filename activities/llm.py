@@ -41,6 +41,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from durafact import handoff
 from durafact.llm import (
     ArtifactSpan,
     ChatMessage,
@@ -350,15 +351,24 @@ class ModelActivities:
     async def _render(
         self, messages: list[ChatMessage], conversation: ArtifactSpan | None = None
     ) -> list[dict[str, Any]]:
+        info = activity.info()
+        # The workflow put the context here when it scheduled this call in this process
+        # (durafact/handoff.py); otherwise ask the workflow.
+        handed = handoff.take(info.workflow_run_id or "", info.activity_id)
         rendered: list[dict[str, Any]] = []
-        for message in messages:
+        for k, message in enumerate(messages):
             parts = [message.content] if message.content else []
             if message.context:
-                texts = await self._context_texts(message.context)
+                texts = handed.texts[k] if handed else await self._context_texts(message.context)
                 parts += [f"[{t.id}] {t.text}" for t in texts]
             rendered.append({"role": message.role, "content": "\n\n".join(parts)})
         if conversation is not None and conversation.count:
-            rendered += [render_turn(turn) for turn in await self._context_messages(conversation)]
+            turns = (
+                handed.turns
+                if handed and handed.turns is not None
+                else await self._context_messages(conversation)
+            )
+            rendered += [render_turn(turn) for turn in turns]
         return rendered
 
     async def _tool_schemas_for(self, names: list[str]) -> list[dict[str, Any]]:

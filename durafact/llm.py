@@ -6,18 +6,45 @@ activity reads their text from its own workflow by query, so each text is stored
 in history once, not once per call that uses it. A conversation (a tool loop, a
 chat) travels the same way: `LLMRequest.conversation` names the run's `ChatTurn`
 artifacts, which the activity reads with the `context_messages` query and sends
-after `messages` with their roles, tool calls and tool-call ids.
+after `messages` with their roles, tool calls and tool-call ids (read from memory
+instead when the activity runs where its workflow does: durafact/handoff.py).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from durafact.sources import ENDPOINT_NAME
 from durafact.tools import ToolCall, ToolSpec
+
+
+class Compact(BaseModel):
+    """Serialized without its optional fields that hold nothing (None, or an empty
+    list where that is the default): a request and its response are stored in
+    history on every model call, and the fields a call does not use were most of
+    a request's bytes. Reading fills them in again from their defaults."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        empty = _empty_defaults(type(self))
+        return {k: v for k, v in data.items() if not (k in empty and (v is None or v == []))}
+
+
+@functools.cache
+def _empty_defaults(model: type[BaseModel]) -> frozenset[str]:
+    """The optional fields of `model` whose default is None or an empty list."""
+    return frozenset(
+        name
+        for name, field in model.model_fields.items()
+        if not field.is_required() and field.get_default(call_default_factory=True) in (None, [])
+    )
 
 
 class ArtifactSpan(BaseModel):
@@ -40,7 +67,7 @@ class ContextText(BaseModel):
     text: str
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(Compact):
     role: Literal["system", "user", "assistant"]
     content: str = ""
     context: list[ContextRef] = Field(
@@ -62,7 +89,7 @@ class Usage(BaseModel):
         )
 
 
-class ChatTurn(BaseModel):
+class ChatTurn(Compact):
     """One message of a conversation, stored as an artifact (`msg:{run}:{n}`) once."""
 
     role: Literal["user", "assistant", "tool"]
@@ -93,7 +120,7 @@ class TextChunk(BaseModel):
     text: str
 
 
-class LLMRequest(BaseModel):
+class LLMRequest(Compact):
     messages: list[ChatMessage] = Field(min_length=1)
     conversation: ArtifactSpan | None = Field(
         default=None,
@@ -140,7 +167,7 @@ class LLMRequest(BaseModel):
     )
 
 
-class LLMResponse(BaseModel):
+class LLMResponse(Compact):
     text: str = Field(description="The free-text answer; empty for structured output.")
     tool_calls: list[ToolCall] = Field(
         default_factory=list, description="The calls the model asked for (native protocol)."

@@ -48,9 +48,10 @@ answers as `context=ctx.refs(previous[item.id])`, so each is stored in history o
 The model activities are `llm:generate:0`, `llm:repair:{r}`, `llm:review:{r}` and
 `llm:final` (a `finish` that asks the model).
 
-Status (`DurafactStatus`): `answering`; after each round `round:{r} accepted={a}
+Status: `answering`; after each round `round:{r} accepted={a}
 failing={f}` (with `fallback={n}` after `accepted` once items ended as fallback);
 then `final accepted={a} fallback={f} blocked={b}`; `failed` when the run fails.
+`DurafactStatus` holds the phase: `answering`, `round`, `final`.
 
 `AnswerFlowWorkflow`, at the bottom, is the ready one: questions with sources in,
 one grounded answer, a fallback or a block per question out.

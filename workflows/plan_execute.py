@@ -27,8 +27,8 @@ fields gets them filled in. The model activities carry the same ids with an
 `llm:` prefix (`llm:plan:{goal}`, `llm:step:{goal}:{i}`, `llm:final:{goal}`), so
 the Web UI timeline reads like the ledger.
 
-Status (`DurafactStatus`): `planning`, `executing:{i}/{n}`, `finishing`,
-`completed`; `failed` when a hook raises.
+Status: `planning`, `executing:{i}/{n}`, `finishing`, `completed`; `failed` when a
+hook raises. `DurafactStatus` holds the phase: `executing` for every step.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ and what the reply asks for:
   the same time; a reply without calls is the final answer.
 
 Each tool call is the activity `call_tool`, id `tool:{run}:{turn}:{k}`, summary
-"call tool: NAME", status `calling:{NAME}`, with the idempotency key
+"call tool: NAME", status `calling:{NAME}` (its phase, `DurafactStatus`, stays
+`turn`), with the idempotency key
 `{workflow id}:{activity id}`. A name the run was not given never reaches a tool:
 its observation is "'x' is not a valid tool, try one of [...]". A destructive
 tool (`ToolSpec.destructive`) never runs before `ctx.ask_approval(thread=
@@ -501,7 +502,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             )
             if not approval.approved:
                 return failed("NotApproved", not_approved_message(approval.reason))
-        ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}")
+        ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}", phase="turn")
         if run.runs_here(call.name):
             return await self._search_sources(ctx, run, activity_id, call)
         result: ToolResult = await workflow.execute_activity(

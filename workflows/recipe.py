@@ -21,16 +21,18 @@ drops it with a warning announcement, the update fails at the caller.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
+from durafact import handoff
 from durafact.approval import (
     TIMED_OUT,
     ApprovalAnswer,
@@ -59,6 +61,11 @@ from durafact.tools import ToolSpec
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
 SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
+# Runs started since this patch keep DurafactStatus to the status's phase (`executing`,
+# not `executing:2/3`), upserted when the phase changes, the first time together with
+# DurafactRecipe: each upsert is a history event, and per-step ones were a tenth of a
+# plan's history. Older runs replay with an upsert per status, as they were recorded.
+STATUS_BY_PHASE = "durafact-status-by-phase"
 # DurafactStatus while any question waits: what `starter.py pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
 # The error type of an answer the `decide` update refuses.
@@ -179,23 +186,25 @@ class ModelCalls:
         the workflow runs itself) and stop sequences; `endpoint` names one of the worker's
         model endpoints (None: `default`); `stream` publishes the reply as it is written."""
         ctx = self._ctx
-        activity_id = ctx.next_activity_id("llm")
+        activity_id = ctx.temporal_id(ctx.next_activity_id("llm"))
+        request = LLMRequest(
+            messages=messages,
+            output_type=type_path(output) if output else None,
+            conversation=conversation,
+            tools=tools or [],
+            tool_specs=tool_specs or [],
+            stop=stop,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            endpoint=endpoint,
+            stream=stream,
+        )
+        ctx.hand_off(activity_id, request)
         response: LLMResponse = await workflow.execute_activity(
             "request_model",
-            LLMRequest(
-                messages=messages,
-                output_type=type_path(output) if output else None,
-                conversation=conversation,
-                tools=tools or [],
-                tool_specs=tool_specs or [],
-                stop=stop,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                endpoint=endpoint,
-                stream=stream,
-            ),
+            request,
             result_type=LLMResponse,
-            activity_id=ctx.temporal_id(activity_id),
+            activity_id=activity_id,
             summary=summary or f"request model: {ctx.scope}",
             start_to_close_timeout=ctx.llm_timeout,
             schedule_to_close_timeout=ctx.model_deadline,
@@ -214,6 +223,11 @@ class ModelCalls:
             messages.append(ChatMessage(role="user", content="Context:", context=context))
         messages.append(ChatMessage(role="user", content=prompt))
         return messages
+
+
+class ContextReader(Protocol):
+    def context_texts(self, refs: list[ContextRef]) -> list[ContextText]: ...
+    def context_messages(self, conversation: ArtifactSpan) -> list[ChatTurn]: ...
 
 
 class RecipeContext:
@@ -248,7 +262,30 @@ class RecipeContext:
         self.llm_heartbeat_timeout = llm_heartbeat_timeout
         self.llm_retry = llm_retry
         self.llm = ModelCalls(self)
+        # The recipe's `context_texts` and `context_messages` queries (set by `Recipe`).
+        self.reader: ContextReader | None = None
+        # See STATUS_BY_PHASE (set by `Recipe.execute`).
+        self.by_phase = False
+        self._phase = ""
+        self._recipe_marked = False
         self._calls_in_scope = 0
+
+    def hand_off(self, activity_id: str, request: LLMRequest) -> None:
+        """Put the request's context where its activity finds it when it runs in this
+        worker process (durafact/handoff.py), resolved by the same queries it would
+        ask otherwise. Not while replaying: the activity ran long ago."""
+        reader, conversation = self.reader, request.conversation
+        if conversation is not None and not conversation.count:
+            conversation = None
+        if reader is None or workflow.unsafe.is_replaying():
+            return
+        if conversation is None and not any(m.context for m in request.messages):
+            return
+        texts = tuple(
+            tuple(reader.context_texts(m.context)) if m.context else () for m in request.messages
+        )
+        turns = tuple(reader.context_messages(conversation)) if conversation else None
+        handoff.put(workflow.info().run_id, activity_id, handoff.Context(texts, turns))
 
     def temporal_id(self, readable: str) -> str:
         """The id Temporal stores for an activity or child workflow named `readable`: the
@@ -313,10 +350,30 @@ class RecipeContext:
         )
         workflow.set_current_details(f"**{self.status}**: {message}")
 
-    def set_status(self, status: str, message: str | None = None) -> None:
+    def set_status(self, status: str, message: str | None = None, *, phase: str = "") -> None:
+        """The recipe's status (the `status` query, the progress lines, the Web UI's
+        current details) and its phase, `DurafactStatus`: `phase`, or the status's
+        first word (up to a `:` or a space)."""
         self.status = status
-        workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(status)])
+        phase = phase or re.split(r"[: ]", status, maxsplit=1)[0]
+        if not self.by_phase:
+            workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(status)])
+        elif phase != self._phase:
+            self._phase = phase
+            self._upsert_phase()
         self.announce(message or status, kind="status")
+
+    def mark_recipe(self) -> None:
+        """DurafactRecipe, if no status has carried it yet (see STATUS_BY_PHASE)."""
+        if self.by_phase and not self._recipe_marked:
+            self._upsert_phase()
+
+    def _upsert_phase(self) -> None:
+        pairs = [STATUS_ATTRIBUTE.value_set(self._phase)] if self._phase else []
+        if not self._recipe_marked:
+            pairs.insert(0, RECIPE_ATTRIBUTE.value_set(self.recipe))
+            self._recipe_marked = True
+        workflow.upsert_search_attributes(pairs)
 
     # --- human approval ---------------------------------------------------------------
 
@@ -527,15 +584,21 @@ class Recipe(Generic[In, Out]):
             source_deadline=self.source_deadline,
             run_deadline=run_deadline(),
         )
+        self._ctx.reader = self
 
     async def execute(self, input: In) -> Out:
         """Run the lifecycle on `input`: what a recipe's `@workflow.run` returns."""
-        workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
+        ctx = self._ctx
+        ctx.by_phase = workflow.patched(STATUS_BY_PHASE)
+        if not ctx.by_phase:
+            workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:
-            return await self.lifecycle(self._ctx, input)
+            return await self.lifecycle(ctx, input)
         except Exception:
-            self._ctx.set_status("failed")
+            ctx.set_status("failed")
             raise
+        finally:
+            ctx.mark_recipe()  # for a lifecycle that set no status
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         raise NotImplementedError(f"{type(self).__name__} defines no lifecycle")

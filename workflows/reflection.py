@@ -49,9 +49,10 @@ per round (a `Review`, linked `reviews` to the draft) and `final:{topic}`
 `llm:rewrite:draft:{topic}:{r}` (the rewrite that uses round r's feedback and
 makes version r + 1) and `llm:final:{topic}`.
 
-Status (`DurafactStatus`): `drafting`, `critiquing:1`, `rewriting:1`,
+Status: `drafting`, `critiquing:1`, `rewriting:1`,
 `critiquing:2`, ..., `finishing`, then `accepted` or `round_limit`; `failed`
-when a hook raises.
+when a hook raises. `DurafactStatus` holds the phase (`critiquing`, not
+`critiquing:2`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ from cli.codec import data_converter
 from tests.helpers import ROOT
 from workflows import RECIPES
 
-HISTORIES = sorted((ROOT / "tests" / "histories").glob("*.json"))
+# Each folder below tests/histories/ keeps what runs of an earlier shape recorded (e.g.
+# before_status_by_phase/: before the patch STATUS_BY_PHASE); they must all replay.
+HISTORIES = sorted((ROOT / "tests" / "histories").rglob("*.json"))
 
 
 def test_histories_are_committed_for_every_workflow() -> None:
@@ -25,7 +27,9 @@ def test_histories_are_committed_for_every_workflow() -> None:
     assert {w.__name__ for w in RECIPES} <= types
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+@pytest.mark.parametrize(
+    "path", HISTORIES, ids=[str(p.relative_to(ROOT / "tests" / "histories")) for p in HISTORIES]
+)
 async def test_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(workflows=RECIPES, data_converter=data_converter())
