@@ -355,12 +355,17 @@ class ModelActivities:
         # The workflow put the context here when it scheduled this call in this process
         # (durafact/handoff.py); otherwise ask the workflow.
         handed = handoff.take(info.workflow_run_id or "", info.activity_id)
+        if handed:
+            resolved = [list(texts) for texts in handed.texts]
+        else:
+            refs = [message.references() for message in messages]
+            found = iter(await asyncio.gather(*(self._context_texts(r) for r in refs if r)))
+            resolved = [list(next(found)) if r else [] for r in refs]
         rendered: list[dict[str, Any]] = []
-        for k, message in enumerate(messages):
-            parts = [message.content] if message.content else []
-            if message.context:
-                texts = handed.texts[k] if handed else await self._context_texts(message.context)
-                parts += [f"[{t.id}] {t.text}" for t in texts]
+        for message, texts in zip(messages, resolved, strict=True):
+            content = texts.pop(0).text if message.content_from else message.content
+            parts = [content] if content else []
+            parts += [f"[{t.id}] {t.text}" for t in texts]
             rendered.append({"role": message.role, "content": "\n\n".join(parts)})
         if conversation is not None and conversation.count:
             turns = (

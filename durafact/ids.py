@@ -217,6 +217,12 @@ def react_answer_id(run: str) -> str:
 OPAQUE_IDS_MEMO = "durafact-opaque-ids"
 
 
+def prompt_id(text: str) -> str:
+    """A text that several model calls of a run send (a system prompt): named by its
+    hash, so the same text is the same artifact however often it is sent."""
+    return f"prompt:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
 def opaque_id(readable: str) -> str:
     """`readable` with everything after its verb replaced by a hash: `llm:step:Trip:0`
     becomes `llm:` and 20 hex digits, stable across replays and retries alike."""

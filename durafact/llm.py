@@ -70,10 +70,26 @@ class ContextText(BaseModel):
 class ChatMessage(Compact):
     role: Literal["system", "user", "assistant"]
     content: str = ""
+    content_from: str | None = Field(
+        default=None,
+        description="A ledger artifact whose text is this message's content: a long text "
+        "that an earlier call of the run sent whole (a system prompt) goes by reference.",
+    )
     context: list[ContextRef] = Field(
         default_factory=list,
         description="Ledger artifacts whose text the activity appends to this message.",
     )
+
+    def references(self) -> list[ContextRef]:
+        """What the activity reads for this message: `content_from`, then `context`."""
+        return [self.content_from, *self.context] if self.content_from else list(self.context)
+
+
+class Prompt(BaseModel):
+    """A message text that model calls of a run share (`prompt:{hash}`), stored whole
+    in history once, with the first call that sent it."""
+
+    text: str
 
 
 class Usage(BaseModel):

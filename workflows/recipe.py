@@ -42,7 +42,7 @@ from durafact.approval import (
     ApprovalQuestion,
     validate_answer,
 )
-from durafact.ids import OPAQUE_IDS_MEMO, approval_id, opaque_id, text_key
+from durafact.ids import OPAQUE_IDS_MEMO, approval_id, opaque_id, prompt_id, text_key
 from durafact.ledger import Ledger
 from durafact.llm import (
     ArtifactSpan,
@@ -52,6 +52,7 @@ from durafact.llm import (
     ContextText,
     LLMRequest,
     LLMResponse,
+    Prompt,
     StreamTo,
     Usage,
     type_path,
@@ -66,6 +67,9 @@ SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
 # DurafactRecipe: each upsert is a history event, and per-step ones were a tenth of a
 # plan's history. Older runs replay with an upsert per status, as they were recorded.
 STATUS_BY_PHASE = "durafact-status-by-phase"
+# A message at least this long that an earlier call of the run sent goes by reference
+# (`RecipeContext.sent_once`); a reference costs about 40 characters.
+REPEAT_MIN_CHARS = 120
 # DurafactStatus while any question waits: what `starter.py pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
 # The error type of an answer the `decide` update refuses.
@@ -188,7 +192,7 @@ class ModelCalls:
         ctx = self._ctx
         activity_id = ctx.temporal_id(ctx.next_activity_id("llm"))
         request = LLMRequest(
-            messages=messages,
+            messages=[ctx.sent_once(message) for message in messages],
             output_type=type_path(output) if output else None,
             conversation=conversation,
             tools=tools or [],
@@ -270,6 +274,18 @@ class RecipeContext:
         self._recipe_marked = False
         self._calls_in_scope = 0
 
+    def sent_once(self, message: ChatMessage) -> ChatMessage:
+        """`message`, or, when an earlier call of this run sent its long content whole,
+        a reference to that text (a `Prompt` artifact): a system prompt is stored in
+        history with the first call, not with every call."""
+        if len(message.content) < REPEAT_MIN_CHARS or message.content_from:
+            return message
+        artifact_id = prompt_id(message.content)
+        if artifact_id not in self.ledger:
+            self.ledger.create(artifact_id, Prompt(text=message.content))
+            return message
+        return message.model_copy(update={"content": "", "content_from": artifact_id})
+
     def hand_off(self, activity_id: str, request: LLMRequest) -> None:
         """Put the request's context where its activity finds it when it runs in this
         worker process (durafact/handoff.py), resolved by the same queries it would
@@ -279,11 +295,9 @@ class RecipeContext:
             conversation = None
         if reader is None or workflow.unsafe.is_replaying():
             return
-        if conversation is None and not any(m.context for m in request.messages):
+        if conversation is None and not any(m.references() for m in request.messages):
             return
-        texts = tuple(
-            tuple(reader.context_texts(m.context)) if m.context else () for m in request.messages
-        )
+        texts = tuple(tuple(reader.context_texts(m.references())) for m in request.messages)
         turns = tuple(reader.context_messages(conversation)) if conversation else None
         handoff.put(workflow.info().run_id, activity_id, handoff.Context(texts, turns))
 

@@ -88,9 +88,19 @@ async def test_in_the_scheduling_process_context_comes_from_memory_and_matches_t
     model.reply(plan_and_tools)
     monkeypatch.setattr(handoff, "MAX_CHARS", -1)  # nothing is handed over: every call asks
     queries = await run_both(client, settings)
-    # Steps 2 and 3 and the final answer name earlier results; the loop's three model
-    # calls name the conversation.
-    assert queries == ["context_texts"] * 3 + ["context_messages"] * 3
+    # A query per message that names texts: steps 2 and 3 name the system prompt step 1
+    # sent and the earlier results, the final answer its results; the loop's model calls
+    # name the conversation, the second and third also the system prompt.
+    assert (
+        queries
+        == ["context_texts"] * 5
+        + ["context_messages"]
+        + [
+            "context_texts",
+            "context_messages",
+        ]
+        * 2
+    )
     assert [c.messages for c in model.calls] == from_memory
     assert "result of <Step 1: Pick dates>" in model.calls[2].text
 
