@@ -86,8 +86,8 @@ class ChatMessage(Compact):
 
 
 class Prompt(BaseModel):
-    """A message text that model calls of a run share (`prompt:{hash}`), stored whole
-    in history once, with the first call that sent it."""
+    """A message text that several model calls of a run send (`prompt:{hash}`), stored
+    whole in history once, with the first call that sent it."""
 
     text: str
 

@@ -268,6 +268,8 @@ class RecipeContext:
         self.llm = ModelCalls(self)
         # The recipe's `context_texts` and `context_messages` queries (set by `Recipe`).
         self.reader: ContextReader | None = None
+        # Long message texts sent so far, by prompt id (see `sent_once`).
+        self._sent: set[str] = set()
         # See STATUS_BY_PHASE (set by `Recipe.execute`).
         self.by_phase = False
         self._phase = ""
@@ -276,14 +278,16 @@ class RecipeContext:
 
     def sent_once(self, message: ChatMessage) -> ChatMessage:
         """`message`, or, when an earlier call of this run sent its long content whole,
-        a reference to that text (a `Prompt` artifact): a system prompt is stored in
-        history with the first call, not with every call."""
+        a reference to that text (a `Prompt` artifact, made on its second use): a system
+        prompt is stored in history with the first call, not with every call."""
         if len(message.content) < REPEAT_MIN_CHARS or message.content_from:
             return message
         artifact_id = prompt_id(message.content)
+        if artifact_id not in self._sent:
+            self._sent.add(artifact_id)
+            return message
         if artifact_id not in self.ledger:
             self.ledger.create(artifact_id, Prompt(text=message.content))
-            return message
         return message.model_copy(update={"content": "", "content_from": artifact_id})
 
     def hand_off(self, activity_id: str, request: LLMRequest) -> None:

@@ -23,6 +23,7 @@ from tests.scripted_answers import answerer
 from tests.scripted_model import Call, ScriptedModel
 from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
 from workflows.answer_flow import NOT_ENOUGH_INFORMATION
+from workflows.plan_execute import EXECUTOR
 
 GOAL = "Plan a weekend in Kraków"
 
@@ -60,7 +61,11 @@ async def test_artifacts_prints_every_text_of_a_closed_run_one_block_each(
         f"{len(ledger)} artifacts, {len(ledger.links)} links"
     )
     by_id = {block.splitlines()[0]: block.splitlines()[1:] for block in blocks[1:]}
-    assert len(by_id) == len(ledger) == 2 * len(result.steps) + 2
+    # The goal, the steps, their results, the final answer, and the executor's system
+    # prompt, which every step sends (stored whole once, with step 1's call).
+    assert len(by_id) == len(ledger) == 2 * len(result.steps) + 3
+    prompt = next(a for a in ledger.artifacts.values() if a.type == "Prompt")
+    assert by_id[f"{prompt.id} (Prompt, version 1)"] == [f"  text:  {EXECUTOR}"]
     first = result.results[0]
     text = ledger.resolve(first, StepResult).text
     assert by_id[f"{first.id} (StepResult, version 1)"] == [

@@ -86,9 +86,16 @@ def payloads_in(message: Message) -> Iterator[Payload]:
 
 
 async def stored_payloads(client: Client, workflow_id: str) -> list[Payload]:
-    """The workflow's payloads as the server keeps them (read without any codec)."""
+    """The workflow's payloads as the server keeps them (read without any codec),
+    except the SDK's patch markers: the SDK writes them itself, and all they hold is
+    the patch's name from the code (`workflows.recipe.STATUS_BY_PHASE`)."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return [p for event in history.events for p in payloads_in(event)]
+    return [
+        p
+        for event in history.events
+        if event.marker_recorded_event_attributes.marker_name != "core_patch"
+        for p in payloads_in(event)
+    ]
 
 
 def key_ids(payloads: list[Payload]) -> set[str]:

@@ -38,9 +38,10 @@ async def test_a_3000_question_batch_with_a_repair_round_completes(
     assert (counts.accepted, counts.fallback, counts.blocked) == (ITEMS, 0, 0)
     # A question, an answer and an outcome per item; a review of each answer that passed
     # the check in round 0; a second answer and its review for each repaired item; and
-    # the generate, review and repair system prompts, each stored once.
+    # the two system prompts sent twice (the generator's, by generate and repair; the
+    # reviewer's), each stored whole once.
     repaired = len(ungrounded) + len(review_fails)
-    assert counts.artifacts == 3 * ITEMS + (ITEMS - len(ungrounded)) + 2 * repaired + 3
+    assert counts.artifacts == 3 * ITEMS + (ITEMS - len(ungrounded)) + 2 * repaired + 2
     assert [c.activity_id for c in model.calls] == [
         "llm:generate:0",
         "llm:review:0",
