@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from durafact.compact import Compact
 from durafact.llm import ArtifactSpan
 
 T = TypeVar("T")
@@ -38,6 +39,7 @@ class Artifact(BaseModel, Generic[T]):
     id: str
     type: str
     version: int = 1
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"version"})
     data: T
 
     def typed(self, model: type[M]) -> Artifact[M]:
@@ -53,7 +55,7 @@ class Artifact(BaseModel, Generic[T]):
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-class ArtifactRef(BaseModel):
+class ArtifactRef(Compact):
     """One version of one artifact, named instead of carried: what a workflow result
     holds for the artifacts behind its answer, so their texts are stored in history
     once. Read the data from the run's ledger (the `artifacts` query):
@@ -62,6 +64,7 @@ class ArtifactRef(BaseModel):
     id: str
     type: str
     version: int = 1
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"version"})
 
 
 class Link(BaseModel):

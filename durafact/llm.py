@@ -13,38 +13,13 @@ instead when the activity runs where its workflow does: durafact/handoff.py).
 from __future__ import annotations
 
 import copy
-import functools
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field
 
+from durafact.compact import Compact
 from durafact.sources import ENDPOINT_NAME
 from durafact.tools import ToolCall, ToolSpec
-
-
-class Compact(BaseModel):
-    """Serialized without its optional fields that hold nothing (None, or an empty
-    list where that is the default): a request and its response are stored in
-    history on every model call, and the fields a call does not use were most of
-    a request's bytes. Reading fills them in again from their defaults."""
-
-    @model_serializer(mode="wrap")
-    def _without_empty(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        empty = _empty_defaults(type(self))
-        return {k: v for k, v in data.items() if not (k in empty and (v is None or v == []))}
-
-
-@functools.cache
-def _empty_defaults(model: type[BaseModel]) -> frozenset[str]:
-    """The optional fields of `model` whose default is None or an empty list."""
-    return frozenset(
-        name
-        for name, field in model.model_fields.items()
-        if not field.is_required() and field.get_default(call_default_factory=True) in (None, [])
-    )
 
 
 class ArtifactSpan(BaseModel):
@@ -176,6 +151,7 @@ class LLMRequest(Compact):
     validation_attempts: int = Field(
         default=3, ge=1, description="Asks in all when the output does not validate."
     )
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"validation_attempts"})
     stream: StreamTo | None = Field(
         default=None,
         description="Free text only: publish the reply as it is written (when the endpoint "
@@ -194,6 +170,7 @@ class LLMResponse(Compact):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     attempts: int = 1
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"attempts"})
 
 
 def type_path(model: type[BaseModel]) -> str:

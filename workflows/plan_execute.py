@@ -228,9 +228,11 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
     async def execute_step(
         self, ctx: RecipeContext, step: PlanStep, history: list[StepResult]
     ) -> StepResult:
+        # The goal goes with the system prompt, which is the same for every step and so
+        # stored whole once (see RecipeContext.sent_once); the step's own line is new.
         text = await ctx.llm.text(
-            f"Goal: {self.goal.text}\nStep {step.index + 1}: {step.description}",
-            system=EXECUTOR,
+            f"Step {step.index + 1}: {step.description}",
+            system=f"{EXECUTOR}\n\nGoal: {self.goal.text}",
             context=ctx.refs(history),
             summary=f"request model: step {step.index + 1} {quote(step.description)}",
         )
