@@ -74,9 +74,11 @@ def summarize(text: str, limit: int = 100) -> str:
 
 
 def indent(text: str, first: str) -> str:
+    """`text` under a label: `first` before its first line, the others indented as far.
+    A blank line inside keeps the indentation, so the block stays one paragraph."""
     lines = text.strip().splitlines() or [""]
     rest = " " * len(first)
-    return "\n".join([first + lines[0], *((rest + line).rstrip() for line in lines[1:])])
+    return "\n".join([first + lines[0], *((rest + line).rstrip() or rest for line in lines[1:])])
 
 
 def assignments(changes: dict[str, str]) -> str:

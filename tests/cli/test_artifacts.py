@@ -65,7 +65,11 @@ async def test_artifacts_prints_every_text_of_a_closed_run_one_block_each(
     # prompt, which every step sends (stored whole once, with step 1's call).
     assert len(by_id) == len(ledger) == 2 * len(result.steps) + 3
     prompt = next(a for a in ledger.artifacts.values() if a.type == "Prompt")
-    assert by_id[f"{prompt.id} (Prompt, version 1)"] == [f"  text:  {EXECUTOR}"]
+    assert by_id[f"{prompt.id} (Prompt, version 1)"] == [
+        f"  text:  {EXECUTOR}",
+        "         ",  # the blank line inside the text keeps the block whole
+        f"         Goal: {GOAL}",
+    ]
     first = result.results[0]
     text = ledger.resolve(first, StepResult).text
     assert by_id[f"{first.id} (StepResult, version 1)"] == [
