@@ -43,6 +43,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.react_bench
 	$(BIN)/python -m bench.scale_out_bench
 	$(BIN)/python -m bench.chat_bench
+	$(BIN)/python -m bench.throughput_bench
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
