@@ -24,11 +24,12 @@ with workflow.unsafe.imports_passed_through():
 # The same settings as durafact's Recipe (the bench checks that they still match).
 TIMEOUT = timedelta(minutes=2)
 HEARTBEAT = timedelta(seconds=10)
+DEADLINE = timedelta(hours=24)  # retries until then, like Recipe.model_deadline
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
-    maximum_attempts=6,
+    maximum_attempts=0,
 )
 
 
@@ -80,6 +81,7 @@ class HandWritten:
             LLMRequest(messages=messages, output_type=output_type),
             result_type=LLMResponse,
             start_to_close_timeout=TIMEOUT,
+            schedule_to_close_timeout=DEADLINE,
             heartbeat_timeout=HEARTBEAT,
             retry_policy=RETRY,
         )
@@ -101,6 +103,7 @@ class HandWrittenLoop:
                 LLMRequest(messages=messages, stop=["Observation:"]),
                 result_type=LLMResponse,
                 start_to_close_timeout=TIMEOUT,
+                schedule_to_close_timeout=DEADLINE,
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=RETRY,
             )
@@ -116,6 +119,7 @@ class HandWrittenLoop:
                 ),
                 result_type=ToolResult,
                 start_to_close_timeout=timedelta(minutes=1),
+                schedule_to_close_timeout=DEADLINE,
                 retry_policy=RETRY,
             )
             messages = [

@@ -205,8 +205,13 @@ async def time_context_query(client: Client, queue: str, model: ScriptedModel) -
 
 
 def check_same_settings() -> None:
-    ours = (handwritten.TIMEOUT, handwritten.HEARTBEAT, handwritten.RETRY)
-    theirs = (Recipe.llm_timeout, Recipe.llm_heartbeat_timeout, Recipe.llm_retry)
+    ours = (handwritten.TIMEOUT, handwritten.HEARTBEAT, handwritten.RETRY, handwritten.DEADLINE)
+    theirs = (
+        Recipe.llm_timeout,
+        Recipe.llm_heartbeat_timeout,
+        Recipe.llm_retry,
+        Recipe.model_deadline,
+    )
     if ours != theirs:
         raise SystemExit("bench/handwritten.py no longer uses Recipe's timeouts and retries")
 
