@@ -13,8 +13,9 @@ workflow input is ever imported; an unregistered name fails the call at once
 
 A tool loop or a chat sends the same constant-size request on every turn: its
 `conversation` names the run's `ChatTurn` artifacts, which the activity reads from
-its own workflow (query `context_messages`) and sends after `messages` as chat
-messages with their roles, tool calls and tool-call ids. Tools are named; the
+its own workflow (in memory when it runs in the worker process that scheduled it,
+durafact/handoff.py; else the query `context_messages`) and sends after `messages`
+as chat messages with their roles, tool calls and tool-call ids. Tools are named; the
 worker's tool catalog gives their schemas (`tools=`), and the calls the model asks
 for come back in `LLMResponse.tool_calls` with their arguments parsed.
 """

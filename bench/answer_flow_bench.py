@@ -145,7 +145,7 @@ def measure(n: int, history: WorkflowHistory, ledger: Ledger, wall_ms: float) ->
             stage, number = attributes.activity_id.removeprefix("llm:").split(":")
             current = int(number)
             request = json.loads(attributes.input.payloads[0].data)
-            refs = [ref for m in request["messages"] for ref in m["context"]]
+            refs = [ref for m in request["messages"] for ref in m.get("context", [])]
             questions = [r for r in refs if isinstance(r, str) and r.startswith("question:")]
             rounds[current].calls.append(
                 Call(
