@@ -39,7 +39,6 @@ class Artifact(BaseModel, Generic[T]):
     id: str
     type: str
     version: int = 1
-    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"version"})
     data: T
 
     def typed(self, model: type[M]) -> Artifact[M]:
