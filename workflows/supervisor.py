@@ -29,12 +29,12 @@ activities carry the same ids: `llm:facts:{r}`, `llm:task:{r}`,
 `llm:report:{r}`; a rebuild's calls add the build's attempt
 (`llm:report:{r}:2`), so the Web UI timeline shows every rebuild.
 
-Status (`DurafactStatus`): `facts`, `routing`, `reporting`, `awaiting_approval`,
-then `approved` or `rejected` as the answer comes (a timed-out question is
-rejected with the reason "timed out"). A rejection with changes goes on to
-`rebuilding:route` / `rebuilding:report` while the rebuild reruns that stage, and
-back to `awaiting_approval`. `failed` when a stage raises. `DurafactStatus` holds
-the phase (`rebuilding` for both rebuilds).
+Status: `facts`, `routing`, `reporting`, `awaiting_approval`, then `approved`
+or `rejected` as the answer comes (a timed-out question is rejected with the
+reason "timed out"). A rejection with changes goes on to `rebuilding:route` /
+`rebuilding:report` while the rebuild reruns that stage, and back to
+`awaiting_approval`. `failed` when a stage raises. `DurafactStatus` holds the
+phase (`rebuilding` for both rebuilds).
 """
 
 from __future__ import annotations
