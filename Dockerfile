@@ -14,8 +14,6 @@ COPY pyproject.toml README.md ./
 COPY durafact/ durafact/
 COPY workflows/ workflows/
 COPY activities/ activities/
-COPY cli/ cli/
-COPY worker.py starter.py local_model.py ./
 RUN pip install --no-cache-dir .
 
 # Least privilege: the worker needs no root, and the root-owned code above stays
@@ -23,6 +21,6 @@ RUN pip install --no-cache-dir .
 RUN useradd --create-home --uid 10001 --user-group durafact
 USER durafact
 
-# worker.py drains in-flight activities on SIGTERM; compose's stop_grace_period bounds it.
+# The worker drains in-flight activities on SIGTERM; compose's stop_grace_period bounds it.
 STOPSIGNAL SIGTERM
-CMD ["python", "worker.py"]
+CMD ["durafact-worker"]

@@ -1,6 +1,6 @@
 """The durafact command line: `python starter.py --help` (installed: `durafact`)."""
 
-from cli.starter import run
+from durafact.cli.starter import run
 
 if __name__ == "__main__":
     run()

@@ -2,7 +2,7 @@
 OpenAI-compatible `/v1/embeddings` endpoint, and `EmbeddingSource`, vector search
 over a prepared corpus.
 
-The local model server (`local_model.py`) serves all-MiniLM-L6-v2 at
+The local model server (`durafact/runtime/local_model.py`) serves all-MiniLM-L6-v2 at
 `/v1/embeddings` under the model name `LOCAL_EMBEDDING_MODEL`, so
 
     OpenAIEmbeddings(base_url="http://127.0.0.1:8765/v1", model=LOCAL_EMBEDDING_MODEL)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from activities.embedding_source import EmbeddingProvider
 
 # Larger documents than Temporal's 2 MB payload limit are fine: they are stored outside
-# the history (cli/payloads.py).
+# the history (durafact/runtime/payloads.py).
 DEFAULT_MAX_BYTES = 10_000_000
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _BLANK_LINES = re.compile(r"\n\s*\n")

@@ -14,8 +14,8 @@ workflow input is ever imported; an unregistered name fails the call at once
 A tool loop or a chat sends the same constant-size request on every turn: its
 `conversation` names the run's `ChatTurn` artifacts, which the activity reads from
 its own workflow (in memory when it runs in the worker process that scheduled it,
-durafact/handoff.py; else the query `context_messages`) and sends after `messages`
-as chat messages with their roles, tool calls and tool-call ids. Tools are named; the
+durafact/runtime/handoff.py; else the query `context_messages`) and sends after
+`messages` as chat messages with their roles, tool calls and tool-call ids. Tools are named; the
 worker's tool catalog gives their schemas (`tools=`), and the calls the model asks
 for come back in `LLMResponse.tool_calls` with their arguments parsed.
 """
@@ -27,7 +27,7 @@ import contextlib
 import email.utils
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -42,7 +42,6 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from durafact import handoff
 from durafact.llm import (
     ArtifactSpan,
     ChatMessage,
@@ -51,6 +50,7 @@ from durafact.llm import (
     ContextText,
     LLMRequest,
     LLMResponse,
+    ResolvedContext,
     StreamTo,
     TextChunk,
     Usage,
@@ -142,6 +142,11 @@ class ToolSpecLookup(Protocol):
     """What the model activity needs of the worker's tool catalog."""
 
     async def specs(self, names: list[str]) -> list[ToolSpec]: ...
+
+
+# What the model activity needs of the worker's handoff store: the context the
+# workflow resolved for (run id, activity id) when it scheduled the call, if any.
+HandedContext = Callable[[str, str], ResolvedContext | None]
 
 
 def tool_schema(spec: ToolSpec) -> dict[str, Any]:
@@ -285,6 +290,10 @@ class ModelActivities:
     by name, each a client holding its own key, that a request may name
     (`LLMRequest.endpoint`); a name the worker lacks fails at once (`UnknownEndpoint`),
     before anything is sent.
+
+    `handed` takes the context its workflow resolved when the call was scheduled in
+    this worker process (`Handoff.take` of durafact/runtime/handoff.py); without it, or
+    on a miss, the activity reads the context with its workflow's queries.
     """
 
     def __init__(
@@ -295,8 +304,10 @@ class ModelActivities:
         output_models: Iterable[type[BaseModel]] = (),
         tools: ToolSpecLookup | None = None,
         endpoints: Mapping[str, openai.AsyncOpenAI] | None = None,
+        handed: HandedContext | None = None,
     ) -> None:
         self._llm = llm
+        self._handed = handed
         self._endpoints = {DEFAULT_ENDPOINT: llm, **(endpoints or {})}
         self._temporal = temporal
         self._default_model = default_model
@@ -353,9 +364,10 @@ class ModelActivities:
         self, messages: list[ChatMessage], conversation: ArtifactSpan | None = None
     ) -> list[dict[str, Any]]:
         info = activity.info()
-        # The workflow put the context here when it scheduled this call in this process
-        # (durafact/handoff.py); otherwise ask the workflow.
-        handed = handoff.take(info.workflow_run_id or "", info.activity_id)
+        # The context, when this call's workflow scheduled it in this worker process
+        # (durafact/runtime/handoff.py); otherwise ask the workflow.
+        run_id = info.workflow_run_id or ""
+        handed = self._handed(run_id, info.activity_id) if self._handed else None
         if handed:
             resolved = [list(texts) for texts in handed.texts]
         else:

@@ -14,7 +14,7 @@ a tool with side effects can do them once. `@tool(destructive=True)` marks a too
 that never runs without a person's approval (the recipe asks; see durafact/tools.py).
 
 Tools come from two places: Python tools, registered by `TOOLS = [...]` in a
-recipes module (cli/registry.py), and `ToolProvider`s (MCP servers), named in the
+recipes module (durafact/runtime/registry.py), and `ToolProvider`s (MCP servers), named in the
 worker's configuration. A `ToolCatalog` holds both; `ToolActivities` serve it as
 the activities `list_tools` and `call_tool`.
 

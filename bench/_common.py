@@ -19,14 +19,13 @@ from dataclasses import dataclass
 
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkflowRunner
 
 from activities.tools import Tool
-from cli.connection import connect, ensure_search_attributes, may_register
-from cli.settings import Settings
-from cli.worker import build_worker
-from tests.helpers import start_dev_server
-from tests.scripted_model import Reply, ScriptedModel
+from durafact.runtime.connection import connect, ensure_search_attributes, may_register
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import Reply, ScriptedModel, start_dev_server
 
 
 @dataclass
@@ -36,11 +35,18 @@ class Stack:
     model: ScriptedModel
 
     def worker(
-        self, extra_workflows: Sequence[type] = (), tools: Sequence[Tool] = ()
+        self,
+        workflows: Sequence[type] = (),
+        tools: Sequence[Tool] = (),
+        workflow_runner: WorkflowRunner | None = None,
     ) -> AbstractAsyncContextManager[Worker]:
-        """The worker `worker.py` runs, in this process, on this stack's queue."""
+        """The worker `durafact-worker` runs, in this process, on this stack's queue."""
         return build_worker(
-            self.client, self.settings, extra_workflows=extra_workflows, tools=tools
+            self.client,
+            self.settings,
+            workflows=workflows,
+            tools=tools,
+            workflow_runner=workflow_runner,
         )
 
 

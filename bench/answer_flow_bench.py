@@ -43,10 +43,10 @@ from temporalio.bridge.proto.workflow_completion import WorkflowActivationComple
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-import cli.worker
 from bench._common import dev_stack
 from bench.plan_execute_bench import SENTENCES
 from durafact.ledger import Ledger
+from durafact.plugin import with_passthrough
 from tests.scripted_answers import answerer
 from tests.sized_answer_flow import SizedAnswerFlow, tram_batch
 from workflows import AnswerBatchInput, AnswerFlowWorkflow, Question
@@ -325,33 +325,28 @@ class _TimedInstance(WorkflowInstance):
 
 async def cpu_per_item() -> None:
     """Workflow-task CPU per item at each of CPU_SIZES (see the module docstring)."""
-    runner = TimedRunner(cli.worker.WORKFLOW_RUNNER)
-    # build_worker takes the module's runner: time that one for this stack only.
-    cli.worker.WORKFLOW_RUNNER = runner  # type: ignore[assignment]
-    try:
-        ungrounded: dict[str, int] = {}
-        review_fails: dict[str, int] = {}
-        for n in CPU_SIZES:  # ids are shared between batches and fail the same way
-            _, u, r = tram_batch(n)
-            ungrounded |= u
-            review_fails |= r
-        stack_up = dev_stack(answerer(ungrounded, review_fails))
-        async with stack_up as stack, stack.worker(extra_workflows=[SizedAnswerFlow]):
-            rows = []
-            for n in (min(CPU_SIZES), *CPU_SIZES):  # the first one warms up
-                handle = await stack.client.start_workflow(
-                    SizedAnswerFlow.run,
-                    tram_batch(n)[0],
-                    id=f"bench-answer-cpu-{n}-{uuid.uuid4().hex[:8]}",
-                    task_queue=stack.settings.task_queue,
-                )
-                counts = await handle.result()
-                if counts.accepted != n:
-                    raise SystemExit(f"expected every item accepted, got {counts}")
-                times = runner.cpu[handle.result_run_id or ""]
-                rows.append((n, len(times), sum(times), max(times)))
-    finally:
-        cli.worker.WORKFLOW_RUNNER = runner.inner
+    runner = TimedRunner(with_passthrough(None))
+    ungrounded: dict[str, int] = {}
+    review_fails: dict[str, int] = {}
+    for n in CPU_SIZES:  # ids are shared between batches and fail the same way
+        _, u, r = tram_batch(n)
+        ungrounded |= u
+        review_fails |= r
+    stack_up = dev_stack(answerer(ungrounded, review_fails))
+    async with stack_up as stack, stack.worker(workflows=[SizedAnswerFlow], workflow_runner=runner):
+        rows = []
+        for n in (min(CPU_SIZES), *CPU_SIZES):  # the first one warms up
+            handle = await stack.client.start_workflow(
+                SizedAnswerFlow.run,
+                tram_batch(n)[0],
+                id=f"bench-answer-cpu-{n}-{uuid.uuid4().hex[:8]}",
+                task_queue=stack.settings.task_queue,
+            )
+            counts = await handle.result()
+            if counts.accepted != n:
+                raise SystemExit(f"expected every item accepted, got {counts}")
+            times = runner.cpu[handle.result_run_id or ""]
+            rows.append((n, len(times), sum(times), max(times)))
     print()
     print(
         "Workflow-task CPU per item (SizedAnswerFlow, one repair round, review optional; "

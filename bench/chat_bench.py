@@ -6,7 +6,7 @@ Part one sends `--messages` messages through `send` to one ChatWorkflow with its
 default settings (rolling digest, continue-as-new at the server's suggestion or
 10,000 events / 10 MB), on the scripted model with no delay, and prints every run
 of the chain: its events, its history bytes (sum of HistoryEvent.ByteSize()) and
-the messages it answered. Part two starts local_model.py (the demo's model), opens
+the messages it answered. Part two starts the local model (the demo's model), opens
 a chat with streaming on and sends `--local` messages one after another: for each,
 the time from `send` to the first streamed `tokens` item and to the reply.
 """
@@ -29,8 +29,8 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from bench._common import dev_stack
 from durafact.llm import TextChunk
+from durafact.testing import Call
 from tests.helpers import start_local_model
-from tests.scripted_model import Call
 from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
 
 QUESTIONS = (
@@ -96,13 +96,13 @@ async def continue_as_new_part(messages: int) -> None:
 
 @contextmanager
 def local_model() -> Iterator[str]:
-    """local_model.py in a subprocess (its log in a temporary file): its /v1 URL."""
+    """The local model server in a subprocess (its log in a temporary file): its /v1 URL."""
     with tempfile.TemporaryDirectory() as folder:
         try:
             process, url = start_local_model(Path(folder) / "local_model.log")
         except RuntimeError as exc:
             hint = "is the `local` extra installed?"
-            raise SystemExit(f"local_model.py did not start ({hint}): {exc}") from None
+            raise SystemExit(f"the local model did not start ({hint}): {exc}") from None
         try:
             yield url
         finally:

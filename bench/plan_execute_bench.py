@@ -30,7 +30,7 @@ from bench._common import dev_stack
 from bench.handwritten import HandWritten
 from durafact.ids import result_id, step_id, steps_prefix
 from durafact.llm import ArtifactSpan, ContextText
-from tests.scripted_model import Call, ScriptedModel
+from durafact.testing import Call, ScriptedModel
 from workflows import Goal, PlanExecuteWorkflow
 from workflows.recipe import Recipe
 
@@ -337,7 +337,7 @@ async def main() -> None:
         client, queue, model = stack.client, stack.settings.task_queue, stack.model
         cells = [(kind, n) for n in SIZES for kind in KINDS]
         samples: dict[tuple[str, int], list[Sample]] = {cell: [] for cell in cells}
-        async with stack.worker(extra_workflows=[HandWritten]):
+        async with stack.worker(workflows=[HandWritten]):
             for cell in cells * 2:  # warm up: sandbox imports, sticky caches, connections
                 await run_once(client, queue, *cell)
             for rep in range(args.reps):

@@ -24,7 +24,7 @@ from temporalio.client import Client
 from activities.tools import tool
 from bench._common import dev_stack
 from bench.handwritten import QUESTION, HandWrittenLoop
-from tests.scripted_model import Call
+from durafact.testing import Call
 from workflows import ReActInput, ReActWorkflow
 
 TURNS = (3, 10, 30, 100)
@@ -76,7 +76,7 @@ async def main() -> None:
     rows: dict[tuple[str, int], tuple[int, int]] = {}
     async with (
         dev_stack(scripted(sizes[0])) as stack,
-        stack.worker(extra_workflows=[HandWrittenLoop], tools=[lookup]),
+        stack.worker(workflows=[HandWrittenLoop], tools=[lookup]),
     ):
         for turns in sizes:
             stack.model.reply(scripted(turns))

@@ -34,7 +34,7 @@ from temporalio.client import Client, WorkflowHistory
 
 from bench._common import dev_stack
 from bench.plan_execute_bench import SENTENCES
-from tests.scripted_model import Call
+from durafact.testing import Call
 from workflows import ReflectionInput, ReflectionWorkflow
 
 TOPIC = "A long weekend in Kraków for two people on a mid-range budget"

@@ -22,9 +22,8 @@ import uuid
 
 from temporalio.client import Client
 
-from cli.settings import Settings
-from tests.helpers import start_dev_server
-from tests.scripted_model import default_reply
+from durafact.runtime.settings import Settings
+from durafact.testing import default_reply, start_dev_server
 from tests.worker_processes import worker_processes
 from workflows import Goal, PlanExecuteWorkflow
 

@@ -20,7 +20,7 @@ import uuid
 
 from bench._common import Stack, dev_stack
 from bench.handwritten import HandWritten
-from tests.scripted_model import Call
+from durafact.testing import Call
 from workflows import Goal, PlanExecuteWorkflow
 
 GOAL = "Write a short briefing on durable execution for LLM agents."
@@ -63,7 +63,7 @@ async def main() -> None:
     rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
     async with (
         dev_stack(scripted(args.steps)) as stack,
-        stack.worker(extra_workflows=[HandWritten]),
+        stack.worker(workflows=[HandWritten]),
     ):
         await burst(stack, "durafact", 5, args.steps)  # warm-up, not counted
         await burst(stack, "hand-written", 5, args.steps)

@@ -7,12 +7,13 @@ in history once, not once per call that uses it. A conversation (a tool loop, a
 chat) travels the same way: `LLMRequest.conversation` names the run's `ChatTurn`
 artifacts, which the activity reads with the `context_messages` query and sends
 after `messages` with their roles, tool calls and tool-call ids (read from memory
-instead when the activity runs where its workflow does: durafact/handoff.py).
+instead when the activity runs where its workflow does: durafact/runtime/handoff.py).
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
@@ -90,6 +91,21 @@ class ChatTurn(Compact):
     )
     tool_call_id: str | None = Field(default=None, description="The call a tool turn answers.")
     name: str | None = Field(default=None, description="The tool a tool turn comes from.")
+
+
+@dataclass(frozen=True)
+class ResolvedContext:
+    """A request's context, resolved: the texts of each message's references (in
+    message order) and the conversation's turns (None without a conversation). What
+    the model activity reads by query, or takes from memory when it runs where its
+    workflow does (durafact/runtime/handoff.py)."""
+
+    texts: tuple[tuple[ContextText, ...], ...]
+    turns: tuple[ChatTurn, ...] | None
+
+    def chars(self) -> int:
+        size = sum(len(t.text) for texts in self.texts for t in texts)
+        return size + sum(len(turn.content) for turn in self.turns or ())
 
 
 class StreamTo(BaseModel):

@@ -5,7 +5,7 @@ A skill is a markdown file in the format of Claude Skills: YAML frontmatter with
 source is searched for facts to answer with, a skill changes how one model call
 is made (a rule, a format) when its description fits what is happening.
 
-    skills = load_skills("skills/")          # activities.skills: once, in the starter
+    skills = load_skills("durafact/data/skills/")          # activities.skills: once, in the starter
     situation = "reporting an answer backed by a number computed from a CSV file"
     for skill in match_skills(skills, situation):   # every turn: pure, workflow-safe
         prompt += "\\n\\n" + skill.instruction()

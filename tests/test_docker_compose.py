@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from cli.payloads import store_from_env
+from durafact.runtime.payloads import store_from_env
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -235,8 +235,8 @@ def test_worker_is_built_from_the_local_dockerfile() -> None:
         build = {"context": build}
     assert build["context"] == "."
     assert build.get("dockerfile", "Dockerfile") == "Dockerfile"
-    command = worker.get("command", ["python", "worker.py"])
-    assert "worker.py" in (command if isinstance(command, str) else " ".join(command))
+    command = worker.get("command", ["durafact-worker"])
+    assert "durafact-worker" in (command if isinstance(command, str) else " ".join(command))
 
 
 def test_worker_environment_configures_temporal_and_the_model() -> None:
@@ -277,7 +277,7 @@ def test_dockerfile_installs_the_project_without_the_local_extra() -> None:
     assert installs, runs
     assert not any("[local]" in run or "llama" in run for run in runs)
     copied = " ".join(args for keyword, args in instructions if keyword == "COPY")
-    for needed in ("pyproject.toml", "durafact/", "workflows/", "activities/", "cli/", "worker.py"):
+    for needed in ("pyproject.toml", "durafact/", "workflows/", "activities/"):
         assert needed in copied
 
 
@@ -287,4 +287,4 @@ def test_dockerfile_runs_worker_as_non_root() -> None:
     assert users and users[-1] not in {"root", "0"}
     assert ("STOPSIGNAL", "SIGTERM") in instructions
     cmd = [args for keyword, args in instructions if keyword == "CMD"][-1]
-    assert json.loads(cmd) == ["python", "worker.py"]
+    assert json.loads(cmd) == ["durafact-worker"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Annotated
@@ -18,14 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from cli.settings import Settings
-from cli.worker import build_worker
 from durafact.llm import TextChunk
-from tests.helpers import ROOT, free_port, run_to_ledger
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from tests.helpers import LOCAL_MODEL, free_port, run_to_ledger
 from workflows import Goal, PlanExecuteWorkflow, PlanStep, ReActInput, ReActWorkflow, StepResult
 from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
-
-SCRIPT = ROOT / "local_model.py"
 
 
 class Plan(BaseModel):
@@ -197,7 +194,7 @@ def test_malformed_body_missing_messages_and_unknown_path_get_openai_errors(
 def test_missing_model_file_exits_nonzero_with_one_line_reason(tmp_path: Path) -> None:
     missing = tmp_path / "absent.gguf"
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--port", str(free_port()), "--model-path", str(missing)],
+        [*LOCAL_MODEL, "--port", str(free_port()), "--model-path", str(missing)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -13,9 +13,9 @@ from contextlib import asynccontextmanager
 
 from temporalio.client import Client
 
-from cli.settings import Settings
+from durafact.runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
 from tests.helpers import start_worker
-from tests.scripted_model import Call, ScriptedModel
 
 
 class WorkerProcess:

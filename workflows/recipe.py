@@ -25,14 +25,13 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
-from durafact import handoff
 from durafact.approval import (
     TIMED_OUT,
     ApprovalAnswer,
@@ -203,7 +202,6 @@ class ModelCalls:
             endpoint=endpoint,
             stream=stream,
         )
-        ctx.hand_off(activity_id, request)
         response: LLMResponse = await workflow.execute_activity(
             "request_model",
             request,
@@ -227,11 +225,6 @@ class ModelCalls:
             messages.append(ChatMessage(role="user", content="Context:", context=context))
         messages.append(ChatMessage(role="user", content=prompt))
         return messages
-
-
-class ContextReader(Protocol):
-    def context_texts(self, refs: list[ContextRef]) -> list[ContextText]: ...
-    def context_messages(self, conversation: ArtifactSpan) -> list[ChatTurn]: ...
 
 
 class RecipeContext:
@@ -266,8 +259,6 @@ class RecipeContext:
         self.llm_heartbeat_timeout = llm_heartbeat_timeout
         self.llm_retry = llm_retry
         self.llm = ModelCalls(self)
-        # The recipe's `context_texts` and `context_messages` queries (set by `Recipe`).
-        self.reader: ContextReader | None = None
         # Long message texts sent so far, by prompt id (see `sent_once`).
         self._sent: set[str] = set()
         # See STATUS_BY_PHASE (set by `Recipe.execute`).
@@ -289,21 +280,6 @@ class RecipeContext:
         if artifact_id not in self.ledger:
             self.ledger.create(artifact_id, Prompt(text=message.content))
         return message.model_copy(update={"content": "", "content_from": artifact_id})
-
-    def hand_off(self, activity_id: str, request: LLMRequest) -> None:
-        """Put the request's context where its activity finds it when it runs in this
-        worker process (durafact/handoff.py), resolved by the same queries it would
-        ask otherwise. Not while replaying: the activity ran long ago."""
-        reader, conversation = self.reader, request.conversation
-        if conversation is not None and not conversation.count:
-            conversation = None
-        if reader is None or workflow.unsafe.is_replaying():
-            return
-        if conversation is None and not any(m.references() for m in request.messages):
-            return
-        texts = tuple(tuple(reader.context_texts(m.references())) for m in request.messages)
-        turns = tuple(reader.context_messages(conversation)) if conversation else None
-        handoff.put(workflow.info().run_id, activity_id, handoff.Context(texts, turns))
 
     def temporal_id(self, readable: str) -> str:
         """The id Temporal stores for an activity or child workflow named `readable`: the
@@ -602,7 +578,6 @@ class Recipe(Generic[In, Out]):
             source_deadline=self.source_deadline,
             run_deadline=run_deadline(),
         )
-        self._ctx.reader = self
 
     async def execute(self, input: In) -> Out:
         """Run the lifecycle on `input`: what a recipe's `@workflow.run` returns."""

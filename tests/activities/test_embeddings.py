@@ -22,9 +22,6 @@ from activities.embedding_source import (
 )
 from activities.files_source import FileSystemSource
 from durafact.sources import DocumentNotFound, Source, SourceRef
-from tests.helpers import ROOT
-
-SCRIPT = ROOT / "local_model.py"
 
 CORPUS = [
     ("bread", "Knead the dough, let it rise overnight and bake the loaf at 230 degrees."),

@@ -29,11 +29,11 @@ from workflows.sources import fan_out_sources
 
 with workflow.unsafe.imports_passed_through():
     from activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings
-    from cli.endpoints import Endpoint, EndpointError, configured_endpoints
-    from cli.settings import Settings, SettingsError
-    from cli.worker import build_worker
+    from durafact.runtime.endpoints import Endpoint, EndpointError, configured_endpoints
+    from durafact.runtime.settings import Settings, SettingsError
+    from durafact.runtime.worker import build_worker
+    from durafact.testing import ScriptedModel
     from tests.helpers import ROOT, free_port, run_command
-    from tests.scripted_model import ScriptedModel
 
 DEFAULT_KEY = "sk-default-worker-key"
 EMBED_KEY = "sk-embed-endpoint-key"
@@ -113,7 +113,7 @@ async def endpoint_worker(
         model="scripted",
         task_queue=f"test-{uuid.uuid4().hex[:8]}",
     )
-    async with build_worker(client, settings, extra_workflows=[EndpointProbe, ModelProbe]):
+    async with build_worker(client, settings, workflows=[EndpointProbe, ModelProbe]):
         yield settings
 
 

@@ -35,8 +35,6 @@ with workflow.unsafe.imports_passed_through():
 
     from activities import ModelActivities, classify_error, retry_after
     from activities.llm import EMPTY_ANSWER_ATTEMPTS, parse_arguments
-    from cli.settings import Settings
-    from cli.worker import WORKFLOW_RUNNER, build_worker
     from durafact.llm import (
         ArtifactSpan,
         ChatMessage,
@@ -46,9 +44,12 @@ with workflow.unsafe.imports_passed_through():
         strict_json_schema,
         type_path,
     )
+    from durafact.plugin import with_passthrough
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
+    from durafact.testing import ScriptedModel, ToolCalls
     from durafact.tools import ToolCall, ToolSpec
     from tests.helpers import scheduled_activities
-    from tests.scripted_model import ScriptedModel, ToolCalls
 
 is_plan = lambda call: call.schema_name == "Plan"  # noqa: E731
 
@@ -173,7 +174,7 @@ async def run_haiku(client: Client, settings: Settings) -> Haiku:
 async def test_an_unregistered_output_model_fails_at_once_saying_how_to_register_it(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[HaikuWorkflow]):
+    async with build_worker(client, settings, workflows=[HaikuWorkflow]):
         with pytest.raises(WorkflowFailureError) as raised:
             await run_haiku(client, settings)
     error = raised.value.cause.cause
@@ -188,9 +189,7 @@ async def test_a_registered_output_model_is_asked_for_and_validated(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
     model.reply(lambda call: {"lines": ["one", "two", "three"]})
-    async with build_worker(
-        client, settings, extra_workflows=[HaikuWorkflow], output_models=[Haiku]
-    ):
+    async with build_worker(client, settings, workflows=[HaikuWorkflow], output_models=[Haiku]):
         haiku = await run_haiku(client, settings)
     assert haiku == Haiku(lines=["one", "two", "three"])
     assert model.calls[0].schema_name == "Haiku"
@@ -377,7 +376,7 @@ async def tool_worker(
             task_queue=settings.task_queue,
             workflows=[ToolTurnWorkflow],
             activities=[models.request_model],
-            workflow_runner=WORKFLOW_RUNNER,
+            workflow_runner=with_passthrough(None),
         ):
             yield
     finally:

@@ -33,9 +33,10 @@ from activities.mcp import (
     parse_server,
 )
 from activities.tools import ToolCatalog, ToolUnavailable
-from cli.settings import Settings
-from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel, ToolCalls
 from durafact.tools import ToolCall, ToolRequest
 from tests.helpers import (
     ROOT,
@@ -45,7 +46,6 @@ from tests.helpers import (
     run_command,
     start_worker,
 )
-from tests.scripted_model import Call, ScriptedModel, ToolCalls
 from workflows import ReActInput, ReActResult, ReActWorkflow
 
 SERVER = ROOT / "tests" / "mcp_server.py"
@@ -310,7 +310,7 @@ async def test_the_worker_refuses_a_bad_mcp_value_before_connecting(
 async def mcp_worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
     async with (
         stdio_server() as notes,
-        build_worker(client, settings, tool_providers={"notes": notes}),
+        build_worker(client, settings, mcp=[notes]),
     ):
         yield settings
     assert server_processes() == []

@@ -44,9 +44,9 @@ with workflow.unsafe.imports_passed_through():
         UnknownTool,
         tool,
     )
-    from cli.registry import builtin_registry
-    from cli.settings import Settings
-    from cli.worker import build_worker
+    from durafact.runtime.registry import builtin_registry
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
 
 
 # --- tools a user writes -----------------------------------------------------------------
@@ -310,7 +310,7 @@ async def test_a_worker_retries_an_unavailable_tool_with_the_same_idempotency_ke
     client: Client, settings: Settings
 ) -> None:
     workflow_id = f"tool-{uuid.uuid4().hex[:8]}"
-    async with build_worker(client, settings, extra_workflows=[CallOneTool], tools=[flaky]):
+    async with build_worker(client, settings, workflows=[CallOneTool], tools=[flaky]):
         started = time.monotonic()
         result = await client.execute_workflow(
             CallOneTool.run,

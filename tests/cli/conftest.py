@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from cli.settings import Settings
+from durafact.runtime.settings import Settings
+from durafact.testing import ScriptedModel
 from tests.helpers import clean_env
-from tests.scripted_model import ScriptedModel
 
 
 @pytest.fixture

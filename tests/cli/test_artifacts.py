@@ -14,13 +14,13 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from cli.settings import Settings
-from cli.worker import build_worker
 from durafact.answer_flow import AnswerResult
 from durafact.ledger import Ledger
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel
 from tests.helpers import ROOT, clean_env, ledger_of, starter
 from tests.scripted_answers import answerer
-from tests.scripted_model import Call, ScriptedModel
 from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
 from workflows.answer_flow import NOT_ENOUGH_INFORMATION
 from workflows.plan_execute import EXECUTOR

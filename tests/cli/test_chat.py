@@ -8,8 +8,8 @@ import json
 import sys
 import uuid
 
+from durafact.testing import ScriptedModel
 from tests.helpers import ROOT, STARTER, read_until, starter
-from tests.scripted_model import ScriptedModel
 
 
 async def interactive(chat_id: str, env: dict[str, str]) -> asyncio.subprocess.Process:

@@ -26,12 +26,17 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolCatalog
-from cli.embedded import has_live_poller
-from cli.registry import RegistrationError, builtin_registry, load_registry, recipe_modules
 from durafact.llm import type_path
+from durafact.runtime.embedded import has_live_poller
+from durafact.runtime.registry import (
+    RegistrationError,
+    builtin_registry,
+    load_registry,
+    recipe_modules,
+)
+from durafact.testing import Call, ScriptedModel
 from durafact.tools import ToolCall, ToolRequest
 from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter
-from tests.scripted_model import Call, ScriptedModel
 from workflows.recipe import RECIPE_ATTRIBUTE
 
 BIN = Path(sys.executable).parent
@@ -125,13 +130,13 @@ MISTAKES = {
         """
         from temporalio import workflow
 
-        @workflow.defn(name="PlanExecuteWorkflow")
-        class MyPlanner:
+        @workflow.defn
+        class PlanExecuteWorkflow:
             @workflow.run
             async def run(self, goal: dict) -> dict:
                 return goal
 
-        RECIPES = [MyPlanner]
+        RECIPES = [PlanExecuteWorkflow]
         """
     ),
     "broken": "import nowhere_to_be_found\n",
@@ -408,13 +413,13 @@ async def test_an_unknown_type_is_one_line_naming_the_registered_ones(
         (
             "trips.not_a_workflow",
             "trips.not_a_workflow: RECIPES lists trips.recipes:Trip, not a workflow class "
-            "(a class decorated with @workflow.defn)",
+            "(a class decorated with @workflow.defn whose @workflow.run method is `run`)",
         ),
         (
             "trips.clash",
             "workflow type 'PlanExecuteWorkflow' is registered twice: "
             "workflows.plan_execute:PlanExecuteWorkflow (workflows) and "
-            "trips.clash:MyPlanner (trips.clash)",
+            "trips.clash:PlanExecuteWorkflow (trips.clash)",
         ),
     ],
 )

@@ -22,10 +22,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from cli.settings import Settings
-from cli.worker import build_worker
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel
 from tests.helpers import clean_env, free_port, read_until, spawn, starter
-from tests.scripted_model import Call, ScriptedModel
 
 GOAL = "Plan a weekend in Kraków"
 ANSWER = "done: Write the final answer."

@@ -18,8 +18,8 @@ from collections import defaultdict
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from cli.settings import Settings
-from tests.scripted_model import default_reply
+from durafact.runtime.settings import Settings
+from durafact.testing import default_reply
 from tests.worker_processes import worker_processes
 from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow
 

@@ -24,15 +24,16 @@ import pytest
 from temporalio.client import Client
 
 from activities.tools import tool
-from cli.output import ANSWER_HINT
-from cli.recipe_commands import launch_of
-from cli.registry import load_registry
-from cli.settings import Settings
-from cli.starter import parser
-from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
+from durafact.cli.output import ANSWER_HINT
+from durafact.cli.recipe_commands import launch_of
+from durafact.cli.starter import parser
 from durafact.ledger import Ledger
+from durafact.runtime.registry import load_registry
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
 from durafact.sources import SourceSpec
+from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.helpers import (
     ROOT,
     clean_env,
@@ -44,7 +45,6 @@ from tests.helpers import (
 )
 from tests.loopback_web import LoopbackWeb, Page
 from tests.scripted_answers import answerer
-from tests.scripted_model import Call, ScriptedModel, ToolCalls
 from tests.scripted_research import (
     KAYAK_QUESTION,
     SUM_QUESTION,

@@ -19,9 +19,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from cli.registry import load_registry
-from cli.settings import Settings
-from cli.worker import build_worker
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
 from tests.helpers import clean_env, read_until, spawn, starter
 
 SUMS = """
@@ -75,7 +74,7 @@ async def adder_env(
     (src / "sums" / "__init__.py").write_text("")
     (src / "sums" / "recipes.py").write_text(SUMS)
     monkeypatch.syspath_prepend(str(src))
-    async with build_worker(client, settings, load_registry(["sums.recipes"])):
+    async with build_worker(client, settings, recipes=["sums.recipes"]):
         yield clean_env(
             TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
             DURAFACT_TASK_QUEUE=settings.task_queue,

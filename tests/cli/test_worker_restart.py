@@ -9,9 +9,9 @@ from collections import Counter
 
 from temporalio.client import Client, WorkflowHandle
 
-from cli.settings import Settings
+from durafact.runtime.settings import Settings
+from durafact.testing import ScriptedModel
 from tests.helpers import result_despite_worker_crash, start_worker
-from tests.scripted_model import ScriptedModel
 from workflows import Goal, PlanExecuteWorkflow
 
 GOAL = "Survive a crash"

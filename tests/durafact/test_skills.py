@@ -10,7 +10,7 @@ from activities.skills import SkillError, load_skills
 from durafact.skills import Skill, match_skills, score_skill
 from tests.helpers import ROOT
 
-SHIPPED = ROOT / "skills"
+SHIPPED = ROOT / "durafact" / "data" / "skills"
 CSV_SITUATION = "reporting an answer backed by a number computed from a CSV file"
 
 

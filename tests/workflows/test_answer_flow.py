@@ -46,11 +46,11 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, RecipeContext
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from cli.settings import Settings
-    from cli.worker import build_worker
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
+    from durafact.testing import Call, ScriptedModel
     from tests.helpers import ledger_of, result_despite_worker_crash, scheduled_activities
     from tests.scripted_answers import answerer, context_of, questions
-    from tests.scripted_model import Call, ScriptedModel
 
 
 # --- a user's own AnswerFlow: deterministic hooks, no model --------------------------
@@ -168,7 +168,7 @@ TERMS = Terms(
 async def test_a_user_answer_flow_repairs_only_what_fails_and_ends_every_item(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[GlossaryFlow]):
+    async with build_worker(client, settings, workflows=[GlossaryFlow]):
         handle = await client.start_workflow(
             GlossaryFlow.run,
             TERMS,
@@ -236,7 +236,7 @@ async def test_a_user_answer_flow_repairs_only_what_fails_and_ends_every_item(
 async def test_a_user_answer_flow_that_cannot_be_defined_fails_at_once(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[StrictGlossaryFlow]):
+    async with build_worker(client, settings, workflows=[StrictGlossaryFlow]):
         handle = await client.start_workflow(
             StrictGlossaryFlow.run,
             TERMS,

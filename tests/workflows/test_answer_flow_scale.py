@@ -12,10 +12,10 @@ import uuid
 
 from temporalio.client import Client
 
-from cli.settings import Settings
-from cli.worker import build_worker
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import ScriptedModel
 from tests.scripted_answers import answerer
-from tests.scripted_model import ScriptedModel
 from tests.sized_answer_flow import SizedAnswerFlow, tram_batch
 
 ITEMS = 3000
@@ -26,7 +26,7 @@ async def test_a_3000_question_batch_with_a_repair_round_completes(
 ) -> None:
     batch, ungrounded, review_fails = tram_batch(ITEMS)
     model.reply(answerer(ungrounded, review_fails))
-    async with build_worker(client, settings, extra_workflows=[SizedAnswerFlow]):
+    async with build_worker(client, settings, workflows=[SizedAnswerFlow]):
         handle = await client.start_workflow(
             SizedAnswerFlow.run,
             batch,
@@ -55,7 +55,7 @@ async def test_a_round_announcement_names_the_first_twenty_failing_items(
 ) -> None:
     batch, ungrounded, review_fails = tram_batch(45)
     model.reply(answerer(ungrounded, review_fails))
-    async with build_worker(client, settings, extra_workflows=[SizedAnswerFlow]):
+    async with build_worker(client, settings, workflows=[SizedAnswerFlow]):
         handle = await client.start_workflow(
             SizedAnswerFlow.run,
             batch,

@@ -34,9 +34,10 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Replayer
 
-    from cli.settings import Settings
-    from cli.worker import WORKFLOW_RUNNER, build_worker
     from durafact.approval import validate_answer
+    from durafact.plugin import with_passthrough
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
     from tests.helpers import clean_env, free_port, own_dev_server, starter
     from workflows.recipe import STATUS_ATTRIBUTE
 
@@ -166,7 +167,7 @@ async def replays(handle: WorkflowHandle[Any, Any], workflow_type: type = AskWor
     replayer = Replayer(
         workflows=[workflow_type],
         data_converter=pydantic_data_converter,
-        workflow_runner=WORKFLOW_RUNNER,
+        workflow_runner=with_passthrough(None),
     )
     await replayer.replay_workflow(await handle.fetch_history())
 
@@ -238,7 +239,7 @@ def test_a_policy_timeout_must_be_positive() -> None:
 async def test_the_signal_approves_the_oldest_pending_question(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue)
         [pending] = await waiting(handle)
         await handle.signal(AskWorkflow.answer, ApprovalAnswer(approved=True, by="ana"))
@@ -256,7 +257,7 @@ async def test_the_signal_approves_the_oldest_pending_question(
 async def test_the_signal_rejects_with_a_reason_and_edited_facts(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue)
         await waiting(handle)
         rejection = ApprovalAnswer(
@@ -276,7 +277,7 @@ async def test_the_signal_rejects_with_a_reason_and_edited_facts(
 async def test_the_update_approves_and_returns_the_outcome(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue)
         await waiting(handle)
         outcome = await handle.execute_update(
@@ -291,7 +292,7 @@ async def test_the_update_approves_and_returns_the_outcome(
 async def test_the_update_rejects_and_returns_the_outcome(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue)
         await waiting(handle)
         outcome = await handle.execute_update(
@@ -325,7 +326,7 @@ async def test_the_validator_refuses_bad_answers_before_they_reach_history(
         ),
         "decide needs a question id": answer(),
     }
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue, Ask(attempts=2))
         await waiting(handle)
         await handle.execute_update(
@@ -361,7 +362,7 @@ async def test_two_updates_for_one_question_close_it_once(
     legal = "approval:legal:1"
     # The other question keeps the run open, so the losing update is refused by the
     # validator rather than cut short by the workflow completing.
-    async with build_worker(client, settings, extra_workflows=[AskTwoWorkflow]):
+    async with build_worker(client, settings, workflows=[AskTwoWorkflow]):
         handle = await client.start_workflow(
             AskTwoWorkflow.run,
             AskTwo(),
@@ -392,7 +393,7 @@ async def test_two_updates_for_one_question_close_it_once(
 async def test_a_signal_that_cannot_be_taken_is_dropped_with_a_warning(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue)
         await waiting(handle)
         await handle.signal(AskWorkflow.answer, answer(question_id="approval:release:7"))
@@ -418,7 +419,7 @@ async def test_an_answer_sent_before_the_question_is_asked_is_refused(
 ) -> None:
     # Signal-with-start: the answer is handled before the workflow asks, when nothing is
     # pending, so it is dropped (with a warning) rather than kept for a future question.
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await client.start_workflow(
             AskWorkflow.run,
             Ask(),
@@ -439,7 +440,7 @@ async def test_an_answer_sent_before_the_question_is_asked_is_refused(
 async def test_pending_questions_status_and_visibility_show_a_waiting_workflow(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue)
         [pending] = await waiting(handle)
         described = await handle.describe()
@@ -461,7 +462,7 @@ async def test_pending_questions_status_and_visibility_show_a_waiting_workflow(
 async def test_two_questions_wait_at_once_and_the_status_waits_for_both(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskTwoWorkflow]):
+    async with build_worker(client, settings, workflows=[AskTwoWorkflow]):
         handle = await client.start_workflow(
             AskTwoWorkflow.run,
             AskTwo(),
@@ -496,7 +497,7 @@ async def test_two_questions_wait_at_once_and_the_status_waits_for_both(
 async def test_asking_again_after_a_rejection_continues_the_thread(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue, Ask(attempts=3))
         for n, verdict in [(1, False), (2, False), (3, True)]:
             [pending] = await waiting(handle)
@@ -545,7 +546,7 @@ async def test_a_timeout_rejects_with_the_reason_timed_out(
 ) -> None:
     client = time_skipping_env.client
     policy = ApprovalPolicy(timeout=timedelta(days=3))
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue, Ask(policy=policy))
         await waiting(handle)
         waiting_status = (await handle.describe()).typed_search_attributes.get(STATUS_ATTRIBUTE)
@@ -568,7 +569,7 @@ async def test_a_timeout_escalates_and_the_escalation_is_answered(
     policy = ApprovalPolicy(
         timeout=timedelta(hours=8), on_timeout="escalate", escalation_timeout=timedelta(days=2)
     )
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue, Ask(policy=policy))
         await waiting(handle)
         await time_skipping_env.sleep(timedelta(hours=9))
@@ -613,7 +614,7 @@ async def test_an_escalation_that_times_out_too_is_rejected_as_timed_out(
     policy = ApprovalPolicy(
         timeout=timedelta(days=1), on_timeout="escalate", escalation_timeout=timedelta(days=1)
     )
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue, Ask(policy=policy))
         result = await handle.result()
         escalated = await messages(handle, "escalation")
@@ -636,11 +637,11 @@ async def test_an_escalation_that_times_out_too_is_rejected_as_timed_out(
 async def test_a_waiting_workflow_survives_a_worker_restart(
     client: Client, settings: Settings
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handle = await start_ask(client, settings.task_queue)
         await waiting(handle)
     # No worker now; a new one (with an empty cache) rebuilds the wait from history.
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         [pending] = await waiting(handle)
         outcome = await handle.execute_update(
             AskWorkflow.decide, ApprovalAnswer(question_id=pending.id, approved=True)
@@ -657,7 +658,7 @@ async def test_a_waiting_workflow_survives_a_dev_server_restart(
     database, port = tmp_path / "temporal.db", free_port()
     first = await own_dev_server(database, port)
     try:
-        async with build_worker(first.client, settings, extra_workflows=[AskWorkflow]):
+        async with build_worker(first.client, settings, workflows=[AskWorkflow]):
             handle = await start_ask(first.client, settings.task_queue)
             await waiting(handle)
     finally:
@@ -666,7 +667,7 @@ async def test_a_waiting_workflow_survives_a_dev_server_restart(
     second = await own_dev_server(database, port)
     try:
         client = second.client
-        async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+        async with build_worker(client, settings, workflows=[AskWorkflow]):
             again = client.get_workflow_handle_for(AskWorkflow.run, handle.id)
             [pending] = await waiting(again)
             found = await eventually(
@@ -691,7 +692,7 @@ async def test_a_waiting_workflow_survives_a_dev_server_restart(
 async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved(
     client: Client, settings: Settings, tmp_path: Path
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[AskWorkflow]):
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
         handles = await asyncio.gather(
             *(start_ask(client, settings.task_queue, Ask(thread=f"release {i}")) for i in range(50))
         )

@@ -15,11 +15,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from cli.settings import Settings
 from durafact.llm import TextChunk
 from durafact.memory import RollingDigestSummarizer, WindowPruner
+from durafact.runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
 from tests.helpers import start_worker
-from tests.scripted_model import Call, ScriptedModel
 from workflows.chat import (
     FOLD_SYSTEM,
     TOKENS_TOPIC,

@@ -12,9 +12,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from cli.settings import Settings
 from durafact.react import parse_arguments
-from tests.scripted_model import Call, ScriptedModel
+from durafact.runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
 from workflows.react import ReActInput, ReActWorkflow
 from workflows.reflection import checked_score
 

@@ -36,8 +36,8 @@ from workflows.sources import fan_out_sources, materialize_doc
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
     from activities.sources import SourceActivities, build_source
-    from cli.settings import Settings
-    from cli.worker import build_worker
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
     from tests.helpers import scheduled_activities
     from tests.loopback_web import LoopbackWeb, Page
 
@@ -105,7 +105,7 @@ class FanOutProbe(Recipe[Probe, ProbeResult]):
 
 @pytest.fixture
 async def probe_worker(client: Client, settings: Settings) -> Iterator[Settings]:
-    async with build_worker(client, settings, extra_workflows=[FanOutProbe]):
+    async with build_worker(client, settings, workflows=[FanOutProbe]):
         yield settings
 
 

@@ -1,5 +1,5 @@
 """A model activity running in the worker process that scheduled it takes its context
-from memory (durafact/handoff.py); anywhere else it asks its workflow by query. The
+from memory (durafact/runtime/handoff.py); anywhere else it asks its workflow by query. The
 model is shown the same messages either way."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from temporalio.client import (
     QueryWorkflowInput,
 )
 
-from cli.settings import Settings
-from cli.worker import build_worker
-from durafact import handoff
-from tests.scripted_model import Call, ScriptedModel, ToolCalls
+from durafact.llm import ResolvedContext
+from durafact.runtime import handoff
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel, ToolCalls
 from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
 
 
@@ -105,12 +106,12 @@ async def test_in_the_scheduling_process_context_comes_from_memory_and_matches_t
     assert "result of <Step 1: Pick dates>" in model.calls[2].text
 
 
-def test_entries_are_taken_once_and_the_oldest_go_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(handoff, "MAX_ENTRIES", 2)
-    context = handoff.Context(texts=(), turns=None)
+def test_entries_are_taken_once_and_the_oldest_go_first() -> None:
+    store = handoff.Handoff(max_entries=2)
+    context = ResolvedContext(texts=(), turns=None)
     for n in range(3):
-        handoff.put("run", f"a{n}", context)
-    assert handoff.take("run", "a0") is None  # pushed out by the third
-    assert handoff.take("run", "a2") is context
-    assert handoff.take("run", "a2") is None
-    assert handoff.take("run", "a1") is context
+        store.put("run", f"a{n}", context)
+    assert store.take("run", "a0") is None  # pushed out by the third
+    assert store.take("run", "a2") is context
+    assert store.take("run", "a2") is None
+    assert store.take("run", "a1") is context

@@ -10,10 +10,10 @@ from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
-from cli.settings import Settings
 from durafact.ledger import ArtifactRef, Ledger
+from durafact.runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of, run_to_ledger, scheduled_activities, stored_times
-from tests.scripted_model import Call, ScriptedModel
 from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
 from workflows.plan_execute import MAX_STEPS
 from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE

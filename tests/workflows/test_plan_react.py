@@ -13,11 +13,11 @@ from urllib.parse import unquote
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from cli.settings import Settings
 from durafact.ids import react_run
 from durafact.ledger import Ledger
+from durafact.runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of
-from tests.scripted_model import Call, ScriptedModel
 from workflows import (
     AgentStepResult,
     PlanReActInput,

@@ -21,14 +21,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.tools import tool
-from cli.settings import Settings
-from cli.worker import build_worker
 from durafact.approval import ApprovalAnswer, ApprovalPolicy
 from durafact.ledger import Ledger
 from durafact.react import Observation
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
 from durafact.sources import Doc, SourceRef, SourceSpec
+from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.helpers import question_waiting, result_despite_worker_crash, scheduled_activities
-from tests.scripted_model import Call, ScriptedModel, ToolCalls
 from workflows import ReActInput, ReActResult, ReActWorkflow
 from workflows.react import SEARCH_SOURCES
 from workflows.recipe import STATUS_ATTRIBUTE

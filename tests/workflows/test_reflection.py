@@ -29,10 +29,10 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from cli.settings import Settings
-    from cli.worker import build_worker
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
+    from durafact.testing import Call, ScriptedModel
     from tests.helpers import ledger_of, result_despite_worker_crash, scheduled_activities
-    from tests.scripted_model import Call, ScriptedModel
 
 TOPIC = "Why tea cools faster in a wide cup"
 DRAFT = f"draft:{TOPIC}"
@@ -326,7 +326,7 @@ class Versifier(ReflectionLoop[Brief, Verse, Poem]):
 async def test_a_user_loop_runs_its_hooks_without_a_model(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[Versifier]):
+    async with build_worker(client, settings, workflows=[Versifier]):
 
         async def run(brief: Brief) -> tuple[ReflectionOutcome[Poem], WorkflowHandle]:
             handle = await client.start_workflow(

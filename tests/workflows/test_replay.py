@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from cli.codec import data_converter
+from durafact.runtime.codec import data_converter
 from tests.helpers import ROOT
 from workflows import RECIPES
 

@@ -49,11 +49,11 @@ with workflow.unsafe.imports_passed_through():
     import pytest
 
     from activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings, cosine
-    from cli.settings import Settings
-    from cli.worker import build_worker
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
+    from durafact.testing import ScriptedModel, bag_of_words
     from tests.helpers import ledger_of, scheduled_activities
     from tests.loopback_web import LoopbackWeb, Page
-    from tests.scripted_model import ScriptedModel, bag_of_words
     from tests.scripted_research import (
         KAYAK_QUESTION,
         LATE_QUESTION,
@@ -586,7 +586,7 @@ async def test_a_user_research_with_plain_code_hooks_gets_the_recipes_guarantees
         question="Are helmets cleaned after a rental?",
         sources=[SourceSpec.files(str(tmp_path), source_id="handbook")],
     )
-    async with build_worker(client, settings, extra_workflows=[HelmetDesk]):
+    async with build_worker(client, settings, workflows=[HelmetDesk]):
         handle = await client.start_workflow(
             HelmetDesk.run,
             request,

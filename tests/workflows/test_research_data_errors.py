@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from cli.settings import Settings
+from durafact.runtime.settings import Settings
 from durafact.sources import SourceSpec
-from tests.scripted_model import ScriptedModel
+from durafact.testing import ScriptedModel
 from tests.scripted_research import SAMPLE_DOCS, SAMPLE_PRICES, SUM_QUESTION, sum_script
 from workflows.research import Insufficient, Rejection, ResearchInput, ResearchWorkflow
 

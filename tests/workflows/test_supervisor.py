@@ -37,8 +37,9 @@ from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from cli.settings import Settings
-    from cli.worker import build_worker
+    from durafact.runtime.settings import Settings
+    from durafact.runtime.worker import build_worker
+    from durafact.testing import Call, ScriptedModel
     from tests.helpers import (
         free_port,
         ledger_of,
@@ -47,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
         scheduled_activities,
         start_worker,
     )
-    from tests.scripted_model import Call, ScriptedModel
 
 REQUEST = "Renovate the kitchen for 3000 EUR by March"
 FACTS = {"scope": "office kitchen", "budget": "3000 EUR", "deadline": "March"}
@@ -575,7 +575,7 @@ class Triage(Recipe[Ticket, list[str]]):
 async def test_a_user_router_and_gate_run_their_hooks_without_a_model(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[Triage]):
+    async with build_worker(client, settings, workflows=[Triage]):
 
         async def run(ticket: Ticket, answer: ApprovalAnswer) -> tuple[list[str], WorkflowHandle]:
             handle = await client.start_workflow(
@@ -665,7 +665,7 @@ class TicketDesk(PlanExecute[Ticket, Action, Done, Decision]):
 async def test_a_plan_execute_routes_in_plan_and_asks_approval_in_finish(
     client: Client, settings: Settings, model: ScriptedModel
 ) -> None:
-    async with build_worker(client, settings, extra_workflows=[TicketDesk]):
+    async with build_worker(client, settings, workflows=[TicketDesk]):
         handle = await client.start_workflow(
             TicketDesk.run,
             Ticket(text="Wrong invoice"),

@@ -14,11 +14,11 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from cli.registry import load_registry
-from cli.settings import Settings
-from cli.worker import build_worker
+from durafact.runtime.registry import load_registry
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel
 from tests.helpers import ROOT
-from tests.scripted_model import Call, ScriptedModel
 
 
 def readme_example() -> str:
@@ -61,7 +61,7 @@ async def test_the_readme_recipe_runs_registered_by_module_path(
     planner = registry.get("TripPlanner")
     assert planner is not None
     trip_type = planner.inputs[0]
-    async with build_worker(client, settings, registry):
+    async with build_worker(client, settings, recipes=[trips_package]):
         handle = await client.start_workflow(
             "TripPlanner",
             trip_type(text="Baltic coast", days=2),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import sys
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError, FailureError
@@ -251,3 +253,15 @@ PRINTERS: dict[type, Any] = {
     ResearchResult: _research,
     ReActResult: _react,
 }
+
+
+def exit_now(message: str | None, code: int = 1) -> NoReturn:
+    """Print `message` (if any) on stderr and end the process without interpreter
+    finalization: once a client exists, temporalio's Rust threads can abort it
+    ("PyGILState_Release", temporalio/sdk-python#300), even after a clean stop."""
+    if message is not None:
+        print(message, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)

@@ -1,4 +1,5 @@
-"""Payloads encrypted at rest (cli/codec.py) and the codec server (cli/codec_server.py).
+"""Payloads encrypted at rest (durafact/runtime/codec.py) and the codec server
+(durafact/runtime/codec_server.py).
 
 The workflows run on the session dev server with a worker whose client has the codec;
 the starter runs as a user runs it, with the keys in its environment. What the server
@@ -28,7 +29,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from cli.codec import (
+from durafact.runtime.codec import (
     ENCODING,
     KEY_ID_FIELD,
     CodecConfigError,
@@ -38,10 +39,11 @@ from cli.codec import (
     keys_from_env,
     new_key,
 )
-from cli.codec_server import CodecServer
-from cli.embedded import temporal_binary
-from cli.settings import Settings
-from cli.worker import build_worker
+from durafact.runtime.codec_server import CodecServer
+from durafact.runtime.embedded import temporal_binary
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import ScriptedModel
 from tests.helpers import (
     ROOT,
     clean_env,
@@ -50,7 +52,6 @@ from tests.helpers import (
     starter,
     with_converter,
 )
-from tests.scripted_model import ScriptedModel
 from workflows import RECIPES
 
 MARKER = "ZEBRA-7f3a91"
@@ -265,7 +266,7 @@ async def test_a_payload_round_trips_and_each_encryption_differs() -> None:
         (
             {"DURAFACT_KEYS": "k1=" + base64.b64encode(b"x" * 16).decode()},
             "DURAFACT_KEYS: key 'k1' is 16 bytes; AES-256 needs 32 "
-            "(make one with: python -m cli.codec k1)",
+            "(make one with: python -m durafact.runtime.codec k1)",
         ),
         ({"DURAFACT_KEYS": f"{K1},{K1_OTHER}"}, "DURAFACT_KEYS: key id 'k1' is given twice"),
         (
@@ -304,7 +305,7 @@ async def test_the_starter_and_the_worker_refuse_unusable_keys_before_connecting
     assert run.code == 1
     assert run.err_lines == [
         "starter: DURAFACT_KEYS: key 'k1' is 3 bytes; AES-256 needs 32 "
-        "(make one with: python -m cli.codec k1)"
+        "(make one with: python -m durafact.runtime.codec k1)"
     ]
     worker = await run_command(
         sys.executable,

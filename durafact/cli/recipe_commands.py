@@ -2,7 +2,7 @@
 
 Conveniences over `start TYPE --input ...`: each turns its arguments into the
 ready workflow's input, checked here (one line, exit code 2, before any
-connection), and starts it on the same path (`cli/launch.py`).
+connection), and starts it on the same path (`durafact/cli/launch.py`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from activities.skills import SkillError, load_skills
-from cli.launch import Launch
-from cli.output import Failed, one_line, summarize
-from cli.registry import Registry
 from durafact.answer_flow import AnswerBatchError
+from durafact.cli.launch import Launch
+from durafact.cli.output import Failed, one_line, summarize
+from durafact.runtime.registry import Registry
 from durafact.sources import SourceSpec
 from workflows.answer_flow import AnswerFlowWorkflow, load_answer_batch
 from workflows.plan_execute import MAX_STEPS, Goal, PlanExecuteWorkflow
@@ -31,11 +31,12 @@ from workflows.research import ResearchInput, ResearchWorkflow
 from workflows.supervisor import SupervisorRequest, SupervisorWorkflow
 
 RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research", "react")
-REPO = Path(__file__).resolve().parent.parent
-SKILLS = REPO / "skills"
-# What `research` reads when no source is given: the shipped sample shop.
-SAMPLE_DOCS = REPO / "examples" / "research" / "docs"
-SAMPLE_CSV = REPO / "examples" / "research" / "prices.csv"
+# Shipped with the package (durafact/data/): the skills matched into prompts, and what
+# `research` reads when no source is given, the sample shop.
+DATA = Path(__file__).resolve().parent.parent / "data"
+SKILLS = DATA / "skills"
+SAMPLE_DOCS = DATA / "research" / "docs"
+SAMPLE_CSV = DATA / "research" / "prices.csv"
 
 
 def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -> None:

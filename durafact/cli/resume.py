@@ -20,12 +20,12 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 
-from cli.commands import describe
-from cli.follow import wait_and_print
-from cli.output import Failed, emit_json, quoted, say
-from cli.registry import Registry
-from cli.settings import Settings
-from cli.trouble import RESUMABLE, events_newest_first
+from durafact.cli.commands import describe
+from durafact.cli.follow import wait_and_print
+from durafact.cli.output import Failed, emit_json, quoted, say
+from durafact.cli.trouble import RESUMABLE, events_newest_first
+from durafact.runtime.registry import Registry
+from durafact.runtime.settings import Settings
 
 
 async def resume(

@@ -7,7 +7,7 @@ Where Temporal lives comes from `temporalio.envconfig`, as for every Temporal to
 `~/.config/temporalio/temporal.toml`); variables override the profile. Everything
 else is durafact's own: `DURAFACT_TASK_QUEUE`, `DURAFACT_MODEL`, `DURAFACT_UI_URL`,
 `OPENAI_BASE_URL`, `OPENAI_API_KEY` (the endpoint `default`), and the named endpoints
-`DURAFACT_ENDPOINT_<NAME>=URL` with `DURAFACT_ENDPOINT_<NAME>_KEY` (cli/endpoints.py).
+`DURAFACT_ENDPOINT_<NAME>=URL` with `DURAFACT_ENDPOINT_<NAME>_KEY` (durafact/runtime/endpoints.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 from temporalio.envconfig import ClientConfigProfile
 
-from cli.endpoints import Endpoint, EndpointError, configured_endpoints, default_endpoint
+from durafact.runtime.endpoints import (
+    Endpoint,
+    EndpointError,
+    configured_endpoints,
+    default_endpoint,
+)
 from durafact.sources import DEFAULT_ENDPOINT
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -33,7 +38,7 @@ CLOUD_HOSTS = (".tmprl.cloud", ".api.temporal.io")
 
 class SettingsError(RuntimeError):
     """A one-line reason the configured settings cannot be used: a bad profile here;
-    an unreachable server or an unready namespace in cli/connection.py."""
+    an unreachable server or an unready namespace in durafact/runtime/connection.py."""
 
 
 # The variables durafact reads: checked for text that is not UTF-8.

@@ -30,7 +30,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 
-from cli.output import one_line
+from durafact.cli.output import one_line
 
 # Failed workflow tasks that are the server's bookkeeping, not a problem of the code: a
 # reset fails the task it resets to; a signal or update that came in while a task
@@ -44,7 +44,7 @@ ROUTINE_TASK_FAILURES = frozenset(
 )
 
 
-# The states a run ends in that `starter.py resume` continues (cli/resume.py).
+# The states a run ends in that `starter.py resume` continues (durafact/cli/resume.py).
 RESUMABLE = ("FAILED", "TIMED_OUT", "TERMINATED")
 
 

@@ -29,7 +29,7 @@
 Installed, the same command line is `durafact`. `start` runs any registered workflow
 type: the built-ins (PlanExecuteWorkflow, ...) and the recipes modules named by
 `--recipes` (repeatable, or comma-separated), DURAFACT_RECIPES and the entry points
-of the group `durafact.recipes` (cli/registry.py); `--input` is validated against
+of the group `durafact.recipes` (durafact/runtime/registry.py); `--input` is validated against
 the type of its `run` method's input before anything starts.
 
 With no Temporal address configured and nothing answering on localhost:7233, the
@@ -47,18 +47,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from cli import embedded
-from cli.artifacts import artifacts
-from cli.chat import add_chat_command, chat, check_chat_args
-from cli.commands import approve, corrections, decide, pending, result, status
-from cli.connection import exit_now, open_client
-from cli.embedded import Embedded, EmbeddedError
-from cli.launch import check_sendable, launch_of_type, start
-from cli.output import Failed, fail, note, one_line, say
-from cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
-from cli.registry import ENV_VAR, RegistrationError, Registry, load_registry, recipe_modules
-from cli.resume import resume
-from cli.settings import Settings, SettingsError
+from durafact.cli.artifacts import artifacts
+from durafact.cli.chat import add_chat_command, chat, check_chat_args
+from durafact.cli.commands import approve, corrections, decide, pending, result, status
+from durafact.cli.launch import check_sendable, launch_of_type, start
+from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
+from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
+from durafact.cli.resume import resume
+from durafact.runtime import embedded
+from durafact.runtime.embedded import Embedded, EmbeddedError, open_client
+from durafact.runtime.registry import (
+    ENV_VAR,
+    RegistrationError,
+    Registry,
+    load_registry,
+    recipe_modules,
+)
+from durafact.runtime.settings import Settings, SettingsError
 
 
 class Parser(argparse.ArgumentParser):
@@ -282,7 +287,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
 
 async def connect() -> tuple[Any, Settings]:
     """A client for the configured server, on a namespace ready for durafact workflows;
-    the embedded stack starts first when no address is configured (cli/connection.py)."""
+    the embedded stack starts first when no address is configured
+    (durafact/runtime/embedded.py)."""
     try:
         return await open_client(note)
     except SettingsError as exc:

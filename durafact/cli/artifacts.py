@@ -16,9 +16,9 @@ from typing import Any
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from cli.commands import describe
-from cli.follow import ARTIFACTS_TIMEOUT
-from cli.output import Failed, indent, say
+from durafact.cli.commands import describe
+from durafact.cli.follow import ARTIFACTS_TIMEOUT
+from durafact.cli.output import Failed, indent, say
 from durafact.ledger import Ledger
 
 

@@ -1,0 +1,295 @@
+"""`DurafactPlugin`: durafact's recipes on your own Temporal client and worker.
+
+    client = await Client.connect(address, plugins=[DurafactPlugin()])
+    worker = Worker(client, task_queue="my-app", workflows=[MyRecipe],
+                    plugins=[DurafactPlugin(recipes=["my_app.recipes"])])
+
+On a client it installs durafact's data converter: pydantic, the AES-GCM payload
+codec when keys are configured, and external storage for large payloads
+(durafact/runtime/codec.py, durafact/runtime/payloads.py). On a worker it adds the
+five activities (`request_model`, `search_source`, `resolve_ref`, `list_tools`,
+`call_tool`), the ready workflows unless `builtins=False`, the recipes of the
+modules it is given, the sandbox pass-through of `durafact` and `workflows`, the
+handoff of model context in memory (durafact/runtime/handoff.py), and a check at
+start-up that the namespace has durafact's search attributes. It closes its model
+clients and MCP sessions when the worker stops. `durafact-worker`, the embedded
+stack and the tests assemble their workers this way too.
+
+A plugin given to the client is applied to every worker of that client as well
+(Temporal's rule); a worker given a `DurafactPlugin` of its own takes that one
+instead, so the two lines above configure the worker once. Every setting defaults to
+the environment, as for `durafact-worker`; a mistake in one is a one-line error
+raised by the constructor, before anything connects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import openai
+from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities import ModelActivities, SourceActivities
+from activities.mcp import McpServer, close_servers, configured_servers
+from activities.tools import Tool, ToolActivities, ToolCatalog
+from durafact.runtime.codec import Keyring, converter_for, keys_from_env
+from durafact.runtime.connection import require_search_attributes
+from durafact.runtime.endpoints import Endpoint, configured_endpoints, endpoint_client
+from durafact.runtime.handoff import Handoff, HandoffInterceptor
+from durafact.runtime.payloads import PayloadStore, store_from_env
+from durafact.runtime.registry import Registry, load_registry, recipe_modules
+from durafact.runtime.settings import DEFAULT_MODEL
+from durafact.sources import DEFAULT_ENDPOINT
+
+log = logging.getLogger("durafact.plugin")
+
+NAME = "durafact.DurafactPlugin"
+# The sandbox re-imports a workflow's modules on every new run. For durafact's own
+# packages that cost about 0.1 s of CPU per run (rebuilding every pydantic model);
+# with 50 runs starting at once on 2 cores, first workflow tasks came close to
+# Temporal's 10 s task timeout. `durafact` and `workflows` hold no module state a
+# run writes, so they are shared instead; what the sandbox would have caught in
+# them, tests/workflows/test_determinism.py checks statically, and replay tests
+# check behaviour. A user's own workflow modules stay fully sandboxed.
+PASSTHROUGH = ("durafact", "workflows")
+
+# The plugin on a client and one on its worker is the documented way to use it (see
+# the module docstring), so the SDK's warning that the same plugin type may run twice
+# is not news; `configure_worker` makes sure it runs once.
+warnings.filterwarnings(
+    "ignore", message=r"The same plugin type <class 'durafact\.plugin\.DurafactPlugin'>"
+)
+
+
+class DurafactPlugin(SimplePlugin):
+    """durafact on a Temporal `Client`, `Worker` or `Replayer`.
+
+    Args:
+        recipes: recipes modules to register besides the built-ins (`RECIPES`,
+            `OUTPUT_MODELS`, `TOOLS`; durafact/runtime/registry.py). None: the
+            comma-separated `DURAFACT_RECIPES`.
+        builtins: register the ready workflows (`PlanExecuteWorkflow`, ...) too.
+        entry_points: register the modules of installed `durafact.recipes` entry points.
+        workflows: more workflow classes to register (a worker's own `workflows=`
+            are registered as they are and need not be listed).
+        output_models: more models that `ctx.llm.structured(...)` calls ask for.
+        tools: more `@tool` functions the workflows may call.
+        mcp: MCP servers, `NAME=COMMAND` or `NAME=URL` (each worker opens its own
+            session and closes it when it stops), or `McpServer` objects (whoever made
+            them closes them). None: `DURAFACT_MCP`.
+        endpoints: the model endpoints by name, `default` among them. None:
+            `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `DURAFACT_ENDPOINT_<NAME>`.
+        model: the model name sent with each request. None: `DURAFACT_MODEL`.
+        payloads: where large payloads go. None: `DURAFACT_PAYLOADS` and
+            `DURAFACT_PAYLOAD_THRESHOLD`.
+        keys: payload encryption keys, newest first. None: `DURAFACT_KEYS` or
+            `DURAFACT_KEYS_FILE`; without keys nothing is encrypted.
+        check_search_attributes: refuse to run a worker in a namespace that lacks
+            `DurafactRecipe` and `DurafactStatus` (its workflow tasks would fail).
+        env: the environment the defaults are read from (None: `os.environ`).
+
+    Raises, with a one-line reason: `RegistrationError`, `McpConfigError`,
+    `EndpointError`, `CodecConfigError`, `PayloadConfigError`.
+    """
+
+    def __init__(
+        self,
+        *,
+        recipes: Sequence[str] | None = None,
+        builtins: bool = True,
+        entry_points: bool = True,
+        workflows: Sequence[type] = (),
+        output_models: Sequence[type[BaseModel]] = (),
+        tools: Sequence[Tool] = (),
+        mcp: Sequence[str | McpServer] | None = None,
+        endpoints: Mapping[str, Endpoint] | None = None,
+        model: str | None = None,
+        payloads: PayloadStore | None = None,
+        keys: Keyring | None = None,
+        check_search_attributes: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if env is None else env
+        modules = recipe_modules(env=env) if recipes is None else recipe_modules(recipes, env={})
+        self.registry: Registry = load_registry(
+            modules, entry_points=entry_points, builtins=builtins
+        ).add(workflows, output_models, origin="DurafactPlugin", tools=tools)
+        given = list(mcp) if mcp is not None else None
+        self._mcp_specs = [s for s in given or () if isinstance(s, str)]
+        self._mcp_objects = {s.name: s for s in given or () if isinstance(s, McpServer)}
+        self._mcp_env = None if given is not None else env.get("DURAFACT_MCP")
+        # Parsed now so that a mistake is raised here; each worker opens its own.
+        ToolCatalog(self.registry.tools.values(), self._mcp_servers())  # a tool and a server
+        self.endpoints = dict(configured_endpoints(env) if endpoints is None else endpoints)
+        self.endpoints.setdefault(DEFAULT_ENDPOINT, Endpoint(name=DEFAULT_ENDPOINT, base_url=None))
+        self.model = model or env.get("DURAFACT_MODEL") or DEFAULT_MODEL
+        self.payloads = store_from_env(env) if payloads is None else payloads
+        self.keys = keys_from_env(env) if keys is None else keys
+        self.check_search_attributes = check_search_attributes
+        self.data_converter_value = converter_for(self.keys, self.payloads)
+        self._kits: list[_WorkerKit] = []
+        super().__init__(NAME, data_converter=self._converter)
+
+    # --- client and replayer --------------------------------------------------------
+
+    def _converter(self, existing: DataConverter | None) -> DataConverter:
+        if existing is None or existing is DataConverter.default or is_durafact(existing):
+            return self.data_converter_value
+        raise ValueError(
+            "DurafactPlugin sets the client's data converter (pydantic, with durafact's "
+            "codec and payload store), and this client has another one: leave "
+            "data_converter out, or use durafact.runtime.codec.converter_for(...)"
+        )
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        config["data_converter"] = self._converter(config.get("data_converter"))
+        config["workflows"] = self._with_registered(config.get("workflows"))
+        config["workflow_runner"] = with_passthrough(config.get("workflow_runner"))
+        return config
+
+    # --- worker ---------------------------------------------------------------------
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        if self._defers_to_another(config.get("plugins") or ()):
+            return config
+        client = config["client"]  # type: ignore[typeddict-item]
+        self.check_model_endpoint()
+        if not is_durafact(client.data_converter):
+            raise ValueError(
+                "the worker's client has no durafact data converter: connect it with "
+                "Client.connect(..., plugins=[DurafactPlugin()])"
+            )
+        kit = _WorkerKit(self, client)
+        self._kits.append(kit)
+        config["workflows"] = self._with_registered(config.get("workflows"))
+        config["activities"] = [*(config.get("activities") or ()), *kit.activities]
+        config["workflow_runner"] = with_passthrough(config.get("workflow_runner"))
+        config["interceptors"] = [
+            *(config.get("interceptors") or ()),
+            HandoffInterceptor(kit.handoff),
+        ]
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Any]) -> None:
+        kit = self._kit_of(worker)
+        if kit is None:  # another DurafactPlugin configured this worker
+            await next(worker)
+            return
+        # The check runs while the worker starts: a plugin that raised before the worker
+        # ran would leave `async with worker` waiting for a shutdown that never comes.
+        running = asyncio.create_task(next(worker))
+        try:
+            try:
+                if self.check_search_attributes:
+                    await require_search_attributes(worker.client)
+            except BaseException:
+                await worker.shutdown()
+                with contextlib.suppress(Exception):
+                    await running
+                raise
+            await running
+        finally:
+            self._kits.remove(kit)
+            await kit.close()
+
+    def check_model_endpoint(self) -> None:
+        """ValueError unless a model endpoint is configured: a worker without one would
+        retry every model call against api.openai.com with no key until its deadline."""
+        default = self.endpoints[DEFAULT_ENDPOINT]
+        if not default.base_url and not default.api_key:
+            raise ValueError(
+                "no model endpoint: set OPENAI_BASE_URL (any OpenAI-compatible server) or "
+                "OPENAI_API_KEY, or give DurafactPlugin endpoints="
+            )
+
+    def _defers_to_another(self, worker_plugins: Sequence[Any]) -> bool:
+        """Whether this plugin came from the client of a worker that has a DurafactPlugin
+        of its own: that one configures the worker."""
+        own = [p for p in worker_plugins if isinstance(p, DurafactPlugin)]
+        return bool(own) and self not in own
+
+    def _kit_of(self, worker: Worker) -> _WorkerKit | None:
+        activities = worker.config(active_config=True).get("activities") or []
+        return next((k for k in self._kits if k.activities[0] in activities), None)
+
+    def _with_registered(self, given: Sequence[type] | None) -> list[type]:
+        """The worker's own workflows, then the registered ones it does not have yet."""
+        workflows = list(given or ())
+        names = {cls.__name__ for cls in workflows}
+        return workflows + [cls for cls in self.registry.classes if cls.__name__ not in names]
+
+    def _mcp_servers(self) -> dict[str, McpServer]:
+        """New sessions for the configured servers, and the given server objects."""
+        return {**configured_servers(self._mcp_specs, self._mcp_env), **self._mcp_objects}
+
+
+class _WorkerKit:
+    """What one worker of a plugin owns: its model clients, MCP sessions, handoff store
+    and the activities bound to them."""
+
+    def __init__(self, plugin: DurafactPlugin, client: Client) -> None:
+        registry = plugin.registry
+        self.servers = plugin._mcp_servers()
+        given = plugin._mcp_objects.values()
+        self.own_servers = [s for s in self.servers.values() if s not in given]
+        catalog = ToolCatalog(registry.tools.values(), self.servers)
+        self.clients: dict[str, openai.AsyncOpenAI] = {
+            name: endpoint_client(endpoint) for name, endpoint in plugin.endpoints.items()
+        }
+        self.handoff = Handoff()
+        models = ModelActivities(
+            self.clients[DEFAULT_ENDPOINT],
+            client,
+            plugin.model,
+            registry.output_models.values(),
+            tools=catalog,
+            endpoints={n: c for n, c in self.clients.items() if n != DEFAULT_ENDPOINT},
+            handed=self.handoff.take,
+        )
+        sources = SourceActivities(endpoints=self.clients)
+        tools = ToolActivities(catalog)
+        self.activities: list[Callable[..., Any]] = [
+            models.request_model,
+            sources.search_source,
+            sources.resolve_ref,
+            tools.list_tools,
+            tools.call_tool,
+        ]
+
+    async def close(self) -> None:
+        await close_servers(self.own_servers)  # and their stdio processes
+        for endpoint in self.clients.values():
+            await endpoint.close()
+
+
+def is_durafact(converter: DataConverter) -> bool:
+    """Whether `converter` converts pydantic models, as durafact's workflows need."""
+    return issubclass(converter.payload_converter_class, PydanticPayloadConverter)
+
+
+def with_passthrough(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """`runner` (default: the sandbox) sharing `durafact` and `workflows` across runs."""
+    if runner is None:
+        return SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
+        )
+    if isinstance(runner, SandboxedWorkflowRunner):
+        restrictions = runner.restrictions.with_passthrough_modules(*PASSTHROUGH)
+        return dataclasses.replace(runner, restrictions=restrictions)
+    return runner  # an unsandboxed runner shares every module already
+
+
+__all__ = ["DurafactPlugin"]

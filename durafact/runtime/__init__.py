@@ -1,0 +1,1 @@
+"""durafact's runtime."""
