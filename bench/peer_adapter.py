@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.tools import tool
-from durafact.runtime.connection import ensure_search_attributes
+from durafact.runtime.search_attributes import ensure_search_attributes
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow

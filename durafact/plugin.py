@@ -19,7 +19,8 @@ A plugin given to the client is applied to every worker of that client as well
 (Temporal's rule); a worker given a `DurafactPlugin` of its own takes that one
 instead, so the two lines above configure the worker once. Every setting defaults to
 the environment, as for `durafact-worker`; a mistake in one is a one-line error
-raised by the constructor, before anything connects.
+raised before anything runs (see `DurafactPlugin`). The command line's client is made
+the same way (durafact/runtime/connection.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import warnings
@@ -46,11 +48,11 @@ from activities import ModelActivities, SourceActivities
 from activities.mcp import McpServer, close_servers, configured_servers
 from activities.tools import Tool, ToolActivities, ToolCatalog
 from durafact.runtime.codec import Keyring, converter_for, keys_from_env
-from durafact.runtime.connection import require_search_attributes
 from durafact.runtime.endpoints import Endpoint, configured_endpoints, endpoint_client
 from durafact.runtime.handoff import Handoff, HandoffInterceptor
 from durafact.runtime.payloads import PayloadStore, store_from_env
 from durafact.runtime.registry import Registry, load_registry, recipe_modules
+from durafact.runtime.search_attributes import require_search_attributes
 from durafact.runtime.settings import DEFAULT_MODEL
 from durafact.sources import DEFAULT_ENDPOINT
 
@@ -101,8 +103,10 @@ class DurafactPlugin(SimplePlugin):
             `DurafactRecipe` and `DurafactStatus` (its workflow tasks would fail).
         env: the environment the defaults are read from (None: `os.environ`).
 
-    Raises, with a one-line reason: `RegistrationError`, `McpConfigError`,
-    `EndpointError`, `CodecConfigError`, `PayloadConfigError`.
+    The constructor raises, with a one-line reason: `EndpointError`,
+    `CodecConfigError`, `PayloadConfigError`; the recipes and MCP servers are read when
+    a worker or replayer first needs them (`registry`): `RegistrationError`,
+    `McpConfigError`.
     """
 
     def __init__(
@@ -124,15 +128,11 @@ class DurafactPlugin(SimplePlugin):
     ) -> None:
         env = os.environ if env is None else env
         modules = recipe_modules(env=env) if recipes is None else recipe_modules(recipes, env={})
-        self.registry: Registry = load_registry(
-            modules, entry_points=entry_points, builtins=builtins
-        ).add(workflows, output_models, origin="DurafactPlugin", tools=tools)
+        self._registration = (modules, builtins, entry_points, workflows, output_models, tools)
         given = list(mcp) if mcp is not None else None
         self._mcp_specs = [s for s in given or () if isinstance(s, str)]
         self._mcp_objects = {s.name: s for s in given or () if isinstance(s, McpServer)}
         self._mcp_env = None if given is not None else env.get("DURAFACT_MCP")
-        # Parsed now so that a mistake is raised here; each worker opens its own.
-        ToolCatalog(self.registry.tools.values(), self._mcp_servers())  # a tool and a server
         self.endpoints = dict(configured_endpoints(env) if endpoints is None else endpoints)
         self.endpoints.setdefault(DEFAULT_ENDPOINT, Endpoint(name=DEFAULT_ENDPOINT, base_url=None))
         self.model = model or env.get("DURAFACT_MODEL") or DEFAULT_MODEL
@@ -142,6 +142,17 @@ class DurafactPlugin(SimplePlugin):
         self.data_converter_value = converter_for(self.keys, self.payloads)
         self._kits: list[_WorkerKit] = []
         super().__init__(NAME, data_converter=self._converter)
+
+    @functools.cached_property
+    def registry(self) -> Registry:
+        """The workflows, output models and tools a worker with this plugin registers,
+        loaded when first needed, so that a plugin on a client imports no recipes.
+        A mistake is a RegistrationError or McpConfigError of one line."""
+        modules, builtins, entry_points, workflows, output_models, tools = self._registration
+        registry = load_registry(modules, entry_points=entry_points, builtins=builtins)
+        registry.add(workflows, output_models, origin="DurafactPlugin", tools=tools)
+        ToolCatalog(registry.tools.values(), self._mcp_servers())  # a tool and a server
+        return registry
 
     # --- client and replayer --------------------------------------------------------
 

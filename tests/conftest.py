@@ -22,7 +22,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.connection import connect, ensure_search_attributes
+from durafact.runtime.connection import connect
+from durafact.runtime.search_attributes import ensure_search_attributes
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.testing import ScriptedModel, start_dev_server

@@ -87,6 +87,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     try:
         servers = list(configured_servers(args.mcp, os.environ.get("DURAFACT_MCP")).values())
         plugin = DurafactPlugin(recipes=recipe_modules(args.recipes), mcp=servers)
+        plugin.registry  # noqa: B018 - a registration mistake is one line, before connecting
         settings = Settings.from_env()  # TEMPORAL_* and temporal.toml profiles
         plugin.check_model_endpoint()
     except (RegistrationError, McpConfigError, ValueError) as exc:

@@ -8,7 +8,8 @@ processes those pid files name. The tests use `temporal_binary()` and
 
 The stack is for when no Temporal address is configured (see durafact/runtime/settings.py); with
 one, `up` starts no server: it checks that the configured one answers and that its
-namespace has durafact's search attributes (durafact/runtime/connection.py), then starts the rest.
+namespace has durafact's search attributes (durafact/runtime/search_attributes.py),
+then starts the rest.
 
 With `DURAFACT_KEYS` (or `DURAFACT_KEYS_FILE`) set, `up` first starts the codec server
 (durafact/runtime/codec_server.py) on `DURAFACT_CODEC_PORT` (default 8081; another free port when
@@ -39,15 +40,14 @@ from temporalio.client import Client
 
 from durafact.runtime.codec import keys_from_env
 from durafact.runtime.codec_server import ORIGINS_ENV, TOKEN_ENV
-from durafact.runtime.connection import (
+from durafact.runtime.connection import connect, port_open
+from durafact.runtime.payloads import PAYLOADS_ENV
+from durafact.runtime.search_attributes import (
     NAMES,
-    connect,
     ensure_search_attributes,
     may_register,
-    port_open,
     registered_message,
 )
-from durafact.runtime.payloads import PAYLOADS_ENV
 from durafact.runtime.settings import Settings, SettingsError
 
 # The dev server polls its transfer queue 20 times a second by default, which adds

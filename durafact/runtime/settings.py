@@ -38,7 +38,8 @@ CLOUD_HOSTS = (".tmprl.cloud", ".api.temporal.io")
 
 class SettingsError(RuntimeError):
     """A one-line reason the configured settings cannot be used: a bad profile here;
-    an unreachable server or an unready namespace in durafact/runtime/connection.py."""
+    an unreachable server (durafact/runtime/connection.py) or an unready namespace
+    (durafact/runtime/search_attributes.py)."""
 
 
 # The variables durafact reads: checked for text that is not UTF-8.

@@ -26,8 +26,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.connection import NAMES, connect_options, missing_message
+from durafact.runtime.connection import connect_options
 from durafact.runtime.embedded import temporal_binary
+from durafact.runtime.search_attributes import NAMES, missing_message
 from durafact.runtime.settings import Settings, SettingsError
 from durafact.testing import ScriptedModel, start_dev_server
 from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter

@@ -1,0 +1,67 @@
+"""The imports point one way: the commands (`durafact.cli`) use the plugin and the
+runtime, which use `workflows` and `activities`, which use the core; and no two modules
+import each other. (The core's own rule is tests/durafact/test_purity.py; workflow
+code's is tests/workflows/test_determinism.py.)"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+
+import pytest
+
+from tests.helpers import ROOT
+
+PACKAGES = ("durafact", "workflows", "activities")
+
+
+def module_name(path) -> str:
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+MODULES = {
+    module_name(path): path for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+}
+
+
+def imports_of(name: str) -> set[str]:
+    """The project modules `name` imports (`from a import b` counts a.b when b is one)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return {module for module in found if module in MODULES and module != name}
+
+
+IMPORTS = {name: imports_of(name) for name in MODULES}
+
+
+def test_no_two_modules_import_each_other() -> None:
+    pairs = [
+        (a, b)
+        for a, b in itertools.combinations(sorted(MODULES), 2)
+        if b in IMPORTS[a] and a in IMPORTS[b]
+    ]
+    assert pairs == []
+
+
+@pytest.mark.parametrize(
+    ("package", "never"),
+    [
+        ("activities", ("workflows", "durafact.runtime", "durafact.cli", "durafact.plugin")),
+        ("durafact.runtime", ("durafact.cli",)),
+        ("durafact.plugin", ("durafact.cli",)),
+    ],
+)
+def test_a_package_never_imports_what_is_above_it(package: str, never: tuple[str, ...]) -> None:
+    upward = {
+        (name, imported)
+        for name in MODULES
+        if name == package or name.startswith(f"{package}.")
+        for imported in IMPORTS[name]
+        if imported.startswith(never)
+    }
+    assert upward == set()
