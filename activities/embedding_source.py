@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, model_validator
 
+from durafact.redaction import redact_url
 from durafact.sources import (
     DocumentNotFound,
     SourceError,
@@ -87,7 +88,8 @@ class OpenAIEmbeddings:
         self.dimensions = dimensions
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbeddings(model={self.model!r}, base_url={str(self.client.base_url)!r})"
+        base_url = redact_url(str(self.client.base_url))
+        return f"OpenAIEmbeddings(model={self.model!r}, base_url={base_url!r})"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):

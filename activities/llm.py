@@ -57,6 +57,7 @@ from durafact.llm import (
     strict_json_schema,
     type_path,
 )
+from durafact.redaction import redact_urls
 from durafact.sources import DEFAULT_ENDPOINT
 from durafact.tools import ToolCall, ToolSpec
 
@@ -98,10 +99,14 @@ def retry_after(headers: Any) -> timedelta | None:
 
 
 def classify_error(exc: Exception) -> ApplicationError:
-    """Turn an `openai` exception into the ApplicationError Temporal should act on."""
+    """Turn an `openai` exception into the ApplicationError Temporal should act on.
+
+    URLs in its message are redacted (durafact/redaction.py): an endpoint's error may
+    echo the URL it was sent, credentials and all. Raise it `from None`: the original
+    exception, with the raw message, would travel along as the failure's cause."""
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        detail = f"model endpoint answered {status}: {exc.message}"
+        detail = redact_urls(f"model endpoint answered {status}: {exc.message}")
         if status in NON_RETRYABLE_STATUS:
             return ApplicationError(detail, type=NON_RETRYABLE_STATUS[status], non_retryable=True)
         if status in RETRYABLE_STATUS or status >= 500:
@@ -112,9 +117,13 @@ def classify_error(exc: Exception) -> ApplicationError:
             )
         return ApplicationError(detail, type="RequestRejected", non_retryable=True)
     if isinstance(exc, openai.APITimeoutError):
-        return ApplicationError(f"model endpoint timed out: {exc}", type="ModelTimeout")
+        return ApplicationError(
+            redact_urls(f"model endpoint timed out: {exc}"), type="ModelTimeout"
+        )
     if isinstance(exc, openai.APIConnectionError):
-        return ApplicationError(f"model endpoint unreachable: {exc}", type="ModelUnreachable")
+        return ApplicationError(
+            redact_urls(f"model endpoint unreachable: {exc}"), type="ModelUnreachable"
+        )
     raise exc
 
 
@@ -220,8 +229,8 @@ def not_a_chat_completion(what: str) -> ApplicationError:
     """The endpoint answered, but not with a chat completion (a login page, another API):
     asking again gets the same answer, so the call fails at once."""
     return ApplicationError(
-        f"the model endpoint answered with {what}, not a chat completion: is "
-        "OPENAI_BASE_URL an OpenAI-compatible API (ending in /v1)?",
+        redact_urls(f"the model endpoint answered with {what}, not a chat completion: is ")
+        + "OPENAI_BASE_URL an OpenAI-compatible API (ending in /v1)?",
         type=NOT_A_CHAT_COMPLETION,
         non_retryable=True,
     )
@@ -421,14 +430,14 @@ class ModelActivities:
         kwargs: dict[str, Any],
         target: StreamTo,
         stops: bool,
-    ) -> LLMResponse | None:
+    ) -> LLMResponse | Any:
         """The reply, streamed from the endpoint and published to the workflow's stream
-        as it comes (batched every STREAM_INTERVAL); None when the endpoint does not
-        stream, and then the caller asks for a whole completion."""
+        as it comes (batched every STREAM_INTERVAL); when the endpoint does not stream,
+        what `_stream_response` returned instead (a whole answer, or None)."""
         try:
             stream = await _stream_response(llm, messages, kwargs)
-            if stream is None:
-                return None
+            if not isinstance(stream, openai.AsyncStream):
+                return stream
             reply = _Streamed()
             attempt = activity.info().attempt
             # Flushed here, never by the client's background flusher (`async with`): on
@@ -456,7 +465,7 @@ class ModelActivities:
             if pending:
                 await publish()
         except openai.OpenAIError as exc:
-            raise classify_error(exc) from exc
+            raise classify_error(exc) from None  # see classify_error
         response = reply.response()
         if not response.text.strip() and not response.tool_calls and not stops:
             raise ApplicationError("model returned an empty answer", type="EmptyModelOutput")
@@ -500,22 +509,31 @@ class ModelActivities:
             }
 
         endpoint = (request.endpoint or DEFAULT_ENDPOINT).lower()
+        whole = None  # an answer the endpoint sent whole when asked to stream
         if request.stream is not None and output_type is None and endpoint not in self._whole:
             streamed = await heartbeating(
                 self._streamed(llm, messages, kwargs, request.stream, bool(request.stop))
             )
-            if streamed is not None:
+            if isinstance(streamed, LLMResponse):
                 return streamed
             self._whole.add(endpoint)  # it does not stream: ask it for whole replies from now
+            whole = streamed
 
         usage = Usage()
         error = ""
         attempts = request.validation_attempts if output_type else 1
         for attempt in range(1, attempts + 1):
             try:
-                answer = await heartbeating(_create(llm, messages, kwargs))
+                answer = (
+                    whole
+                    if whole is not None
+                    else await heartbeating(_create(llm, messages, kwargs))
+                )
+                whole = None
             except openai.OpenAIError as exc:
-                raise classify_error(exc) from exc
+                raise classify_error(
+                    exc
+                ) from None  # its message may hold a URL: see classify_error
             except json.JSONDecodeError as exc:  # a JSON content type, a body that is not
                 raise not_a_chat_completion(f"a body that is not JSON ({exc})") from None
             except RecursionError:
@@ -604,19 +622,25 @@ async def _create(
 async def _stream_response(
     llm: openai.AsyncOpenAI, messages: list[dict[str, Any]], kwargs: dict[str, Any]
 ) -> Any:
-    """The endpoint's streamed answer (an `AsyncStream`), or None when it answered with
-    a whole completion instead of server-sent events, or refused to stream (400: the
-    whole request then tells whether the request itself was bad)."""
+    """The endpoint's streamed answer (an `AsyncStream`); or, when it answered with a
+    whole completion instead of server-sent events, that answer (a `ChatCompletion`, or
+    the body's text when it is not JSON), which is paid for and must not be asked for
+    again; or None when it refused to stream (400: the whole request then tells whether
+    the request itself was bad)."""
     try:
         raw = await llm.chat.completions.with_raw_response.create(
             messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
         )
     except openai.BadRequestError:
         return None
-    if "text/event-stream" not in raw.headers.get("content-type", ""):
-        await raw.http_response.aclose()
-        return None
-    return raw.parse()
+    if "text/event-stream" in raw.http_response.headers.get("content-type", ""):
+        return raw.parse()
+    body = await raw.http_response.aread()
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")
+    return ChatCompletion.construct(**data) if isinstance(data, dict) else data
 
 
 class _Streamed:

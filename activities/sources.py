@@ -240,7 +240,7 @@ class SourceActivities:
         except SourceError as exc:
             raise source_failure(exc) from exc
         except openai.OpenAIError as exc:
-            raise classify_error(exc) from exc
+            raise classify_error(exc) from None  # see classify_error
         return list(refs)
 
     @activity.defn(name="resolve_ref")
@@ -258,7 +258,7 @@ class SourceActivities:
         except SourceError as exc:
             raise source_failure(exc) from exc
         except openai.OpenAIError as exc:
-            raise classify_error(exc) from exc
+            raise classify_error(exc) from None  # see classify_error
         fields = None
         title = str(ref.metadata.get("title") or "")
         if spec.kind == "csv":

@@ -177,6 +177,7 @@ class _Fault:
     when: Callable[[Call], bool]
     headers: dict[str, str] = field(default_factory=dict)
     content: str | None = None  # a 200 with this content instead of an error
+    message: str | None = None  # the error's message (default: "scripted STATUS")
 
 
 def default_reply(call: Call) -> str | dict:
@@ -258,9 +259,11 @@ class ScriptedModel:
         when: Callable[[Call], bool] = lambda call: True,
         headers: dict[str, str] | None = None,
         content: str | None = None,
+        message: str | None = None,
     ) -> None:
-        """The next `times` matching calls answer `status` (or 200 with `content`)."""
-        self._faults.append(_Fault(status, times, when, headers or {}, content))
+        """The next `times` matching calls answer `status` with an OpenAI error whose
+        message is `message` (or 200 with `content`)."""
+        self._faults.append(_Fault(status, times, when, headers or {}, content, message))
 
     def hold(self, when: Callable[[Call], bool]) -> threading.Event:
         """Matching calls wait until the returned event is set."""
@@ -296,7 +299,8 @@ class ScriptedModel:
             if when(call):
                 event.wait()
         if fault and fault.content is None:
-            error = {"error": {"message": f"scripted {fault.status}", "type": "scripted"}}
+            message = fault.message or f"scripted {fault.status}"
+            error = {"error": {"message": message, "type": "scripted"}}
             return fault.status, fault.headers, error
         finish_reason = "stop"
         if fault:

@@ -30,8 +30,8 @@ from typing import NoReturn
 from activities.mcp import McpConfigError, McpServer, close_servers, configured_servers
 from durafact.cli.output import exit_now
 from durafact.plugin import DurafactPlugin
+from durafact.redaction import redact_url
 from durafact.runtime.connection import connect
-from durafact.runtime.endpoints import redacted
 from durafact.runtime.registry import RegistrationError, recipe_modules
 from durafact.runtime.settings import Settings, SettingsError
 from durafact.runtime.worker import worker_for
@@ -76,7 +76,7 @@ def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
     ]
     for endpoint in plugin.endpoints.values():
         key = "with a key" if endpoint.api_key else "no key"
-        lines.append(f"endpoint {endpoint.name}: {redacted(endpoint.base_url)} ({key})")
+        lines.append(f"endpoint {endpoint.name}: {redact_url(endpoint.base_url)} ({key})")
     for server in servers:
         lines.append(f"MCP server {server.name}: {server.target} (tools as {server.name}__TOOL)")
     return lines

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from durafact.redaction import redact_url
 from durafact.runtime.codec import keys_from_env
 from durafact.runtime.codec_server import ORIGINS_ENV, TOKEN_ENV
 from durafact.runtime.connection import connect, port_open
@@ -611,7 +612,7 @@ async def _up_worker(
     await piece.wait_for(process, polling, f"poll task queue {queue!r}", WORKER_TIMEOUT)
     say(
         f"started {piece.label} on task queue {queue!r} "
-        f"(pid {process.pid}, log {piece.log_name}, model {env.get('OPENAI_BASE_URL') or 'OpenAI'})"
+        f"(pid {process.pid}, log {piece.log_name}, model {redact_url(env.get('OPENAI_BASE_URL'))})"
     )
 
 

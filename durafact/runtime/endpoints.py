@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import openai
 from pydantic import BaseModel, Field
 
+from durafact.redaction import redact_url
 from durafact.sources import DEFAULT_ENDPOINT
 
 ENDPOINT_PREFIX = "DURAFACT_ENDPOINT_"
@@ -47,29 +48,16 @@ class Endpoint(BaseModel):
     origin: str = Field(default="", description="Where it was configured, for messages.")
 
 
-def redacted(url: str | None) -> str:
-    """`url` as it may be logged, printed or stored: without a user name and password,
-    with every query value replaced by `***`, and without a fragment; any string, a
-    malformed URL too. None is the openai client's own endpoint, `api.openai.com`."""
-    if not url:
-        return "api.openai.com"
-    base, _, query = url.split("#", 1)[0].partition("?")
-    base = re.sub(r"(?<=//)[^/@]*@", "", base, count=1)
-    if not query:
-        return base
-    return base + "?" + "&".join(f"{part.split('=', 1)[0]}=***" for part in query.split("&"))
-
-
 def check_url(url: str, origin: str) -> str:
     """`url` when it is an http(s) URL with a host, else an EndpointError naming `origin`."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (raises on a port that is not a number)
     except ValueError as exc:
-        raise EndpointError(f"{origin}={redacted(url)!r}: not a URL ({exc})") from None
+        raise EndpointError(f"{origin}={redact_url(url)!r}: not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EndpointError(
-            f"{origin}={redacted(url)!r}: expected an http:// or https:// URL with a host, "
+            f"{origin}={redact_url(url)!r}: expected an http:// or https:// URL with a host, "
             "such as http://127.0.0.1:8765/v1"
         )
     return url

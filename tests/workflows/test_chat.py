@@ -96,8 +96,9 @@ async def test_without_streaming_the_same_send_gets_the_reply(
     handle = await start_chat(client, worker)
     assert (await send(handle, "hello")).text == "done: hello"
     assert (await send(handle, "again")).text == "done: again"
-    # Asked to stream once; after a whole answer, the worker asks that endpoint for whole ones.
-    assert [c.body.get("stream") for c in model.calls] == [True, None, None]
+    # Asked to stream once, its whole answer is the reply (one paid call per message);
+    # after that the worker asks that endpoint for whole answers.
+    assert [c.body.get("stream") for c in model.calls] == [True, None]
     quiet = await start_chat(client, worker, stream=False)
     assert (await send(quiet, "hi")).text == "done: hi"
     assert "stream" not in model.calls[-1].body

@@ -1,0 +1,95 @@
+"""An endpoint URL's credentials never reach what is shown or stored: the worker's log,
+`status`, a failure message (durafact/redaction.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+
+from durafact.redaction import redact_url, redact_urls
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import ScriptedModel
+from tests.helpers import ROOT, clean_env, read_until, spawn_command, starter
+from workflows import Goal, PlanExecuteWorkflow
+
+SECRET = "s3cr3t-marker"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            f"http://user:{SECRET}@host:8/v1?api_key={SECRET}&x=1#{SECRET}",
+            "http://host:8/v1?api_key=***&x=***",
+        ),
+        (f"https://{SECRET}@api.example.com/v1", "https://api.example.com/v1"),
+        (f"http://h:port/v1?token={SECRET}", "http://h:port/v1?token=***"),
+        ("http://127.0.0.1:8765/v1", "http://127.0.0.1:8765/v1"),
+        (None, "api.openai.com"),
+    ],
+)
+def test_a_url_loses_its_password_and_query_values(url: str | None, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_every_url_in_a_text_is_redacted() -> None:
+    text = f"no route for 'http://u:{SECRET}@h/v1?api_key={SECRET}' (see https://docs.example/x)"
+    assert (
+        redact_urls(text) == "no route for 'http://h/v1?api_key=***' (see https://docs.example/x)"
+    )
+
+
+async def test_the_worker_log_shows_its_endpoints_without_credentials(
+    client: Client, model: ScriptedModel
+) -> None:
+    host = model.url.removeprefix("http://")
+    env = clean_env(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=f"redact-{uuid.uuid4().hex[:8]}",
+        OPENAI_BASE_URL=f"http://user:{SECRET}@{host}?api_key={SECRET}",
+        DURAFACT_ENDPOINT_EMBED=f"http://{SECRET}@{host}?key={SECRET}",
+        DURAFACT_ENDPOINT_EMBED_KEY=SECRET,
+    )
+    worker = await spawn_command(sys.executable, "worker.py", env=env, cwd=ROOT)
+    try:
+        assert worker.stderr is not None
+        log = await read_until(worker.stderr, "endpoint embed:")
+    finally:
+        worker.terminate()
+        await asyncio.wait_for(worker.wait(), 30)
+    assert not [line for line in log if SECRET in line]
+    assert any(f"endpoint default: http://{host}?api_key=***" in line for line in log), log
+    assert any(f"endpoint embed: http://{host}?key=*** (with a key)" in line for line in log)
+
+
+async def test_a_failure_that_echoes_the_url_is_stored_and_shown_without_credentials(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    echoed = f"no model at http://user:{SECRET}@gateway.example/v1/chat?api_key={SECRET}"
+    model.fail(404, message=echoed)
+    workflow_id = f"redact-{uuid.uuid4().hex[:8]}"
+    async with build_worker(client, settings):
+        handle = await client.start_workflow(
+            PlanExecuteWorkflow.run,
+            Goal(text="Plan a weekend"),
+            id=workflow_id,
+            task_queue=settings.task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    stored = str(await handle.fetch_history())
+    assert SECRET not in stored
+    assert "gateway.example/v1/chat?api_key=***" in str(failed.value.cause.cause)
+    status = await starter(
+        "status",
+        workflow_id,
+        env=clean_env(TEMPORAL_ADDRESS=client.service_client.config.target_host),
+        cwd=ROOT,
+    )
+    assert "ModelNotFound" in status.out + status.err
+    assert SECRET not in status.out + status.err
