@@ -29,9 +29,18 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from bench._common import dev_stack
 from durafact.llm import TextChunk
+from durafact.memory import ChatLine, Digest, Memory
 from durafact.testing import Call
 from tests.helpers import start_local_model
-from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
+from workflows.chat import (
+    REMEMBERED_REPLIES,
+    TOKENS_TOPIC,
+    ChatCarry,
+    ChatInput,
+    ChatReply,
+    ChatSend,
+    ChatWorkflow,
+)
 
 QUESTIONS = (
     "What should I pack for three days of hiking?",
@@ -156,11 +165,39 @@ async def first_token_part(count: int) -> None:
         )
 
 
+def carry_part(counts: list[int]) -> None:
+    """The size of what a chat carries across continue-as-new after N messages: the
+    recent replies (REMEMBERED_REPLIES texts) and the index of every id answered (12
+    bytes each), built as the workflow builds them, with the default memory policy's
+    bound window and a digest of 2,000 characters."""
+    print("| messages answered | carry (JSON bytes) | of it, the answered-id index |")
+    print("|---|---|---|")
+    for count in counts:
+        carry = ChatCarry(
+            memory=Memory(
+                window=[ChatLine(role="user", content=f"message {n}", seq=n) for n in range(12)],
+                digest=Digest(text="x" * 2000, version=count // 10),
+            ),
+            turns=count,
+            model_calls=count,
+        )
+        for n in range(count):
+            key, seq = str(uuid.UUID(int=n)), 2 * n
+            carry.answered.add(key, seq)
+            if n >= count - REMEMBERED_REPLIES:
+                carry.replies[key] = ChatReply(id=key, seq=seq, text=f"reply {n} " * 10, run=0)
+        size = len(carry.model_dump_json())
+        index = len(carry.answered.model_dump_json())
+        print(f"| {count:,} | {size:,} | {index:,} |")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=500)
     parser.add_argument("--local", type=int, default=5, help="messages to the local model")
+    parser.add_argument("--carry", type=int, nargs="*", default=[100, 1_000, 10_000, 100_000])
     args = parser.parse_args()
+    carry_part(args.carry)
     await continue_as_new_part(args.messages)
     if args.local:
         await first_token_part(args.local)

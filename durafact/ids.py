@@ -217,6 +217,11 @@ def react_answer_id(run: str) -> str:
 OPAQUE_IDS_MEMO = "durafact-opaque-ids"
 
 
+def reply_lookup_id(seq: int) -> str:
+    """The activity that reads back the reply to chat message `seq` from an earlier run."""
+    return f"reply:{seq}"
+
+
 def prompt_id(text: str) -> str:
     """A text that several model calls of a run send (a system prompt): named by its
     hash, so the same text is the same artifact however often it is sent."""

@@ -49,6 +49,15 @@ class ChatLine(ChatTurn):
         return ChatTurn.model_validate(self.model_dump(exclude={"seq"}))
 
 
+class TranscriptPage(BaseModel):
+    """A page of a chat run's messages (the query `transcript`)."""
+
+    lines: list[ChatLine]
+    first: int = Field(description="The first message this run holds.")
+    next_offset: int
+    total: int = Field(description="Messages in the whole conversation.")
+
+
 class Summary(BaseModel):
     """The artifact `summary:{round}`: what messages `first`..`last` said."""
 

@@ -7,11 +7,12 @@
 On a client it installs durafact's data converter: pydantic, the AES-GCM payload
 codec when keys are configured, and external storage for large payloads
 (durafact/runtime/codec.py, durafact/runtime/payloads.py). On a worker it adds the
-five activities (`request_model`, `search_source`, `resolve_ref`, `list_tools`,
-`call_tool`), the ready workflows unless `builtins=False`, the recipes of the
-modules it is given, the sandbox pass-through of `durafact` and `workflows`, the
-handoff of model context in memory (durafact/runtime/handoff.py), and a check at
-start-up that the namespace has durafact's search attributes. It closes its model
+activities (`request_model`, `search_source`, `resolve_ref`, `list_tools`,
+`call_tool`, and the chat's `read_reply`), the ready workflows unless
+`builtins=False`, the recipes of the modules it is given, the sandbox pass-through
+of `durafact` and `workflows`, the handoff of model context in memory
+(durafact/runtime/handoff.py), and a check at start-up that the namespace has
+durafact's search attributes. It closes its model
 clients and MCP sessions when the worker stops. `durafact-worker`, the embedded
 stack and the tests assemble their workers this way too.
 
@@ -45,6 +46,7 @@ from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunn
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import ModelActivities, SourceActivities
+from activities.chat import ChatActivities
 from activities.mcp import McpServer, close_servers, configured_servers
 from activities.tools import Tool, ToolActivities, ToolCatalog
 from durafact.runtime.codec import Keyring, converter_for, keys_from_env
@@ -278,6 +280,7 @@ class _WorkerKit:
             sources.resolve_ref,
             tools.list_tools,
             tools.call_tool,
+            ChatActivities(client).read_reply,
         ]
 
     async def close(self) -> None:

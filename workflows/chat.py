@@ -11,14 +11,20 @@ fold that needs text is one more model activity (`llm:summary:{round}` or
 `llm:digest:{version}`), and a failed one falls back to truncated lines.
 
 A message may carry an id (`ChatSend.id`; by default the update's id): the same
-id again gets the first reply, never a second turn, also after continue-as-new.
+id again gets the first reply, never a second turn, also after continue-as-new and
+however long ago it was sent. The carry holds the texts of the last
+`REMEMBERED_REPLIES` replies and, for every id answered, 12 bytes (durafact/answered.py);
+an older reply is read from the run that wrote it: from this run's transcript, or
+from an earlier run's by the activity `read_reply` (`reply:{seq}`), which asks that
+closed run's `transcript` query. A repeated id that arrives by signal is dropped.
 
 Continue-as-new. When the run's history passes `continue_after_events` or
 `continue_after_bytes` (or the server suggests it), the chat detaches the
 stream's pollers, keeps answering what is queued until every handler has
 finished (an update that arrives meanwhile is answered in this run), and
 continues as new carrying only `ChatCarry`: the memory (window, summaries,
-digest, counters), recent replies by id, and the stream's state.
+digest, counters), recent replies by id, the index of answered ids, where each run
+began, and the stream's state.
 
 Streaming. With `stream` on, the model activity publishes the reply's text as it
 is written to the topic `tokens` (`TextChunk`, keyed by the message id) of the
@@ -36,6 +42,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -43,6 +50,8 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from durafact.answered import Answered, ReplyLookup, reply_after
+from durafact.ids import reply_lookup_id
 from durafact.ledger import Artifact
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo
 from durafact.memory import (
@@ -52,6 +61,7 @@ from durafact.memory import (
     Memory,
     MemoryPolicy,
     RollingDigestSummarizer,
+    TranscriptPage,
     render,
     summary_id,
 )
@@ -64,8 +74,10 @@ MESSAGES_TOPIC = "messages"
 TOKENS_TOPIC = "tokens"
 INVALID_MESSAGE = "InvalidMessage"
 TURN_FAILED = "ChatTurnFailed"
-# Replies kept by message id for repeated sends, carried across continue-as-new.
+# Reply texts kept by message id for repeated sends, carried across continue-as-new;
+# an older one is read back from the run that wrote it.
 REMEMBERED_REPLIES = 32
+READ_BACK_TIMEOUT = timedelta(seconds=30)
 CONVERSATION_PREFIX = "msg:"
 
 
@@ -94,6 +106,13 @@ class ChatEvent(BaseModel):
     text: str
 
 
+class RunStart(BaseModel):
+    """Where a run of the chain begins: its run id and the seq of its first message."""
+
+    run_id: str
+    first_seq: int
+
+
 class ChatCarry(BaseModel):
     """Everything a chat carries across continue-as-new."""
 
@@ -102,7 +121,15 @@ class ChatCarry(BaseModel):
     model_calls: int = 0
     runs: int = 0
     replies: dict[str, ChatReply] = Field(default_factory=dict)
+    answered: Answered = Field(default_factory=Answered)
+    starts: list[RunStart] = Field(default_factory=list)
     stream: WorkflowStreamState | None = None
+
+    def run_of(self, seq: int) -> int | None:
+        """The number of the run that holds message `seq` (None: unknown, a run before
+        runs were recorded)."""
+        earlier = [n for n, start in enumerate(self.starts) if start.first_seq <= seq]
+        return self.runs - len(self.starts) + earlier[-1] + 1 if earlier else None
 
 
 class ChatInput(ReActSettings):
@@ -129,13 +156,6 @@ class ChatInput(ReActSettings):
         return checked_tool_names(names)
 
 
-class TranscriptPage(BaseModel):
-    lines: list[ChatLine]
-    first: int = Field(description="The first message this run holds.")
-    next_offset: int
-    total: int = Field(description="Messages in the whole conversation.")
-
-
 class MemoryView(BaseModel):
     policy: str
     memory: Memory
@@ -150,6 +170,7 @@ class _Pending:
     reply: ChatReply | None = None
     error: str | None = None
     done: bool = False
+    answered_seq: int | None = None  # answered before, in the message `seq`
 
 
 FOLD_SYSTEM = (
@@ -172,6 +193,9 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self.stream = WorkflowStream(prior_state=carried.stream)
         self._input = input
         self._carry = carried.model_copy(update={"stream": None})
+        self._carry.starts.append(
+            RunStart(run_id=workflow.info().run_id, first_seq=carried.memory.next_seq)
+        )
         self._memory = carried.memory
         self._transcript: list[ChatLine] = list(carried.memory.window)
         self._queue: deque[_Pending] = deque()
@@ -190,6 +214,8 @@ class ChatWorkflow(ReAct[ChatInput, None]):
     async def send(self, message: ChatSend) -> ChatReply:
         info = workflow.current_update_info()
         pending = self._enqueue(message, message.id or (info.id if info else ""))
+        if pending.answered_seq is not None:
+            return await self._read_back(pending.id, pending.answered_seq)
         await workflow.wait_condition(lambda: pending.done)
         if pending.reply is None:
             raise ApplicationError(pending.error or "no reply", type=TURN_FAILED)
@@ -219,9 +245,13 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         return None
 
     def _enqueue(self, message: ChatSend, key: str) -> _Pending:
+        """The message's place in the queue, or what answered it already."""
         known = self._carry.replies.get(key)
         if known is not None:
             return _Pending(id=key, text=message.text, reply=known, done=True)
+        seq = self._carry.answered.seq_of(key)
+        if seq is not None:
+            return _Pending(id=key, text=message.text, done=True, answered_seq=seq)
         if key in self._queued:
             return self._queued[key]
         pending = _Pending(id=key, text=message.text.strip())
@@ -369,10 +399,35 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         return line
 
     def _remember(self, reply: ChatReply) -> None:
+        self._carry.answered.add(reply.id, reply.seq)
         replies = self._carry.replies
         replies[reply.id] = reply
         while len(replies) > REMEMBERED_REPLIES:
             replies.pop(next(iter(replies)))
+
+    async def _read_back(self, key: str, seq: int) -> ChatReply:
+        """The reply to the message `seq`, answered before and no longer carried: from
+        this run's transcript, else from the run that wrote it."""
+        run = self._carry.run_of(seq)
+        text = reply_after(self._transcript, seq)
+        if text is None and run is not None and run < self._carry.runs:
+            start = self._carry.starts[run - self._carry.runs - 1]
+            text = await workflow.execute_activity(
+                "read_reply",
+                ReplyLookup(run_id=start.run_id, seq=seq),
+                result_type=str,
+                activity_id=self._ctx.temporal_id(reply_lookup_id(seq)),
+                summary=f"read reply: message {seq} of run {run}",
+                start_to_close_timeout=READ_BACK_TIMEOUT,
+                schedule_to_close_timeout=self._ctx.source_deadline,
+            )
+        if text is None:
+            raise ApplicationError(
+                f"message {key!r} was answered as message {seq}, but its reply can no "
+                "longer be read (a run from before replies were indexed)",
+                type=TURN_FAILED,
+            )
+        return ChatReply(id=key, seq=seq, text=text, run=self._carry.runs if run is None else run)
 
     # --- memory ---------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ CORE = sorted(
 # the model client, the Temporal client, the other packages) fails here by name.
 ALLOWED = {
     "__future__",
+    "base64",
     "collections",
     "copy",
     "dataclasses",
@@ -46,6 +47,7 @@ ALLOWED = {
     "pydantic",
     "re",
     "snowballstemmer",
+    "struct",
     "typing",
     "unicodedata",
     "durafact",

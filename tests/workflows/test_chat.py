@@ -185,6 +185,22 @@ async def test_five_hundred_messages_cross_continue_as_new_and_keep_an_early_fac
     page = await handle.query(ChatWorkflow.transcript, args=[0, 1000], result_type=TranscriptPage)
     assert page.total == 1000 and page.first > 0  # earlier messages are in earlier runs
 
+    # Any id of the conversation sent again gets its first reply and no second turn:
+    # from the first run (read back from that closed run), from the run before, from
+    # this one beyond the last carried replies, and one of those.
+    calls = len(model.calls)
+    for earlier in (replies[0], replies[200], replies[-40], replies[-2]):
+        assert await send(handle, "ignored: the id decides", key=earlier.id) == earlier
+    assert len(model.calls) == calls
+    history = await handle.fetch_history()
+    read_back = [
+        e.activity_task_scheduled_event_attributes.activity_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "read_reply"
+    ]
+    assert read_back == [f"reply:{replies[0].seq}", f"reply:{replies[200].seq}"]
+
 
 async def test_a_worker_killed_mid_turn_is_replaced_and_the_message_answered_once(
     client: Client, settings: Settings, model: ScriptedModel
