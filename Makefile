@@ -54,4 +54,4 @@ format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .durafact .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -14,6 +14,7 @@ import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import IndexedValueType
@@ -43,6 +44,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             f"starting a dev server; also {ADDRESS_ENV}"
         ),
     )
+
+
+@pytest.fixture(autouse=True)
+def durafact_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's own state directory (DURAFACT_HOME): an embedded stack a test starts,
+    and the default payload store, live in `.durafact` under its tmp_path, never in the
+    user's ~/.local/state/durafact. Commands run from tmp_path find it there too."""
+    home = tmp_path / ".durafact"
+    monkeypatch.setenv("DURAFACT_HOME", str(home))
+    return home
 
 
 @pytest.fixture(scope="session")

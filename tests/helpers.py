@@ -231,11 +231,12 @@ class Run:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The test process's environment without any durafact/Temporal/OpenAI settings,
-    nor the profiles of a user's own temporal.toml."""
+    nor the profiles of a user's own temporal.toml; but with the test's own state
+    directory (DURAFACT_HOME, tests/conftest.py)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURAFACT_"))
+        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURAFACT_")) or k == "DURAFACT_HOME"
     }
     return env | {"TEMPORAL_CONFIG_FILE": os.devnull} | extra
 

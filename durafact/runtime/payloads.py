@@ -1,7 +1,7 @@
 """Large payloads kept out of Temporal's history: the SDK's claim check
 (`temporalio.converter.ExternalStorage`) with the driver `DURAFACT_PAYLOADS` names.
 
-- `file:DIR` (the default, `file:.durafact/payloads` under the current directory): one
+- `file:DIR` (the default: `payloads/` in durafact's state directory, `DURAFACT_HOME`): one
   file a payload, named by the SHA-256 of its bytes, so a retried upload writes the same
   file again and a reader checks what it read. Starter and worker must see the same
   directory: the embedded stack and the tests.
@@ -38,11 +38,10 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from durafact.runtime.settings import SettingsError
+from durafact.runtime.settings import SettingsError, state_home
 
 PAYLOADS_ENV = "DURAFACT_PAYLOADS"
 THRESHOLD_ENV = "DURAFACT_PAYLOAD_THRESHOLD"
-DEFAULT_DIR = ".durafact/payloads"
 # Well under the server's 512 KB warning and 2 MB refusal per payload, and low enough
 # that a workflow task scheduling a few dozen activities at once stays under gRPC's 4 MB.
 DEFAULT_THRESHOLD = 128 * 1024
@@ -91,7 +90,7 @@ def store_from_env(env: Mapping[str, str] | None = None) -> PayloadStore:
     """The store `DURAFACT_PAYLOADS` and `DURAFACT_PAYLOAD_THRESHOLD` configure;
     PayloadConfigError with a one-line reason when they are unusable."""
     env = os.environ if env is None else env
-    given = (env.get(PAYLOADS_ENV) or "").strip() or f"file:{DEFAULT_DIR}"
+    given = (env.get(PAYLOADS_ENV) or "").strip() or f"file:{state_home(env) / 'payloads'}"
     if given.startswith("file:") and given[5:].strip():
         location = f"file:{Path(given[5:].strip()).expanduser().resolve()}"
     elif given.startswith("s3://"):

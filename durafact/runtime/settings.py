@@ -36,6 +36,21 @@ CLOUD_UI_URL = "https://cloud.temporal.io"
 CLOUD_HOSTS = (".tmprl.cloud", ".api.temporal.io")
 
 
+HOME_ENV = "DURAFACT_HOME"
+
+
+def state_home(env: Mapping[str, str] | None = None) -> Path:
+    """Where durafact keeps its state on this machine, whatever the working directory:
+    the embedded stack (its database, logs, pid files) and the default payload store.
+    `DURAFACT_HOME` when set, else `$XDG_STATE_HOME/durafact`, by default
+    `~/.local/state/durafact`."""
+    env = os.environ if env is None else env
+    if env.get(HOME_ENV):
+        return Path(env[HOME_ENV]).expanduser().resolve()
+    xdg = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local/state")
+    return Path(xdg).expanduser().resolve() / "durafact"
+
+
 class SettingsError(RuntimeError):
     """A one-line reason the configured settings cannot be used: a bad profile here;
     an unreachable server (durafact/runtime/connection.py) or an unready namespace

@@ -322,10 +322,14 @@ def stack_env(model: ScriptedModel) -> dict[str, str]:
 async def test_up_starts_server_and_worker_in_background_and_down_stops_exactly_them(
     stack_env: dict[str, str], tmp_path: Path
 ) -> None:
-    state = tmp_path / ".durafact"
+    # One state directory (DURAFACT_HOME) whatever the directory a command runs from.
+    state = Path(stack_env["DURAFACT_HOME"])
+    here, there, elsewhere = (tmp_path / name for name in ("here", "there", "elsewhere"))
+    for directory in (here, there, elsewhere):
+        directory.mkdir()
     port, ui_port = int(stack_env["DURAFACT_TEMPORAL_PORT"]), stack_env["DURAFACT_UI_PORT"]
     try:
-        up = await starter("up", env=stack_env, cwd=tmp_path)
+        up = await starter("up", env=stack_env, cwd=here)
         assert up.code == 0, up.err
         assert f"started the Temporal dev server on 127.0.0.1:{port}" in up.out
         assert "started a worker on task queue" in up.out
@@ -335,19 +339,19 @@ async def test_up_starts_server_and_worker_in_background_and_down_stops_exactly_
         assert not (state / "model.pid").exists()  # OPENAI_BASE_URL is set
         assert (state / "temporal.db").exists()
 
-        again = await starter("up", env=stack_env, cwd=tmp_path)
+        again = await starter("up", env=stack_env, cwd=there)
         assert again.code == 0, again.err
         assert f"already running on 127.0.0.1:{port} (pid {server})" in again.out
         assert f"(pid {worker})" in again.out
 
-        plan = await starter("plan", GOAL, "--json", env=stack_env, cwd=tmp_path)
+        plan = await starter("plan", GOAL, "--json", env=stack_env, cwd=there)
         assert plan.code == 0, plan.err
         doc = json.loads(plan.out)
         assert doc["status"] == "COMPLETED"
         assert doc["result"]["answer"]["text"] == ANSWER
         assert doc["ui_url"].startswith(f"http://localhost:{ui_port}/namespaces/default/")
     finally:
-        down = await starter("down", env=stack_env, cwd=tmp_path)
+        down = await starter("down", env=stack_env, cwd=elsewhere)
     assert down.code == 0, down.err
     assert down.out.splitlines() == [
         f"stopped a worker (pid {worker})",
@@ -356,7 +360,7 @@ async def test_up_starts_server_and_worker_in_background_and_down_stops_exactly_
     assert not alive(server) and not alive(worker) and not port_open(port)
     assert list(state.glob("*.pid")) == []
 
-    nothing = await starter("down", env=stack_env, cwd=tmp_path)
+    nothing = await starter("down", env=stack_env, cwd=here)
     assert nothing.code == 0
     assert nothing.out.startswith("nothing is running")
 

@@ -258,12 +258,16 @@ def test_unusable_payload_settings_are_one_line(env: dict[str, str], reason: str
     assert "\n" not in str(raised.value)
 
 
-def test_the_default_store_is_the_state_directory_from_the_default_threshold(
+def test_the_default_store_is_in_the_state_directory_wherever_the_command_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    store = store_from_env({})
-    assert store.location == f"file:{tmp_path.resolve() / '.durafact' / 'payloads'}"
+    home = tmp_path / "home"
+    assert store_from_env({"DURAFACT_HOME": str(home)}).location == f"file:{home / 'payloads'}"
+    expected = f"file:{tmp_path / 'state' / 'durafact' / 'payloads'}"
+    assert store_from_env({"XDG_STATE_HOME": str(tmp_path / "state")}).location == expected
+    store = store_from_env({"HOME": str(tmp_path / "user")})
+    assert store.location == f"file:{tmp_path / 'user' / '.local/state/durafact/payloads'}"
     assert store.threshold == DEFAULT_THRESHOLD
 
 
