@@ -370,6 +370,15 @@ class ScriptedModel:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:  # `/health`, as the local model answers it
+                found = self.path == "/health"
+                body = json.dumps({"status": "ok"} if found else {"error": "not found"}).encode()
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_POST(self) -> None:
                 path = self.path.rstrip("/")
                 if path not in ("/v1/chat/completions", "/v1/embeddings"):

@@ -25,6 +25,7 @@ from durafact.cli.output import (
     quoted,
     say,
 )
+from durafact.cli.registered import NOT_REGISTERED, registration_fix
 from durafact.cli.trouble import RESUMABLE, end_failure, troubles
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
@@ -49,8 +50,11 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         say(trouble.line)
     attribute = description.typed_search_attributes.get(STATUS_ATTRIBUTE) or "unknown"
     recipe = None
-    if any(trouble.task for trouble in found):
+    if any(trouble.task and NOT_REGISTERED in trouble.line for trouble in found):
+        say(f"  fix: {registration_fix(description.workflow_type)}")
+    elif any(trouble.task for trouble in found):
         say("  Temporal retries the task: the run goes on once a worker with fixed code runs it")
+    if any(trouble.task for trouble in found):
         say(f"recipe status: {attribute} (the workflow answers no query while its task fails)")
     else:
         try:

@@ -39,6 +39,7 @@ from durafact.cli.output import (
     say,
     summarize,
 )
+from durafact.cli.registered import refuse_if_unregistered
 from durafact.ids import OPAQUE_IDS_MEMO
 from durafact.runtime.codec import encrypts
 from durafact.runtime.registry import Registered, Registry
@@ -270,6 +271,8 @@ async def start(
         handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
         run_id, started = exc.run_id, False
 
+    if started:
+        await refuse_if_unregistered(client, handle, settings.task_queue, launch.recipe)
     description = await handle.describe()
     state = description.status.name if description.status else "UNKNOWN"
     url = settings.workflow_url(workflow_id, run_id)

@@ -10,7 +10,8 @@ distributions' entry points in the group `durafact.recipes`
 (durafact/runtime/registry.py), with the tools of the MCP servers named by `--mcp`
 (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`; activities/mcp.py). Everything
 else the plugin reads from the environment: the model endpoints, the payload keys and
-store. Temporal is reached through `temporalio.envconfig` (TEMPORAL_ADDRESS, a profile).
+store. With no model endpoint configured (OPENAI_BASE_URL, OPENAI_API_KEY), the worker
+uses the embedded stack's local model when `durafact up` started one, and logs it. Temporal is reached through `temporalio.envconfig` (TEMPORAL_ADDRESS, a profile).
 A registration, MCP or endpoint configuration mistake is one line and exit code 2,
 before connecting. SIGINT or SIGTERM stops polling, lets running activities finish (up
 to the graceful timeout), closes the MCP servers (ending their processes) and exits 0.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -32,6 +34,13 @@ from durafact.cli.output import exit_now
 from durafact.plugin import DurafactPlugin
 from durafact.redaction import redact_url
 from durafact.runtime.connection import connect
+from durafact.runtime.embedded import (
+    LOCAL_MODEL_ID,
+    Embedded,
+    EmbeddedError,
+    running_local_model,
+)
+from durafact.runtime.endpoints import Endpoint, configured_endpoints
 from durafact.runtime.registry import RegistrationError, recipe_modules
 from durafact.runtime.settings import Settings, SettingsError
 from durafact.runtime.worker import worker_for
@@ -59,6 +68,13 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def local_endpoints(url: str) -> dict[str, Endpoint]:
+    """The configured endpoints with `default` at the embedded stack's local model."""
+    endpoints = configured_endpoints(os.environ)
+    endpoints["default"] = Endpoint(name="default", base_url=url, origin="durafact up")
+    return endpoints
+
+
 def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
     """What the worker runs, for its log; never a credential."""
     registry, keys = plugin.registry, plugin.keys
@@ -84,9 +100,17 @@ def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
 
 async def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    local = None
+    if not os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
+        with contextlib.suppress(EmbeddedError):  # a bad port variable: as if none ran
+            local = await running_local_model(Embedded.from_env())
     try:
         servers = list(configured_servers(args.mcp, os.environ.get("DURAFACT_MCP")).values())
-        plugin = DurafactPlugin(recipes=recipe_modules(args.recipes), mcp=servers)
+        plugin = DurafactPlugin(
+            recipes=recipe_modules(args.recipes),
+            mcp=servers,
+            **({"endpoints": local_endpoints(local), "model": LOCAL_MODEL_ID} if local else {}),
+        )
         plugin.registry  # noqa: B018 - a registration mistake is one line, before connecting
         settings = Settings.from_env()  # TEMPORAL_* and temporal.toml profiles
         plugin.check_model_endpoint()
@@ -112,6 +136,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
         settings.temporal_namespace,
         plugin.model,
     )
+    if local:
+        log.info("no model endpoint configured: using the embedded local model at %s", local)
     for line in describe(plugin, servers):
         log.info("%s", line)
     running = asyncio.create_task(worker.run())

@@ -576,6 +576,16 @@ async def _up_model(
     say(f"started {piece.label} on {stack.model_url} (pid {process.pid}, log {piece.log_name})")
 
 
+async def running_local_model(stack: Embedded) -> str | None:
+    """The /v1 URL of the stack's local model when `up` started it and it answers."""
+    piece = stack.piece("model")
+    recorded = piece.recorded()
+    if recorded is None or not is_our_process(*recorded):
+        return None
+    healthy = await _healthy(stack.model_url.removesuffix("/v1") + "/health")
+    return stack.model_url if healthy else None
+
+
 async def _healthy(url: str) -> bool:
     import httpx
 

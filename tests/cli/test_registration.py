@@ -14,6 +14,7 @@ import ast
 import asyncio
 import importlib
 import json
+import os
 import sys
 import textwrap
 import uuid
@@ -36,7 +37,7 @@ from durafact.runtime.registry import (
 )
 from durafact.testing import Call, ScriptedModel
 from durafact.tools import ToolCall, ToolRequest
-from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter
+from tests.helpers import ROOT, Run, clean_env, free_port, read_until, run_command, starter
 from workflows.recipe import RECIPE_ATTRIBUTE
 
 BIN = Path(sys.executable).parent
@@ -565,3 +566,78 @@ def test_every_structured_call_of_a_built_in_asks_for_a_registered_model() -> No
                 asked[type_path(model)] = f"{path.name}:{node.lineno}"
     assert len(asked) >= 10
     assert {name: where for name, where in asked.items() if name not in registered} == {}
+
+
+# --- a worker that lacks the recipe --------------------------------------------------------
+
+
+async def test_start_on_a_worker_without_the_recipe_is_refused_with_the_fix(
+    client: Client, user_env: dict[str, str], src: Path, tmp_path: Path
+) -> None:
+    env = user_env | {"PYTHONPATH": str(src)}
+    async with worker_process(client, [sys.executable, "worker.py"], env, cwd=ROOT):
+        run = await starter(
+            "start", "TripPlanner", "--input", json.dumps(TRIP), "--recipes", "trips.recipes",
+            "--id", "trip-unregistered", env=env, cwd=tmp_path,
+        )  # fmt: skip
+    assert run.code == 1
+    assert run.err_lines == [
+        "starter: no worker on this task queue has TripPlanner registered: start one with "
+        "`durafact-worker --recipes trips.recipes`"
+    ]
+    description = await client.get_workflow_handle("trip-unregistered").describe()
+    assert description.status is not None and description.status.name == "TERMINATED"
+
+
+async def test_status_of_a_run_its_worker_cannot_run_says_how_to_fix_it(
+    client: Client, user_env: dict[str, str], src: Path, tmp_path: Path
+) -> None:
+    env = user_env | {"PYTHONPATH": str(src), "DURAFACT_RECIPES": "trips.recipes"}
+    queue = env["DURAFACT_TASK_QUEUE"]
+    async with worker_process(client, [sys.executable, "worker.py"], user_env, cwd=ROOT):
+        handle = await client.start_workflow(
+            "TripPlanner", TRIP, id=f"t-{uuid.uuid4().hex[:6]}", task_queue=queue
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:  # until its workflow task has failed more than once
+            run = await starter("status", handle.id, env=env, cwd=tmp_path)
+            if "workflow task failing" in run.out or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        await handle.terminate("test done")
+    assert "is not registered on this worker" in run.out, run.out
+    assert (
+        "  fix: no worker on this task queue has TripPlanner registered: start one with "
+        "`durafact-worker --recipes trips.recipes`"
+    ) in run.out.splitlines()
+
+
+async def test_the_worker_uses_the_embedded_model_when_no_endpoint_is_configured(
+    client: Client, model: ScriptedModel, durafact_home: Path, tmp_path: Path
+) -> None:
+    # The stack's model, as `up` records it: here this test process (serving the
+    # scripted model on the stack's model port) stands in for the local model server.
+    durafact_home.mkdir(parents=True, exist_ok=True)
+    argv = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().decode().split("\0")[:-1]
+    (durafact_home / "model.pid").write_text(json.dumps({"pid": os.getpid(), "argv": argv}))
+    port = model.url.removeprefix("http://127.0.0.1:").removesuffix("/v1")
+    env = clean_env(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=f"local-{uuid.uuid4().hex[:6]}",
+        DURAFACT_MODEL_PORT=port,
+    )
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "worker.py", env=env, cwd=ROOT, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        assert worker.stderr is not None
+        log = await read_until(worker.stderr, "endpoint default:")
+    finally:
+        worker.terminate()
+        await asyncio.wait_for(worker.wait(), 30)
+    assert any(
+        f"no model endpoint configured: using the embedded local model at {model.url}" in line
+        for line in log
+    ), log
+    assert any(f"endpoint default: {model.url} (no key)" in line for line in log)
