@@ -11,7 +11,8 @@ distributions' entry points in the group `durafact.recipes`
 (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`; activities/mcp.py). Everything
 else the plugin reads from the environment: the model endpoints, the payload keys and
 store. With no model endpoint configured (OPENAI_BASE_URL, OPENAI_API_KEY), the worker
-uses the embedded stack's local model when `durafact up` started one, and logs it. Temporal is reached through `temporalio.envconfig` (TEMPORAL_ADDRESS, a profile).
+uses the embedded stack's local model when `durafact up` started one, and logs it.
+Temporal is reached through `temporalio.envconfig` (TEMPORAL_ADDRESS, a profile).
 A registration, MCP or endpoint configuration mistake is one line and exit code 2,
 before connecting. SIGINT or SIGTERM stops polling, lets running activities finish (up
 to the graceful timeout), closes the MCP servers (ending their processes) and exits 0.
