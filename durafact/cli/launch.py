@@ -271,9 +271,9 @@ async def start(
         handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
         run_id, started = exc.run_id, False
 
+    description = await handle.describe()  # while it runs: its progress is then followed
     if started:
         await refuse_if_unregistered(client, handle, settings.task_queue, launch.recipe)
-    description = await handle.describe()
     state = description.status.name if description.status else "UNKNOWN"
     url = settings.workflow_url(workflow_id, run_id)
     if not started:
