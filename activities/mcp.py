@@ -11,14 +11,25 @@ An `McpServer` is one such server as a `ToolProvider` (activities/tools.py):
 
 - one session per worker process, opened at the first use and kept, so a server that
   keeps state between calls (most stdio servers do) sees one client; a session that
-  broke is dropped and the next call opens a new one (a new process for stdio);
+  broke is dropped and the next call opens a new one (a new process for stdio). The
+  session, and a stdio server's one process, is shared by every run's calls: a call
+  that crashes the server breaks the others in flight too;
 - `specs()` lists the tools once and caches them; a tool annotated `destructiveHint`
   is `destructive` (asks a person first); unannotated tools are not, although the
-  protocol's default would say so, or no ordinary server could run unattended;
+  protocol's default would say so, or no ordinary server could run unattended. A tool
+  whose name no model accepts, or whose input schema is not JSON Schema (checked
+  against its meta-schema: its own `$schema`, else 2020-12), is skipped with a
+  warning and named in `skipped`. A list the MCP SDK refuses as a whole (a schema
+  whose root is not an object schema) fails at once, not retried: `InvalidToolList`;
 - `call()` hands the call's idempotency key to the server in the request's `_meta`
   (`durafact/idempotency-key`); a result with `isError` raises `McpToolError` with
   the server's message (the model sees it); a server that cannot be reached, or
-  whose connection broke, raises `ToolUnavailable` (Temporal retries the call);
+  whose connection broke, raises `ToolUnavailable` (Temporal retries the call, with
+  the same key), except for a call that was sent and must not run twice (destructive
+  and not `idempotentHint`): it may or may not have run, so it raises
+  `ToolSessionLost` (not retried; the model is told to check). Such a call is sent
+  only after its session answered a request, so a session that broke before it is
+  still a `ToolUnavailable`;
 - `aclose()` ends the session and, for stdio, the process (the worker calls it when
   it stops).
 
@@ -38,16 +49,20 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import Draft202012Validator, validator_for
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 from pydantic import ValidationError
+from temporalio.exceptions import ApplicationError
 
-from activities.tools import ToolUnavailable, UnknownTool
-from durafact.tools import MCP_SEPARATOR, TOOL_NAME, ToolSpec
+from activities.tools import ToolSessionLost, ToolUnavailable, UnknownTool
+from durafact.tools import MCP_SEPARATOR, TOOL_NAME, SkippedTool, ToolSpec
 
 log = logging.getLogger("durafact.mcp")
 
 IDEMPOTENCY_META_KEY = "durafact/idempotency-key"
+INVALID_TOOL_LIST = "InvalidToolList"
 # Opening a session: a stdio server's process start and handshake, or an HTTP connect.
 CONNECT_TIMEOUT = 30.0
 # Closing one: stdin closed, then SIGTERM, then SIGKILL (the SDK's steps, about 4 s).
@@ -91,6 +106,9 @@ class McpServer:
         self._session_lock = asyncio.Lock()
         self._specs_lock = asyncio.Lock()
         self._specs: list[ToolSpec] | None = None
+        # The listed tools that may be sent again after a call of theirs may have run.
+        self._resendable: set[str] = set()
+        self.skipped: list[SkippedTool] = []
 
     @property
     def target(self) -> str:
@@ -107,22 +125,20 @@ class McpServer:
         return f"<McpServer {self.name}: {self.target}>"
 
     async def specs(self) -> list[ToolSpec]:
-        """The server's tools under its own names, listed once per process."""
+        """The server's tools under its own names, listed once per process; those no
+        model can be shown are skipped with a warning, and kept in `skipped`."""
         async with self._specs_lock:
             if self._specs is None:
-                client = await self._session()
-                tools: list[Tool] = []
-                cursor: str | None = None
-                try:
-                    for _ in range(MAX_TOOL_PAGES):
-                        page = await client.list_tools(cursor=cursor)
-                        tools += page.tools
-                        cursor = page.next_cursor
-                        if not cursor:
-                            break
-                except Exception as exc:
-                    raise await self._failed(client, exc, "listing tools") from exc
-                self._specs = [spec for spec in map(self._spec, tools) if spec is not None]
+                tools = await self._list_tools()
+                reasons = {tool.name: skip_reason(tool) for tool in tools}
+                self.skipped = [SkippedTool(name=n, reason=r) for n, r in reasons.items() if r]
+                for bad in self.skipped:
+                    log.warning(
+                        "MCP server %s: tool %r skipped: %s", self.name, bad.name, bad.reason
+                    )
+                usable = [tool for tool in tools if reasons[tool.name] is None]
+                self._specs = [tool_spec(tool) for tool in usable]
+                self._resendable = {tool.name for tool in usable if resendable(tool)}
             return list(self._specs)
 
     async def call(self, name: str, arguments: dict[str, Any], idempotency_key: str) -> str:
@@ -130,12 +146,17 @@ class McpServer:
         if name not in {spec.name for spec in await self.specs()}:
             raise UnknownTool(name)
         client = await self._session()
+        if name not in self._resendable:
+            await self._check(client)
         try:
             result = await client.call_tool(
                 name, arguments, meta={IDEMPOTENCY_META_KEY: idempotency_key}
             )
         except Exception as exc:
-            raise await self._failed(client, exc, f"calling {name}") from exc
+            failure = await self._failed(client, exc, f"calling {name}")
+            if isinstance(failure, ToolUnavailable) and name not in self._resendable:
+                failure = self._lost(name, exc)
+            raise failure from exc
         text = result_text(result)
         if result.is_error:
             raise McpToolError(text or f"{name} failed and said nothing")
@@ -152,21 +173,34 @@ class McpServer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _spec(self, tool: Tool) -> ToolSpec | None:
-        if not TOOL_NAME.fullmatch(tool.name):
-            log.warning(
-                "MCP server %s: tool %r skipped: models accept only letters, digits, _ and -",
-                self.name,
-                tool.name,
-            )
-            return None
-        annotations = tool.annotations
-        return ToolSpec(
-            name=tool.name,
-            description=tool.description or (annotations.title if annotations else None) or "",
-            parameters=dict(tool.input_schema) or {"type": "object", "properties": {}},
-            destructive=bool(annotations and annotations.destructive_hint),
-        )
+    async def _list_tools(self) -> list[Tool]:
+        """Every page of the server's tool list."""
+        client = await self._session()
+        tools: list[Tool] = []
+        cursor: str | None = None
+        try:
+            for _ in range(MAX_TOOL_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                tools += page.tools
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except ValidationError as exc:
+            raise self._invalid_list(exc) from None
+        except Exception as exc:
+            raise await self._failed(client, exc, "listing tools") from exc
+        return tools
+
+    async def _check(self, client: Client) -> None:
+        """Check the session before a call that must not run twice: a session that broke
+        before the call is sent (a server down or restarted) then fails here, as a
+        transient error, rather than the call failing as one that may have run. The
+        request is the first page of the tool list, past the client's cache: `ping` is
+        gone from the protocol since 2026-07-28."""
+        try:
+            await client.list_tools(cache_mode="bypass")
+        except Exception as exc:
+            raise await self._failed(client, exc, "checking the session") from exc
 
     # The session. The mcp client's task groups must be entered and left in one task,
     # and each activity runs in a task of its own: a task of the server's own ("the
@@ -238,8 +272,65 @@ class McpServer:
             await self._drop(client)
         return self._unavailable(f"{doing}: {reason(exc)}")
 
+    def _invalid_list(self, exc: ValidationError) -> ApplicationError:
+        """A tool list the SDK refuses as a whole: no tool of it can be skipped alone (the
+        SDK hands over no part of it), and asking again gets the same answer."""
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        return ApplicationError(
+            f"MCP server {self.name}: its tool list is not valid MCP, so none of its tools "
+            f"can be offered: {where}: {first['msg']} ({exc.error_count()} problems in all)",
+            type=INVALID_TOOL_LIST,
+            non_retryable=True,
+        )
+
     def _unavailable(self, why: str) -> ToolUnavailable:
         return ToolUnavailable(f"MCP server {self.name} ({self.target}) is unavailable: {why}")
+
+    def _lost(self, name: str, exc: Exception) -> ToolSessionLost:
+        return ToolSessionLost(
+            # No target: the model reads this, and a command may carry `env KEY=VALUE`.
+            f"the connection to MCP server {self.name} broke during the call ({reason(exc)}), "
+            f"perhaps ended by another call: {name} may or may not have run. It is "
+            "destructive and not idempotent, so it is not sent again; check whether it ran "
+            "before calling it again."
+        )
+
+
+def tool_spec(tool: Tool) -> ToolSpec:
+    annotations = tool.annotations
+    return ToolSpec(
+        name=tool.name,
+        description=tool.description or (annotations.title if annotations else None) or "",
+        parameters=dict(tool.input_schema) or {"type": "object", "properties": {}},
+        destructive=destructive(tool),
+    )
+
+
+def destructive(tool: Tool) -> bool:
+    """Annotated `destructiveHint` (not the protocol's default: see the module docstring)."""
+    return bool(tool.annotations and tool.annotations.destructive_hint)
+
+
+def resendable(tool: Tool) -> bool:
+    """Whether a call of `tool` that may have run can be sent again: it is not
+    destructive, or the server declared that running it twice does no more
+    (`idempotentHint`)."""
+    return not destructive(tool) or bool(tool.annotations and tool.annotations.idempotent_hint)
+
+
+def skip_reason(tool: Tool) -> str | None:
+    """Why no model can be shown `tool`, or None."""
+    if not TOOL_NAME.fullmatch(tool.name):
+        return "models accept only letters, digits, _ and - (at most 64) in a name"
+    try:
+        validator_for(tool.input_schema, default=Draft202012Validator).check_schema(
+            tool.input_schema
+        )
+    except SchemaError as exc:
+        where = ".".join(map(str, exc.path)) or "the root"
+        return f"its input schema is not JSON Schema: {where}: {exc.message}"
+    return None
 
 
 def result_text(result: CallToolResult) -> str:

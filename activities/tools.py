@@ -24,7 +24,11 @@ What a failed call reports:
   `InvalidArguments` (not a JSON object, or which field failed and why), `ToolError`
   (the tool raised: its type and message);
 - it may pass by itself -> the tool raises `ToolUnavailable`: a retryable
-  `ApplicationError`, so Temporal calls it again (after `retry_after` if given).
+  `ApplicationError`, so Temporal calls it again (after `retry_after` if given);
+- it may or may not have run, and running twice would do harm -> the provider raises
+  `ToolSessionLost`: a non-retryable `ApplicationError` of that type, which the recipe
+  shows the model as the call's observation (activities/mcp.py: a session that broke
+  mid-call).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import json
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -46,7 +50,10 @@ from activities.llm import heartbeating
 from durafact.tools import (
     MCP_SEPARATOR,
     TOOL_NAME,
+    TOOL_SESSION_LOST,
+    SkippedTool,
     ToolCall,
+    ToolListing,
     ToolListRequest,
     ToolRequest,
     ToolResult,
@@ -59,6 +66,7 @@ UNKNOWN_TOOL = "UnknownTool"
 INVALID_ARGUMENTS = "InvalidArguments"
 TOOL_ERROR = "ToolError"
 TOOL_UNAVAILABLE = "ToolUnavailable"
+Named = TypeVar("Named", ToolSpec, SkippedTool)
 
 
 class UnknownTool(Exception):
@@ -79,15 +87,24 @@ class ToolUnavailable(Exception):
         self.retry_after = retry_after
 
 
+class ToolSessionLost(Exception):
+    """Raise from a provider's `call` when the call was sent and its connection broke
+    before the answer, and the tool must not run twice: it may or may not have run, so
+    it is not retried, and the message says so (for the model and the person)."""
+
+
 @runtime_checkable
 class ToolProvider(Protocol):
     """An external source of tools (an MCP server), configured on the worker by name.
 
     `specs` lists its tools under its own names; the catalog shows them to models as
-    `{provider}__{tool}`. `call` runs one and returns the text a model sees; it may
-    raise `UnknownTool`, `InvalidArguments` or `ToolUnavailable` to be reported as
-    such, and anything else is reported as a `ToolError`.
+    `{provider}__{tool}`; `skipped` (read after `specs`) names the tools it offers that
+    no model is shown, and why. `call` runs one and returns the text a model sees; it
+    may raise `UnknownTool`, `InvalidArguments`, `ToolUnavailable` or `ToolSessionLost`
+    to be reported as such, and anything else is reported as a `ToolError`.
     """
+
+    skipped: list[SkippedTool]
 
     async def specs(self) -> list[ToolSpec]: ...
 
@@ -270,7 +287,9 @@ class ToolCatalog:
         self.providers: dict[str, ToolProvider] = dict(providers or {})
         for server, provider in self.providers.items():
             if not isinstance(provider, ToolProvider):
-                raise TypeError(f"tool provider {server!r}: {provider!r} has no specs() and call()")
+                raise TypeError(
+                    f"tool provider {server!r}: {provider!r} has no specs(), call() and skipped"
+                )
             if not TOOL_NAME.fullmatch(server) or MCP_SEPARATOR in server:
                 raise ValueError(
                     f"tool provider name {server!r}: use letters, digits, _ and - "
@@ -280,27 +299,32 @@ class ToolCatalog:
                 raise ValueError(f"{server!r} names both a Python tool and a tool provider")
 
     async def specs(self, names: Sequence[str]) -> list[ToolSpec]:
-        """The specs of the named tools, in order, each once. An unknown name is a
-        non-retryable `ApplicationError` of type `UnknownTool` naming the known ones."""
+        """The specs of the named tools (see `listing`)."""
+        return (await self.listing(names)).specs
+
+    async def listing(self, names: Sequence[str]) -> ToolListing:
+        """The specs of the named tools, in order, each once, and the named providers'
+        tools that no model is shown. An unknown name is a non-retryable
+        `ApplicationError` of type `UnknownTool` naming the known ones."""
         found: dict[str, ToolSpec] = {}
+        skipped: dict[str, SkippedTool] = {}
         unknown: list[str] = []
-        listed: dict[str, list[ToolSpec]] = {}
         for name in names:
             if name in self.tools:
                 found.setdefault(name, self.tools[name].spec)
                 continue
             server, tool_name = self._split(name)
-            if server is None:
+            specs: list[ToolSpec] = []
+            passed_over: list[SkippedTool] = []
+            if server is not None:
+                specs = _named(server, tool_name, await self._provider_specs(server))
+                passed_over = _named(server, tool_name, self.providers[server].skipped)
+            if not specs and not passed_over:
                 unknown.append(name)
-                continue
-            if server not in listed:
-                listed[server] = await self._provider_specs(server)
-            matching = [s for s in listed[server] if tool_name in (None, s.name)]
-            if not matching:
-                unknown.append(name)
-            for spec in matching:
-                renamed = spec.model_copy(update={"name": mcp_tool_name(server, spec.name)})
-                found.setdefault(renamed.name, renamed)
+            for spec in specs:
+                found.setdefault(spec.name, spec)
+            for tool in passed_over:
+                skipped.setdefault(tool.name, tool)
         if unknown:
             raise ApplicationError(
                 f"unknown tool{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: "
@@ -308,7 +332,7 @@ class ToolCatalog:
                 type=UNKNOWN_TOOL,
                 non_retryable=True,
             )
-        return list(found.values())
+        return ToolListing(specs=list(found.values()), skipped=list(skipped.values()))
 
     async def known(self) -> str:
         """The tool names this worker knows, for messages."""
@@ -338,6 +362,10 @@ class ToolCatalog:
             return self._failed(call, INVALID_ARGUMENTS, message)
         except ToolUnavailable as exc:
             raise _retryable(f"tool {call.name}", exc) from exc
+        except ToolSessionLost as exc:
+            raise ApplicationError(
+                f"tool {call.name}: {exc}", type=TOOL_SESSION_LOST, non_retryable=True
+            ) from exc
         except ApplicationError:
             raise  # a tool that chose how Temporal treats its failure
         except Exception as exc:
@@ -389,7 +417,7 @@ class ToolActivities:
         self.catalog = catalog
 
     @activity.defn(name="list_tools")
-    async def list_tools(self, request: ToolListRequest) -> list[ToolSpec]:
+    async def list_tools(self, request: ToolListRequest) -> ToolListing:
         not_servers = [s for s in request.mcp_servers if s not in self.catalog.providers]
         if not_servers:
             servers = ", ".join(sorted(self.catalog.providers)) or "none"
@@ -400,7 +428,7 @@ class ToolActivities:
                 type=UNKNOWN_TOOL,
                 non_retryable=True,
             )
-        return await heartbeating(self.catalog.specs([*request.tools, *request.mcp_servers]))
+        return await heartbeating(self.catalog.listing([*request.tools, *request.mcp_servers]))
 
     @activity.defn(name="call_tool")
     async def call_tool(self, request: ToolRequest) -> ToolResult:
@@ -440,6 +468,16 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[bool, str | Non
     return takes_key, None, model
 
 
+def _named(server: str, tool_name: str | None, tools: Iterable[Named]) -> list[Named]:
+    """The provider's `tools` (specs or skipped tools) named `tool_name` (None: all of
+    them), under their catalog names."""
+    return [
+        tool.model_copy(update={"name": mcp_tool_name(server, tool.name)})
+        for tool in tools
+        if tool_name in (None, tool.name)
+    ]
+
+
 def _first_paragraph(doc: str | None) -> str:
     if not doc:
         return ""
@@ -468,6 +506,7 @@ __all__ = [
     "ToolActivities",
     "ToolCatalog",
     "ToolProvider",
+    "ToolSessionLost",
     "ToolUnavailable",
     "UnknownTool",
     "as_text",

@@ -10,7 +10,9 @@ A call is one `call_tool` activity: `ToolRequest` in, `ToolResult` out. What the
 tool says, and every way a call can go wrong that the model can act on (an
 unknown tool, arguments that do not validate, the tool raising), comes back as a
 `ToolResult` with `ok=False`: the recipe shows it to the model as the next
-observation instead of failing the run.
+observation instead of failing the run. So does a call that may or may not have
+run and must not be sent again (`TOOL_SESSION_LOST`, a non-retryable activity
+failure: see activities/tools.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pydantic import BaseModel, Field
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # The separator between an MCP server's name and its tool's name.
 MCP_SEPARATOR = "__"
+# The type of the `call_tool` failure that says the call may or may not have run.
+TOOL_SESSION_LOST = "ToolSessionLost"
 
 
 class ToolSpec(BaseModel):
@@ -36,6 +40,24 @@ class ToolSpec(BaseModel):
         description="JSON schema of the arguments object.",
     )
     destructive: bool = Field(default=False, description="Never runs without a person's approval.")
+
+
+class SkippedTool(BaseModel):
+    """A tool a provider offers that no model is shown, and why."""
+
+    name: str
+    reason: str
+
+
+class ToolListing(BaseModel):
+    """The output of the `list_tools` activity."""
+
+    specs: list[ToolSpec]
+    skipped: list[SkippedTool] = Field(
+        default_factory=list,
+        description="Tools of the named servers that are not offered: a name no model "
+        "accepts, or an input schema that is not JSON Schema.",
+    )
 
 
 class ToolCall(BaseModel):
@@ -67,7 +89,8 @@ class ToolResult(BaseModel):
     ok: bool
     content: str = Field(description="What the tool returned, or what went wrong.")
     error_type: str | None = Field(
-        default=None, description="UnknownTool, InvalidArguments or ToolError when not ok."
+        default=None,
+        description="UnknownTool, InvalidArguments, ToolError or ToolSessionLost when not ok.",
     )
 
 

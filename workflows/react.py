@@ -22,7 +22,9 @@ input's `sources`) and `summarize(ctx, input, observation_id, observation)` for 
 `summarize` observation policy.
 
 The loop. Tools are named; `list_tools` runs once per run (activity and artifact
-`tools:{run}`) and gives their specs. Then, for turn 1..`max_turns`: status
+`tools:{run}`) and gives their specs, and the tools of the named MCP servers it
+skipped and why (a name no model accepts, an input schema that is not JSON Schema).
+Then, for turn 1..`max_turns`: status
 `turn:{n}`, one model activity `llm:react:{run}:{n}` ("request model: turn N"),
 and what the reply asks for:
 
@@ -43,7 +45,9 @@ tool (`ToolSpec.destructive`) never runs before `ctx.ask_approval(thread=
 "tool:{run}")` says yes (status `awaiting_approval`); a rejection or a timeout
 (per `settings.approval`) is the observation "not approved: REASON". Arguments
 that do not validate and tools that raise come back from the activity as failed
-observations, for the model to correct.
+observations, for the model to correct. So does a call that may or may not have
+run and is not sent again (the activity fails with `ToolSessionLost`: its MCP
+session broke mid-call), its observation saying to check before calling again.
 
 search_sources. A run with sources is offered one more tool, `search_sources`
 (arguments `{"query": str}`), that runs in workflow code, not on a worker: a call
@@ -92,6 +96,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.approval import ApprovalPolicy
 from durafact.ids import (
@@ -125,7 +130,10 @@ from durafact.react import (
 )
 from durafact.sources import Doc, SourceSpec, preview
 from durafact.tools import (
+    TOOL_SESSION_LOST,
+    SkippedTool,
     ToolCall,
+    ToolListing,
     ToolListRequest,
     ToolRequest,
     ToolResult,
@@ -191,10 +199,12 @@ class ReActSettings(BaseModel):
 
 
 class ToolList(BaseModel):
-    """The artifact `tools:{run}`: the specs, and their text-protocol listing."""
+    """The artifact `tools:{run}`: the specs, their text-protocol listing, and the
+    tools the worker skipped."""
 
     specs: list[ToolSpec]
     text: str
+    skipped: list[SkippedTool] = Field(default_factory=list)
 
 
 class ReActAnswer(BaseModel):
@@ -411,13 +421,14 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         sources (its spec made here)."""
         names = [n for n in self.tools(input) if not run.runs_here(n)]
         request = ToolListRequest(tools=names, mcp_servers=self.mcp_servers(input))
-        specs: list[ToolSpec] = []
+        listing = ToolListing(specs=[])
         if request.tools or request.mcp_servers:
             names = ", ".join([*request.tools, *request.mcp_servers])
-            specs = await workflow.execute_activity(
+            listed = await workflow.execute_activity(
                 "list_tools",
                 request,
-                result_type=list[ToolSpec],
+                # A bare list: what list_tools returned before it named skipped tools.
+                result_type=ToolListing | list[ToolSpec],
                 activity_id=ctx.temporal_id(tools_id(run.key)),
                 summary=f"get tools: {_short(names, 80)}",
                 start_to_close_timeout=self.tool_timeout,
@@ -425,13 +436,19 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 heartbeat_timeout=self.tool_heartbeat_timeout,
                 retry_policy=self.tool_retry,
             )
+            listing = listed if isinstance(listed, ToolListing) else ToolListing(specs=listed)
+        specs = listing.specs
         if run.sources:
             specs = [s for s in specs if s.name != SEARCH_SOURCES]
             specs.append(search_sources_spec(run.sources))
         # The listing on lines of its own after the `[tools:{run}]` the model activity adds.
-        listing = f"\n{render_tools(specs)}"
-        ctx.ledger.create(tools_id(run.key), ToolList(specs=specs, text=listing))
+        text = f"\n{render_tools(specs)}"
+        ctx.ledger.create(
+            tools_id(run.key), ToolList(specs=specs, text=text, skipped=listing.skipped)
+        )
         ctx.announce(f"tools: {', '.join(s.name for s in specs) or 'none'}")
+        for tool in listing.skipped:
+            ctx.announce(f"tool {tool.name} skipped: {tool.reason}", kind="warning")
         return specs
 
     def _read_text_reply(
@@ -505,17 +522,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}", phase="turn")
         if run.runs_here(call.name):
             return await self._search_sources(ctx, run, activity_id, call)
-        result: ToolResult = await workflow.execute_activity(
-            "call_tool",
-            ToolRequest(call=call, idempotency_key=f"{workflow.info().workflow_id}:{activity_id}"),
-            result_type=ToolResult,
-            activity_id=ctx.temporal_id(activity_id),
-            summary=f"call tool: {call.name}",
-            start_to_close_timeout=self.tool_timeout,
-            schedule_to_close_timeout=ctx.model_deadline,
-            heartbeat_timeout=self.tool_heartbeat_timeout,
-            retry_policy=self.tool_retry,
-        )
+        result = await self._call_tool(ctx, activity_id, call)
         return Observation(
             call_id=call.id,
             tool=call.name,
@@ -524,6 +531,36 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             error_type=result.error_type,
             text=result.content,
         )
+
+    async def _call_tool(self, ctx: RecipeContext, activity_id: str, call: ToolCall) -> ToolResult:
+        """The `call_tool` activity's result. A call that may or may not have run fails
+        the activity at once (`ToolSessionLost`, never retried): that is a failed result
+        too, for the model and the person to check, not the run's failure."""
+        try:
+            return await workflow.execute_activity(
+                "call_tool",
+                ToolRequest(
+                    call=call, idempotency_key=f"{workflow.info().workflow_id}:{activity_id}"
+                ),
+                result_type=ToolResult,
+                activity_id=ctx.temporal_id(activity_id),
+                summary=f"call tool: {call.name}",
+                start_to_close_timeout=self.tool_timeout,
+                schedule_to_close_timeout=ctx.model_deadline,
+                heartbeat_timeout=self.tool_heartbeat_timeout,
+                retry_policy=self.tool_retry,
+            )
+        except ActivityError as exc:
+            lost = exc.cause
+            if not (isinstance(lost, ApplicationError) and lost.type == TOOL_SESSION_LOST):
+                raise
+            return ToolResult(
+                call_id=call.id,
+                name=call.name,
+                ok=False,
+                content=lost.message,
+                error_type=TOOL_SESSION_LOST,
+            )
 
     async def _search_sources(
         self, ctx: RecipeContext, run: _Run, owner: str, call: ToolCall

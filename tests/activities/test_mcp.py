@@ -1,13 +1,15 @@
 """MCP servers as tool providers, against a real MCP server (tests/mcp_server.py, written
 with the `mcp` package's server API) over stdio and over streamable HTTP on loopback:
-the tools and their destructive hint, calls, the server's errors as the model's
-observation, a server that is down or crashes as a transient error the next call
-recovers from, no leaked processes, the `--mcp` configuration, and ReActWorkflow on a
+the tools and their destructive hint, a tool whose schema is not JSON Schema skipped,
+calls, the server's errors as the model's observation, a server that is down or crashes
+as a transient error the next call recovers from, except for a destructive call that
+may have run, no leaked processes, the `--mcp` configuration, and ReActWorkflow on a
 worker with an MCP server (its tools named `notes__TOOL`, the destructive one asked)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shlex
 import signal
@@ -32,7 +34,7 @@ from activities.mcp import (
     configured_servers,
     parse_server,
 )
-from activities.tools import ToolCatalog, ToolUnavailable
+from activities.tools import ToolCatalog, ToolSessionLost, ToolUnavailable
 from durafact.approval import ApprovalAnswer
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
@@ -42,18 +44,35 @@ from tests.helpers import (
     ROOT,
     clean_env,
     free_port,
+    ledger_of,
     question_waiting,
     run_command,
     start_worker,
 )
-from workflows import ReActInput, ReActResult, ReActWorkflow
+from workflows import ReActInput, ReActResult, ReActWorkflow, ToolCallRecord
+from workflows.react import ToolList
 
 SERVER = ROOT / "tests" / "mcp_server.py"
-TOOLS = {"add", "read_note", "fail", "delete_note", "count", "idempotency_key", "crash"}
+RAW_SERVER = ROOT / "tests" / "mcp_raw_server.py"
+TOOLS = {
+    "add",
+    "read_note",
+    "fail",
+    "delete_note",
+    "count",
+    "idempotency_key",
+    "crash",
+    "purge",
+    "archive",
+    "crash_mid_call",
+}
+DESTRUCTIVE = ["delete_note", "purge", "archive"]
+# Listed by the server, skipped by the client: its schema is not JSON Schema.
+MISDESCRIBED = "misdescribed"
 
 
-def stdio_server(name: str = "notes") -> McpServer:
-    return McpServer(name, command=[sys.executable, str(SERVER)])
+def stdio_server(*args: str, name: str = "notes") -> McpServer:
+    return McpServer(name, command=[sys.executable, str(SERVER), *args])
 
 
 def server_processes(parent: int | None = None) -> list[int]:
@@ -126,7 +145,35 @@ async def test_tools_are_listed_with_schemas_and_the_destructive_hint(notes: Mcp
     assert specs["add"].description == "Add two numbers."
     assert specs["add"].parameters["required"] == ["a", "b"]
     assert specs["add"].parameters["properties"]["a"]["type"] == "number"
-    assert [name for name, spec in specs.items() if spec.destructive] == ["delete_note"]
+    assert [name for name, spec in specs.items() if spec.destructive] == DESTRUCTIVE
+
+
+async def test_a_tool_whose_schema_is_not_json_schema_is_skipped_with_a_warning(
+    notes: McpServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A model endpoint refuses such a tool, or fails on it at every attempt: it is not
+    listed, the way a tool whose name no model accepts is not."""
+    with caplog.at_level(logging.WARNING, logger="durafact.mcp"):
+        specs = await notes.specs()
+    assert MISDESCRIBED not in {spec.name for spec in specs}
+    (skipped,) = notes.skipped
+    assert skipped.name == MISDESCRIBED
+    assert skipped.reason.startswith("its input schema is not JSON Schema: properties.when.type:")
+    assert f"tool {MISDESCRIBED!r} skipped: its input schema is not JSON Schema" in caplog.text
+
+
+async def test_a_tool_list_the_sdk_refuses_whole_fails_at_once_naming_the_problem() -> None:
+    """A schema whose root is not an object schema: the SDK refuses the whole list, so no
+    tool can be skipped alone, and asking again would get the same answer until the
+    run's deadline."""
+    async with McpServer("raw", command=[sys.executable, str(RAW_SERVER)]) as raw:
+        with pytest.raises(ApplicationError) as raised:
+            await ToolCatalog(providers={"raw": raw}).specs(["raw"])
+    assert (raised.value.type, raised.value.non_retryable) == ("InvalidToolList", True)
+    assert raised.value.message.startswith(
+        "MCP server raw: its tool list is not valid MCP, so none of its tools can be offered: "
+        "tools.1.inputSchema."
+    )
 
 
 async def test_a_call_returns_what_the_tool_says(notes: McpServer) -> None:
@@ -159,7 +206,7 @@ async def test_the_catalog_names_and_runs_the_servers_tools(notes: McpServer) ->
     catalog = ToolCatalog(providers={"notes": notes})
     specs = await catalog.specs(["notes"])
     assert {spec.name for spec in specs} == {f"notes__{name}" for name in TOOLS}
-    assert [s.name for s in specs if s.destructive] == ["notes__delete_note"]
+    assert [s.name for s in specs if s.destructive] == [f"notes__{n}" for n in DESTRUCTIVE]
     assert [s.name for s in await catalog.specs(["notes__add"])] == ["notes__add"]
 
     def request(name: str, arguments: dict | str) -> ToolRequest:
@@ -203,11 +250,43 @@ async def test_a_crashed_stdio_server_is_transient_and_the_next_call_starts_it_a
     assert server_processes() == []
 
 
+async def test_a_crash_fails_the_calls_in_flight_and_only_repeatable_ones_are_retried(
+    tmp_path: Path,
+) -> None:
+    """Three calls share the session; the third ends the process once the other two are
+    held. A destructive call that is not idempotent may have run, so it must not be sent
+    again; the idempotent one and the harmless one are retried as before."""
+    record = tmp_path / "record"
+    async with stdio_server("--record", str(record)) as notes:
+        purged, archived, crashed = await asyncio.gather(
+            notes.call("purge", {"name": "todo"}, "wf:purge"),
+            notes.call("archive", {"name": "todo"}, "wf:archive"),
+            notes.call("crash_mid_call", {"calls": 2}, "wf:crash"),
+            return_exceptions=True,
+        )
+        assert isinstance(purged, ToolSessionLost)
+        assert "purge may or may not have run" in str(purged)
+        assert isinstance(archived, ToolUnavailable)
+        assert isinstance(crashed, ToolUnavailable)
+        # Temporal's retry: a new process, the same idempotency key.
+        assert await notes.call("archive", {"name": "todo"}, "wf:archive") == "archived todo"
+    assert sorted(record.read_text().splitlines()) == [
+        "archive todo wf:archive",
+        "archive todo wf:archive",
+        "crashed",
+        "purge todo wf:purge",
+    ]
+
+
 async def test_an_http_server_that_restarts_is_transient_and_the_next_call_reconnects() -> None:
     port = free_port()
     async with McpServer("notes", url=f"http://127.0.0.1:{port}/mcp") as notes:
         with http_server(port):
             assert await notes.call("add", {"a": 1, "b": 2}, "k") == "3.0"
+        # The first call on the session of a server that is gone. Nothing was sent: a
+        # destructive call that must not run twice waits for the server like any other.
+        with pytest.raises(ToolUnavailable):
+            await notes.call("delete_note", {"name": "todo"}, "k")
         with pytest.raises(ToolUnavailable):
             await notes.call("add", {"a": 1, "b": 2}, "k")
         with http_server(port):
@@ -307,9 +386,15 @@ async def test_the_worker_refuses_a_bad_mcp_value_before_connecting(
 
 
 @pytest.fixture
-async def mcp_worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
+def record(tmp_path: Path) -> Path:
+    """Where the worker's MCP server records held calls and crashes."""
+    return tmp_path / "record"
+
+
+@pytest.fixture
+async def mcp_worker(client: Client, settings: Settings, record: Path) -> AsyncIterator[Settings]:
     async with (
-        stdio_server() as notes,
+        stdio_server("--record", str(record)) as notes,
         build_worker(client, settings, mcp=[notes]),
     ):
         yield settings
@@ -373,6 +458,68 @@ async def test_a_destructive_mcp_tool_waits_for_a_person(
     result: ReActResult = await asyncio.wait_for(handle.result(), 60)
     assert result.answer == "deleted"
     assert model.calls_for("llm:react:")[1].last_user == "Observation: deleted todo"
+
+
+async def test_a_runs_tool_list_names_the_tools_skipped_and_why(
+    client: Client, mcp_worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(by_turn("nothing to do"))
+    handle = await start_react(client, mcp_worker, question="Anything?", protocol="native")
+    result: ReActResult = await asyncio.wait_for(handle.result(), 60)
+    assert result.answer == "nothing to do"
+    (call,) = model.calls_for("llm:react:")
+    assert set(call.tool_names) == {f"notes__{name}" for name in TOOLS}
+    tools = (await ledger_of(handle)).find(ToolList)
+    assert tools is not None
+    (skipped,) = tools.data.skipped
+    assert skipped.name == f"notes__{MISDESCRIBED}"
+    assert skipped.reason.startswith("its input schema is not JSON Schema: ")
+
+
+async def test_a_crash_in_one_run_never_sends_another_runs_approved_purge_twice(
+    client: Client, mcp_worker: Settings, model: ScriptedModel, record: Path
+) -> None:
+    """Two runs share the worker's one session with the server. Run A's purge
+    (destructive, approved) is in flight when run B's call ends the server's process:
+    A's model is told the purge may or may not have run, and it ran once."""
+    purge = "Purge the todo note"
+
+    def reply(call: Call) -> str | ToolCalls:
+        turn = int(call.activity_id.rsplit(":", 1)[-1])
+        if purge in call.text:
+            return [ToolCalls([("notes__purge", {"name": "todo"})]), "check the notes"][turn - 1]
+        return [ToolCalls([("notes__crash_mid_call", {})]), "crashed"][turn - 1]
+
+    model.reply(reply)
+    purging = await start_react(client, mcp_worker, question=purge, protocol="native")
+    question = await question_waiting(purging, 1)
+    crashing = await start_react(client, mcp_worker, question="Crash it", protocol="native")
+    await purging.execute_update(
+        ReActWorkflow.decide, ApprovalAnswer(question_id=question.id, approved=True, by="ops")
+    )
+    purged: ReActResult = await asyncio.wait_for(purging.result(), 60)
+    crashed: ReActResult = await asyncio.wait_for(crashing.result(), 60)
+
+    purges = [line for line in record.read_text().splitlines() if line.startswith("purge ")]
+    assert len(purges) == 1
+    assert purges[0].startswith(f"purge todo {purging.id}:")
+    assert [(c.tool, c.ok, c.error_type) for c in purged.tool_calls] == [
+        ("notes__purge", False, "ToolSessionLost")
+    ]
+    assert purged.answer == "check the notes"
+    told = [
+        m["content"]
+        for call in model.calls_for("llm:react:")
+        if purge in call.text
+        for m in call.messages
+        if m["role"] == "tool"
+    ]
+    assert len(told) == 1
+    assert "may or may not have run" in told[0]
+    # The call that crashed the server is harmless: retried on a new process.
+    assert crashed.tool_calls == [
+        ToolCallRecord(id=crashed.tool_calls[0].id, tool="notes__crash_mid_call", ok=True)
+    ]
 
 
 async def test_worker_py_serves_mcp_tools_and_ends_the_server_when_it_stops(

@@ -16,7 +16,14 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from durafact.tools import ToolCall, ToolListRequest, ToolRequest, ToolResult, ToolSpec
+from durafact.tools import (
+    SkippedTool,
+    ToolCall,
+    ToolListRequest,
+    ToolRequest,
+    ToolResult,
+    ToolSpec,
+)
 
 # The workflow sandbox re-imports this module (CallOneTool); the rest is not workflow code.
 with workflow.unsafe.imports_passed_through():
@@ -333,6 +340,7 @@ class Notes:
     def __init__(self) -> None:
         self.notes: dict[str, str] = {}
         self.down = False
+        self.skipped: list[SkippedTool] = []
 
     async def specs(self) -> list[ToolSpec]:
         if self.down:
@@ -403,10 +411,11 @@ async def test_the_list_tools_activity_lists_tools_and_whole_servers(
 ) -> None:
     activities = ToolActivities(catalog)
     env = ActivityEnvironment()
-    specs = await env.run(
+    listing = await env.run(
         activities.list_tools, ToolListRequest(tools=["forecast"], mcp_servers=["notes"])
     )
-    assert [s.name for s in specs] == ["forecast", "notes__add", "notes__clear"]
+    assert [s.name for s in listing.specs] == ["forecast", "notes__add", "notes__clear"]
+    assert listing.skipped == []
     with pytest.raises(ApplicationError) as raised:
         await env.run(activities.list_tools, ToolListRequest(mcp_servers=["calculator"]))
     assert raised.value.non_retryable is True
