@@ -9,7 +9,6 @@ answered by a worker replaying its history.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
@@ -18,7 +17,7 @@ from temporalio.service import RPCError
 
 from durafact.cli.commands import describe
 from durafact.cli.follow import ARTIFACTS_TIMEOUT, unanswered
-from durafact.cli.output import Failed, indent, say
+from durafact.cli.output import Failed, indent, say, say_json
 from durafact.ledger import Ledger
 from durafact.runtime.codec import PayloadDecryptError
 
@@ -39,7 +38,7 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
             "status": state,
             "ledger": ledger.model_dump(mode="json"),
         }
-        say(json.dumps(document, ensure_ascii=False))
+        say_json(document)
         return 0
     say(
         f"workflow {workflow_id} ({description.workflow_type}): {state}; "

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import json
 import re
 from typing import Any
 
@@ -24,6 +23,7 @@ from durafact.cli.output import (
     indent,
     quoted,
     say,
+    say_json,
 )
 from durafact.cli.trouble import RESUMABLE, end_failure, troubles
 from durafact.runtime.codec import PayloadDecryptError
@@ -135,7 +135,7 @@ async def pending(client: Any, as_json: bool) -> int:
                 for e, qs, err in rows
             ]
         }
-        say(json.dumps(document, ensure_ascii=False))
+        say_json(document)
         return 0
     if not rows:
         say("nothing waits for a person")
