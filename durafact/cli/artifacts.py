@@ -9,7 +9,6 @@ answered by a worker replaying its history.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
@@ -17,9 +16,10 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from durafact.cli.commands import describe
-from durafact.cli.follow import ARTIFACTS_TIMEOUT
-from durafact.cli.output import Failed, indent, say
+from durafact.cli.follow import ARTIFACTS_TIMEOUT, unanswered
+from durafact.cli.output import Failed, indent, say, say_json
 from durafact.ledger import Ledger
+from durafact.runtime.codec import PayloadDecryptError
 
 
 async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
@@ -27,8 +27,8 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
     description = await describe(handle)
     try:
         ledger = await handle.query("artifacts", result_type=Ledger, rpc_timeout=ARTIFACTS_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError) as exc:
-        raise Failed(f"workflow {workflow_id}: {unanswered(exc)}") from None
+    except (RPCError, WorkflowQueryFailedError, PayloadDecryptError) as exc:
+        raise Failed(f"workflow {workflow_id}: {unanswered('artifacts', exc)}") from None
     state = description.status.name if description.status else "UNKNOWN"
     if as_json:
         document = {
@@ -38,7 +38,7 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
             "status": state,
             "ledger": ledger.model_dump(mode="json"),
         }
-        say(json.dumps(document, ensure_ascii=False))
+        say_json(document)
         return 0
     say(
         f"workflow {workflow_id} ({description.workflow_type}): {state}; "
@@ -48,15 +48,6 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
         say("")
         say(block)
     return 0
-
-
-def unanswered(exc: RPCError | WorkflowQueryFailedError) -> str:
-    if isinstance(exc, RPCError):  # no worker took it in time (a closed run needs one too)
-        return (
-            f"no worker answered the artifacts query ({exc.message}); "
-            "is a worker running? python starter.py up"
-        )
-    return f"the artifacts query failed: {exc.message}"  # e.g. a type without that query
 
 
 def render(ledger: Ledger) -> list[str]:

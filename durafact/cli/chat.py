@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 import uuid
 from typing import Any
@@ -35,7 +34,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from durafact.cli.follow import warn_if_no_worker
-from durafact.cli.output import Failed, failure_text, say
+from durafact.cli.output import Failed, failure_text, say, say_json
 from durafact.llm import TextChunk
 from durafact.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
 from durafact.runtime.settings import Settings
@@ -171,11 +170,11 @@ class Printer:
         attempt = self._attempt.get(chunk.key)
         if attempt is None or chunk.attempt != attempt:
             if attempt is not None:
-                write("\n(the model call was retried)\n")
-            write("assistant> ")
+                say("\n(the model call was retried)\n", end="")
+            say("assistant> ", end="")
             self._attempt[chunk.key] = chunk.attempt
             self.printed[chunk.key] = ""
-        write(chunk.text)
+        say(chunk.text, end="")
         self.printed[chunk.key] += chunk.text
 
     def event(self, event: ChatEvent) -> None:
@@ -183,10 +182,10 @@ class Printer:
             return
         if event.kind == "user":
             if event.key not in self.mine:
-                write(f"\n[another terminal] you> {event.text}\n")
+                say(f"\n[another terminal] you> {event.text}\n", end="")
             return
         if event.kind == "error":
-            write(f"error: {event.text}\n")
+            say(f"error: {event.text}\n", end="")
         else:
             self.finish(event.key, event.text)
         self.finished(event.key).set()
@@ -195,17 +194,12 @@ class Printer:
         """End the reply's line: what streamed, completed to the durable reply."""
         shown = self.printed.get(key)
         if shown is None:
-            write(f"assistant> {text}\n")
+            say(f"assistant> {text}\n", end="")
         elif shown == text or text.startswith(shown) or shown.strip() == text:
-            write(f"{text[len(shown) :] if text.startswith(shown) else ''}\n")
+            say(f"{text[len(shown) :] if text.startswith(shown) else ''}\n", end="")
         else:
-            write(f"\nassistant> {text}\n")
+            say(f"\nassistant> {text}\n", end="")
         self.printed[key] = text
-
-
-def write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
 
 
 async def follow(client: Any, workflow_id: str, printer: Printer, offset: int) -> None:
@@ -237,7 +231,7 @@ async def send_one(client: Any, handle: Any, text: str, as_json: bool) -> int:
                 await reader
     if as_json:
         document = {"workflow_id": handle.id, **reply.model_dump(mode="json")}
-        say(json.dumps(document, ensure_ascii=False))
+        say_json(document)
     elif printer.printed.get(key) != reply.text:
         printer.finish(key, reply.text)
     return 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import json
 import re
 from typing import Any
 
@@ -14,7 +13,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
-from durafact.cli.follow import QUERY_TIMEOUT, wait_and_print, warn_if_no_worker
+from durafact.cli.follow import QUERY_TIMEOUT, unanswered, wait_and_print, warn_if_no_worker
 from durafact.cli.output import (
     ANSWER_HINT,
     Failed,
@@ -24,9 +23,11 @@ from durafact.cli.output import (
     indent,
     quoted,
     say,
+    say_json,
 )
 from durafact.cli.registered import NOT_REGISTERED, registration_fix
 from durafact.cli.trouble import RESUMABLE, end_failure, troubles
+from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
@@ -41,7 +42,10 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
     description = await describe(handle)
     state = description.status.name if description.status else "UNKNOWN"
     say(f"workflow {workflow_id}: {state} ({description.workflow_type}, run {description.run_id})")
-    summary = await description.static_summary()
+    try:
+        summary = await description.static_summary()
+    except PayloadDecryptError as exc:  # other keys than the worker's: the lines below say
+        summary = f"not shown: encrypted with key {exc.key_id!r}, which does not decrypt here"
     if summary:
         say(f"summary: {summary}")
     # What holds a running run, from Temporal itself: the workflow cannot tell.
@@ -60,8 +64,8 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         try:
             recipe = await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
             say(f"recipe status: {recipe}")
-        except Exception:
-            say(f"recipe status: {attribute} (no worker answered the status query)")
+        except Exception as exc:
+            say(f"recipe status: {attribute} ({unanswered('status', exc)})")
     if recipe == AWAITING_APPROVAL:
         with contextlib.suppress(Exception):
             for question in await pending_questions(handle):
@@ -116,8 +120,8 @@ async def pending(client: Any, as_json: bool) -> int:
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         try:
             return await pending_questions(handle), None
-        except Exception:
-            return [], "no worker answered the pending_questions query"
+        except Exception as exc:
+            return [], unanswered("pending_questions", exc)
 
     answers = await asyncio.gather(*(questions_of(e) for e in executions))
     # Answered since the visibility store saw them: nothing waits any more.
@@ -135,7 +139,7 @@ async def pending(client: Any, as_json: bool) -> int:
                 for e, qs, err in rows
             ]
         }
-        say(json.dumps(document, ensure_ascii=False))
+        say_json(document)
         return 0
     if not rows:
         say("nothing waits for a person")
@@ -165,11 +169,8 @@ async def approve(
     description = await running(handle)
     try:
         questions = await pending_questions(handle)
-    except Exception:
-        raise Failed(
-            f"workflow {workflow_id}: no worker answered the pending_questions query "
-            "(is a worker running? python starter.py up)"
-        ) from None
+    except Exception as exc:
+        raise Failed(f"workflow {workflow_id}: {unanswered('pending_questions', exc)}") from None
     if not questions:
         raise Failed(f"workflow {workflow_id} has no pending question")
     fields = CORRECTABLE.get(description.workflow_type)

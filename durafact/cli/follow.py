@@ -14,7 +14,7 @@ import contextlib
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.exceptions import ActivityError, RetryState
 
 from durafact.cli.output import (
@@ -33,6 +33,7 @@ from durafact.cli.output import (
 from durafact.cli.trouble import events_newest_first, span, troubles
 from durafact.ledger import Ledger
 from durafact.runtime import embedded
+from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.embedded import Embedded
 from durafact.runtime.settings import Settings
 from workflows.recipe import Progress
@@ -106,6 +107,16 @@ async def ledger_of(handle: Any, timeout: timedelta = ARTIFACTS_TIMEOUT) -> Ledg
         return await handle.query("artifacts", result_type=Ledger, rpc_timeout=timeout)
     except Exception:
         return None
+
+
+def unanswered(query: str, exc: Exception) -> str:
+    """Why the `query` query brought no answer: the worker's answer does not decrypt with
+    this process's keys, the query failed, or no worker answered (in time)."""
+    if isinstance(exc, PayloadDecryptError):
+        return f"a worker answered the {query} query, but its answer does not decrypt here: {exc}"
+    if isinstance(exc, WorkflowQueryFailedError):  # e.g. a workflow type without that query
+        return f"the {query} query failed: {exc.message}"
+    return f"no worker answered the {query} query; is a worker running? python starter.py up"
 
 
 async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import sys
 from typing import Any, NoReturn, TextIO
@@ -49,8 +50,29 @@ class Failed(Exception):
         self.code = code
 
 
-def say(line: str, stream: TextIO | None = None) -> None:
-    print(line, file=stream or sys.stdout, flush=True)
+# Control characters but newline and tab. Model or tool text holding them would act on
+# the terminal that prints it: `\x1b]0;...\x07` retitles it, `\x1b[2J` clears it.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The ones json.dumps leaves as they are (it escapes those below 0x20).
+CONTROL_IN_JSON = re.compile(r"[\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with each control character but newline and tab shown as `\\xNN`."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def say(line: str, stream: TextIO | None = None, end: str = "\n") -> None:
+    """`line` on stdout (or `stream`) as `printable` text: whatever a model, a tool or a
+    person wrote reaches the terminal through here, and only here."""
+    print(printable(line), file=stream or sys.stdout, end=end, flush=True)
+
+
+def say_json(value: Any, indent: int | None = None) -> None:
+    """`value` as JSON, every control character escaped (`\\u009b`), so that `say`
+    prints it unchanged and it reads back as the same value."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    say(CONTROL_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text))
 
 
 def note(line: str) -> None:
@@ -97,7 +119,7 @@ def emit_json(workflow_id: str, run_id: str, state: str, value: Any, url: str) -
         "result": data,
         "ui_url": url,
     }
-    say(json.dumps(document, ensure_ascii=False, default=str))
+    say_json(document)
 
 
 def failure_text(exc: BaseException) -> str:
@@ -144,10 +166,8 @@ def print_result(value: Any, workflow_id: str, ledger: Ledger | None) -> None:
         if ledger is None:
             command = f"not shown (no worker answered the artifacts query); later: {command}"
         say(f"artifacts: {command}")
-    elif isinstance(value, BaseModel):
-        say(value.model_dump_json(indent=2))
     else:
-        say(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+        say_json(value.model_dump(mode="json") if isinstance(value, BaseModel) else value, 2)
 
 
 def _plan(value: PlanExecuteResult, ledger: Ledger | None) -> None:

@@ -9,16 +9,35 @@ failed run, the one before the task that failed it, because that task had alread
 seen the failure (a model call whose deadline passed, say): the call is scheduled
 again, with a fresh deadline. A run that failed from its own data fails the same way
 again; resume is for causes that went away (an endpoint back, a fixed worker).
+
+Resumes of one workflow take turns: a reset of a run that another resume has just
+reset would terminate that resume's new run, and neither a check of the run before the
+reset nor the reset's request id prevents it (two resumes can both check before either
+resets, and since Temporal 1.31 a reset run keeps its first start's request id, so the
+server resets again instead of answering a repeated request with the run it made). So a
+resume holds a lock while it checks and resets the run: the workflow `resume-lock:ID`,
+since Temporal runs one execution of a workflow id at a time. A second resume waits
+for the first one's lock to go, then finds the new run and is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.api.workflowservice.v1 import (
+    DeleteWorkflowExecutionRequest,
+    ResetWorkflowExecutionRequest,
+)
+from temporalio.client import WorkflowFailureError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.cli.commands import describe
 from durafact.cli.follow import wait_and_print
@@ -26,6 +45,13 @@ from durafact.cli.output import Failed, emit_json, quoted, say
 from durafact.cli.trouble import RESUMABLE, events_newest_first
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
+
+# The lock on resuming a workflow (see the module docstring): a workflow no worker runs
+# (nothing polls its task queue), deleted once the reset is made; a lock left by a
+# resume that was killed ends by itself.
+LOCK_TYPE = "DurafactResumeLock"
+LOCK_QUEUE = "durafact-resume-lock"
+LOCK_TIMEOUT = timedelta(minutes=1)
 
 
 async def resume(
@@ -38,23 +64,8 @@ async def resume(
 ) -> int:
     """Reset the workflow's latest run (see the module docstring), then follow the new
     run like `result` does."""
-    description = await describe(client.get_workflow_handle(workflow_id))
-    state = description.status.name if description.status else "UNKNOWN"
-    old_run = description.run_id
-    if state not in RESUMABLE:
-        raise Failed(refusal(workflow_id, state))
-    event_id = await reset_point(client, workflow_id, old_run, state)
-    response = await client.workflow_service.reset_workflow_execution(
-        ResetWorkflowExecutionRequest(
-            namespace=client.namespace,
-            workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=old_run),
-            reason=f"starter.py resume: the {state} run {old_run} goes on from event {event_id}",
-            workflow_task_finish_event_id=event_id,
-            request_id=str(uuid.uuid4()),
-            identity=client.identity,
-        )
-    )
-    run_id = response.run_id
+    async with resume_lock(client, workflow_id):
+        state, old_run, event_id, run_id = await reset_latest(client, workflow_id)
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     new = await handle.describe()
     url = settings.workflow_url(workflow_id, run_id)
@@ -71,6 +82,84 @@ async def resume(
     recipe = registry.get(new.workflow_type)
     result_type = recipe.result_type if recipe else None
     return await wait_and_print(client, settings, handle, new, run_id, url, as_json, result_type)
+
+
+@contextlib.asynccontextmanager
+async def resume_lock(client: Any, workflow_id: str) -> AsyncIterator[None]:
+    """Hold the lock on resuming `workflow_id`, waiting while another resume holds it."""
+    lock_id = f"resume-lock:{workflow_id}"
+    while True:
+        try:
+            lock = await client.start_workflow(
+                LOCK_TYPE,
+                id=lock_id,
+                task_queue=LOCK_QUEUE,
+                execution_timeout=LOCK_TIMEOUT,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                static_summary=f"starter.py resume {workflow_id} is checking and resetting it",
+            )
+            break
+        except WorkflowAlreadyStartedError:
+            await lock_released(client, lock_id)
+    try:
+        yield
+    finally:
+        await client.workflow_service.delete_workflow_execution(
+            DeleteWorkflowExecutionRequest(
+                namespace=client.namespace,
+                workflow_execution=WorkflowExecution(
+                    workflow_id=lock_id, run_id=lock.result_run_id
+                ),
+            )
+        )
+
+
+async def lock_released(client: Any, lock_id: str) -> None:
+    """Wait until the lock another resume holds is gone: deleted, or timed out."""
+    try:
+        await client.get_workflow_handle(lock_id).result()
+    except WorkflowFailureError:
+        pass  # deleted while running (terminated first), or timed out
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:  # NOT_FOUND: already deleted
+            raise
+
+
+async def reset_latest(client: Any, workflow_id: str) -> tuple[str, str, int, str]:
+    """Reset the workflow's latest run when it resumes: its state, its run id, the event
+    it goes on from, the new run's id; else a one-line refusal."""
+    description = await describe(client.get_workflow_handle(workflow_id))
+    check_resumable(workflow_id, description)
+    state, old_run = description.status.name, description.run_id
+    event_id = await reset_point(client, workflow_id, old_run, state)
+    response = await client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=old_run),
+            reason=f"starter.py resume: the {state} run {old_run} goes on from event {event_id}",
+            workflow_task_finish_event_id=event_id,
+            # The same for each reset of this run to this event: a server before 1.31
+            # answers a repeated one with the run the first one made.
+            request_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{workflow_id}/{old_run}/{event_id}")),
+            identity=client.identity,
+        )
+    )
+    return state, old_run, event_id, response.run_id
+
+
+def check_resumable(workflow_id: str, description: Any) -> None:
+    """A one-line refusal unless the latest run ended in a state that resumes; a
+    running run that a reset made is another resume's."""
+    state = description.status.name if description.status else "UNKNOWN"
+    if state in RESUMABLE:
+        return
+    reset = description.raw_description.workflow_extended_info.HasField("last_reset_time")
+    if state == "RUNNING" and reset:
+        raise Failed(
+            f"a resume of {workflow_id} is already under way: new run {description.run_id}"
+        )
+    raise Failed(refusal(workflow_id, state))
 
 
 def refusal(workflow_id: str, state: str) -> str:

@@ -15,8 +15,10 @@ id: never garbage.
 Without keys nothing is encrypted and plain payloads read as before; an encrypted
 payload then fails with PayloadDecryptError saying that no keys are configured.
 With keys, failure messages and stack traces are encrypted too (the server keeps
-`Encoded failure`). Not encrypted: search attributes (the server indexes them),
-workflow and activity ids, activity types and task queues.
+`Encoded failure`), except a PayloadDecryptError's: it holds key ids only, and who
+reads it (`status` with other keys than the worker's) needs them. Not encrypted:
+search attributes (the server indexes them), workflow and activity ids, activity types
+and task queues.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
+    DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
     PayloadCodec,
+    PayloadConverter,
 )
 
 from durafact.runtime.payloads import PayloadStore, store_from_env
@@ -171,7 +176,8 @@ class EncryptionCodec(PayloadCodec):
         if cipher is None:
             raise PayloadDecryptError(
                 f"payload is encrypted with key {key_id!r}, which is not configured "
-                f"(configured: {', '.join(self.keyring.ids)})",
+                f"(configured: {', '.join(self.keyring.ids)}): add key {key_id!r} to "
+                f"{KEYS_ENV} or {KEYS_FILE_ENV}",
                 key_id,
             )
         data = payload.data
@@ -184,6 +190,21 @@ class EncryptionCodec(PayloadCodec):
                 key_id,
             ) from None
         return Payload.FromString(plain)
+
+
+class FailureConverter(DefaultFailureConverterWithEncodedAttributes):
+    """Moves failure messages and stack traces into a payload the codec encrypts, except
+    a PayloadDecryptError's: a process that cannot decrypt the run could not read which
+    key is missing either."""
+
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        converter = PLAIN_FAILURES if isinstance(exception, PayloadDecryptError) else super()
+        converter.to_failure(exception, payload_converter, failure)
+
+
+PLAIN_FAILURES = DefaultFailureConverter()
 
 
 def data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
@@ -208,9 +229,7 @@ def converter_for(keyring: Keyring | None, store: PayloadStore | None = None) ->
     )
     if keyring is None:
         return converter
-    return dataclasses.replace(
-        converter, failure_converter_class=DefaultFailureConverterWithEncodedAttributes
-    )
+    return dataclasses.replace(converter, failure_converter_class=FailureConverter)
 
 
 def new_key(key_id: str) -> str:

@@ -11,6 +11,7 @@ cannot.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections.abc import Mapping
 from typing import Any
@@ -65,4 +66,18 @@ async def connect(
         return await asyncio.wait_for(Client.connect(**options, plugins=[plugin]), timeout)
     except (RuntimeError, TimeoutError) as exc:
         reason = " ".join(str(exc).split()) or f"no answer within {timeout:.0f}s"
+        if "InvalidContentType" in reason:  # rustls: the answer to its hello was not TLS
+            reason = plain_server(settings, os.environ if env is None else env)
         raise Unreachable(f"cannot reach Temporal at {address} ({source}): {reason}") from None
+
+
+def plain_server(settings: Settings, env: Mapping[str, str]) -> str:
+    """Why TLS is on against a server that speaks plain gRPC, and how to turn it off."""
+    profile = settings.temporal_profile
+    if profile.api_key and profile.tls is None:  # envconfig: an API key turns TLS on
+        key = "TEMPORAL_API_KEY" if env.get("TEMPORAL_API_KEY") else "the profile's api_key"
+        return (
+            f"{key} turns TLS on, and this server speaks plain gRPC: unset it, or set "
+            "TEMPORAL_TLS=false to send the key without TLS"
+        )
+    return "TLS is on, and this server speaks plain gRPC: set TEMPORAL_TLS=false"

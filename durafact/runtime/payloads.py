@@ -166,13 +166,23 @@ class FileStorageDriver(StorageDriver):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise FileNotFoundError(
-                f"stored payload {digest[:12]} is not in {self.directory}: the process that "
-                f"stored it used another {PAYLOADS_ENV} (starter and worker must share it)"
-            ) from None
+            raise FileNotFoundError(self._missing(digest)) from None
         if hashlib.sha256(data).hexdigest() != digest:
             raise ValueError(f"stored payload {path} does not match its SHA-256: it was altered")
         return Payload.FromString(data)
+
+    def _missing(self, digest: str) -> str:
+        """Why a stored payload is not where its claim says, and what to do."""
+        if not self.directory.is_dir():
+            return (
+                f"stored payload {digest[:12]} cannot be read: the payload store "
+                f"{self.directory} does not exist (deleted or moved? restore it; or set "
+                f"{PAYLOADS_ENV} to the store the payload was written to)"
+            )
+        return (
+            f"stored payload {digest[:12]} is not in {self.directory}: the process that "
+            f"stored it used another {PAYLOADS_ENV} (starter and worker must share it)"
+        )
 
 
 def s3_client_options(env: Mapping[str, str]) -> dict[str, Any]:

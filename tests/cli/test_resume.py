@@ -81,6 +81,34 @@ async def test_a_run_failed_at_its_model_deadline_resumes_without_repeating_comp
     assert json.loads(result.out)["result"]["answer"]["text"] == ANSWER
 
 
+async def test_of_two_concurrent_resumes_one_resets_the_run_and_the_other_is_refused(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id = f"plan-twice-{uuid.uuid4().hex[:6]}"
+    model.fail(401, when=is_step_two)  # refused: the run fails at once
+    failed = await starter("plan", GOAL, "--id", workflow_id, env=starter_env, cwd=tmp_path)
+    assert failed.code == 1, failed.err
+    # The resumed run waits at step 2 until both resumes (and a third, later) have answered.
+    step_two = model.hold(is_step_two)
+
+    runs = await asyncio.gather(
+        *(starter("resume", workflow_id, "--no-wait", env=starter_env, cwd=tmp_path) for _ in "ab")
+    )
+    later = await starter("resume", workflow_id, env=starter_env, cwd=tmp_path)
+    step_two.set()
+
+    new_run = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    resumed = [run for run in runs if run.code == 0]
+    assert len(resumed) == 1, runs
+    assert resumed[0].out.startswith(f"resumed workflow {workflow_id}: run {new_run} ")
+    refusal = f"starter: a resume of {workflow_id} is already under way: new run {new_run}"
+    for refused in [run for run in runs if run.code != 0] + [later]:
+        assert (refused.code, refused.out, refused.err_lines) == (1, "", [refusal])
+    result = await starter("result", workflow_id, "--json", env=starter_env, cwd=tmp_path)
+    assert json.loads(result.out)["run_id"] == new_run
+    assert json.loads(result.out)["status"] == "COMPLETED"
+
+
 async def test_resume_refuses_a_running_or_completed_run_and_an_unknown_id(
     starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
 ) -> None:

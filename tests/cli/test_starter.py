@@ -11,6 +11,7 @@ import asyncio
 import getpass
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -33,7 +34,7 @@ from durafact.runtime.registry import load_registry
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.sources import SourceSpec
-from durafact.testing import Call, ScriptedModel, ToolCalls
+from durafact.testing import Call, ScriptedModel, ToolCalls, default_reply
 from tests.helpers import (
     ROOT,
     clean_env,
@@ -111,6 +112,32 @@ async def test_plan_json_prints_one_object_with_the_completed_result(
     description = await client.get_workflow_handle(doc["workflow_id"]).describe()
     assert await description.static_summary() == f"plan: {GOAL}"
     assert description.typed_search_attributes.get(RECIPE_ATTRIBUTE) == "plan_execute"
+
+
+async def test_model_text_reaches_the_terminal_with_its_control_characters_shown_as_text(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    # A reply that would retitle the terminal, clear it and start a C1 escape; tab stays.
+    hostile = "Retitled\x1b]0;pwned\x07 cleared\x1b[2J csi\x9b2J\tkept"
+    shown = "Retitled\\x1b]0;pwned\\x07 cleared\\x1b[2J csi\\x9b2J\tkept"
+    model.reply(lambda call: default_reply(call) if call.schema_name else hostile)
+    chat_id = f"chat-{uuid.uuid4().hex[:8]}"
+    plan, as_json, chat = await asyncio.gather(
+        starter("plan", GOAL, env=starter_env, cwd=tmp_path),
+        starter("plan", GOAL, "--json", env=starter_env, cwd=tmp_path),
+        starter("chat", chat_id, "--send", "hello", env=starter_env, cwd=tmp_path),
+    )
+    assert as_json.code == 0, as_json.err
+    document = json.loads(as_json.out)
+    artifacts = await starter("artifacts", document["workflow_id"], env=starter_env, cwd=tmp_path)
+
+    for run in (plan, as_json, chat, artifacts):
+        assert run.code == 0, run.err
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", run.out), run.out
+    assert f"  {shown}" in plan.out.splitlines()  # the answer
+    assert document["result"]["answer"]["text"] == hostile  # JSON reads back unchanged
+    assert chat.out.splitlines() == [f"assistant> {shown}"]  # streamed, word by word
+    assert f"  text:  {shown}" in artifacts.out.splitlines()
 
 
 async def test_the_same_id_attaches_to_one_workflow_running_or_completed(

@@ -233,6 +233,64 @@ async def test_failure_messages_are_encrypted_and_the_starter_still_prints_them(
     assert not [e for e in history.events if b"model endpoint answered" in e.SerializeToString()]
 
 
+async def test_status_names_the_key_a_worker_lacks_to_decrypt_a_run(
+    client: Client, codec_worker: tuple[Settings, dict[str, str]]
+) -> None:
+    _, env = codec_worker  # the worker has k1 only
+    workflow_id = f"codec-k2-{uuid.uuid4().hex[:6]}"
+    with_k2 = env | {"DURAFACT_KEYS": K2}
+    started = await starter("plan", GOAL, "--id", workflow_id, "--no-wait", env=with_k2, cwd=ROOT)
+    assert started.code == 0, started.err
+    failing = re.compile(
+        r"workflow task failing: PayloadDecryptError: payload is encrypted with key 'k2', "
+        r"which is not configured \(configured: k1\): add key 'k2' to DURAFACT_KEYS or "
+        r"DURAFACT_KEYS_FILE \(attempt \d+\)"
+    )
+    try:
+        for _ in range(60):  # until the worker has failed the first task and it is retried
+            status = await starter("status", workflow_id, env=with_k2, cwd=ROOT)
+            if "workflow task failing" in status.out:
+                break
+    finally:
+        await client.get_workflow_handle(workflow_id).terminate()
+    assert status.code == 0, status.err
+    assert any(failing.fullmatch(line) for line in status.out.splitlines()), status.out
+    assert "Encoded failure" not in status.out
+
+
+async def test_status_says_a_worker_answered_when_its_answer_does_not_decrypt_here(
+    codec_worker: tuple[Settings, dict[str, str]], model: ScriptedModel
+) -> None:
+    _, env = codec_worker
+    workflow_id = f"codec-query-{uuid.uuid4().hex[:6]}"
+    planning = model.hold(lambda call: call.schema_name == "Plan")
+    try:
+        started = await starter(
+            "plan",
+            GOAL,
+            "--id",
+            workflow_id,
+            "--no-wait",
+            env=env | {"DURAFACT_KEYS": K1},
+            cwd=ROOT,
+        )
+        assert started.code == 0, started.err
+        await asyncio.to_thread(model.wait_for, lambda call: call.schema_name == "Plan")
+        status = await starter("status", workflow_id, env=env | {"DURAFACT_KEYS": K2}, cwd=ROOT)
+    finally:
+        planning.set()
+    assert status.code == 0, status.err
+    assert "summary: not shown: encrypted with key 'k1', which does not decrypt here" in (
+        status.out
+    )
+    assert (
+        "recipe status: planning (a worker answered the status query, but its answer does "
+        "not decrypt here: payload is encrypted with key 'k1', which is not configured "
+        "(configured: k2): add key 'k1' to DURAFACT_KEYS or DURAFACT_KEYS_FILE)"
+    ) in status.out.splitlines()
+    assert "no worker answered" not in status.out
+
+
 # --- the codec and its keys -----------------------------------------------------------
 
 
@@ -436,7 +494,8 @@ def test_the_codec_server_says_which_key_a_payload_needs(codec_server: CodecServ
     )
     assert answer.status_code == 422
     assert answer.json()["error"] == (
-        "payload is encrypted with key 'k9', which is not configured (configured: k2, k1)"
+        "payload is encrypted with key 'k9', which is not configured (configured: k2, k1): "
+        "add key 'k9' to DURAFACT_KEYS or DURAFACT_KEYS_FILE"
     )
 
 

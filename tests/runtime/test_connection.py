@@ -183,6 +183,28 @@ async def test_an_unreachable_profile_address_is_one_line_for_starter_and_worker
     assert worker.err_lines[-1] == f"worker: cannot reach Temporal at {where}"
 
 
+async def test_an_api_key_against_a_plain_server_says_it_turned_tls_on_and_how_to_go_on(
+    client: Client, tmp_path: Path
+) -> None:
+    address = client.service_client.config.target_host  # the session's plain dev server
+    env = clean_env(
+        TEMPORAL_ADDRESS=address, TEMPORAL_API_KEY="secret", OPENAI_BASE_URL="http://127.0.0.1:1/v1"
+    )
+    run, worker = await asyncio.gather(
+        starter("status", "some-id", env=env, cwd=tmp_path), worker_until_exit(env)
+    )
+    reason = (
+        f"cannot reach Temporal at {address} (TEMPORAL_ADDRESS): TEMPORAL_API_KEY turns TLS "
+        "on, and this server speaks plain gRPC: unset it, or set TEMPORAL_TLS=false to send "
+        "the key without TLS"
+    )
+    assert (run.code, run.err_lines) == (1, [f"starter: {reason}"])
+    assert worker.code == 1
+    assert worker.err_lines[-1] == f"worker: {reason}"
+    plain = await starter("status", "some-id", env=env | {"TEMPORAL_TLS": "false"}, cwd=tmp_path)
+    assert plain.err_lines == ["starter: no workflow with id 'some-id'"]
+
+
 # --- search attributes on a fresh server ------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,6 +223,25 @@ async def test_encrypted_payloads_are_stored_as_ciphertext_only(
     for data in stored:
         assert Payload.FromString(data).metadata["encoding"] == ENCODING
         assert MARKER.encode() not in data
+
+
+async def test_a_deleted_payload_store_is_named_with_the_way_out(
+    client: Client, settings: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    store = {**file_store(tmp_path), THRESHOLD_ENV: "2048"}
+    goal = "Plan the museum night. " + "Light every hall in turn. " * 200
+    doc = await run_json(client, settings, store, "plan", goal, cwd=tmp_path)
+    shutil.rmtree(tmp_path / "payloads")
+
+    env = clean_env(TEMPORAL_ADDRESS=client.service_client.config.target_host, **store)
+    run = await starter("result", doc["workflow_id"], env=env, cwd=tmp_path)
+    assert run.code == 1
+    [line] = run.err_lines
+    assert (
+        f"the payload store {(tmp_path / 'payloads').resolve()} does not exist (deleted or "
+        "moved? restore it; or set DURAFACT_PAYLOADS to the store the payload was written to)"
+    ) in line
+    assert "another DURAFACT_PAYLOADS" not in line
 
 
 # --- the file driver and the settings ---------------------------------------------------------
