@@ -13,6 +13,7 @@ where `status` and the live output of a waiting command read them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -79,7 +80,8 @@ async def troubles(client: Any, description: Any) -> list[Trouble]:
             found.append(
                 Trouble(
                     ("activity", info.activity_id, info.attempt),
-                    f"retrying {info.activity_id}: {failure_line(info.last_failure)} "
+                    f"retrying {info.activity_id}: "
+                    f"{failure_line(await readable(client, info.last_failure))} "
                     f"({attempt_line(info, now)})",
                 )
             )
@@ -100,7 +102,9 @@ async def task_failure(client: Any, workflow_id: str, run_id: str) -> tuple[str,
             if attributes.cause in ROUTINE_TASK_FAILURES:
                 return None
             if attributes.HasField("failure"):
-                return "workflow task failing", failure_line(attributes.failure)
+                return "workflow task failing", failure_line(
+                    await readable(client, attributes.failure)
+                )
             return "workflow task failing", WorkflowTaskFailedCause.Name(attributes.cause)
     return None
 
@@ -114,7 +118,7 @@ async def end_failure(client: Any, workflow_id: str, run_id: str) -> str | None:
         failure = event.workflow_execution_failed_event_attributes.failure
         while failure.HasField("cause") and not failure.HasField("application_failure_info"):
             failure = failure.cause
-        return failure_line(failure)
+        return failure_line(await readable(client, failure))
     return None
 
 
@@ -138,6 +142,29 @@ async def events_newest_first(
         token = page.next_page_token
         if not token:
             return
+
+
+async def readable(client: Any, failure: Failure) -> Failure:
+    """`failure` with its message and its causes' as the client's keys decrypt them:
+    with payload encryption the server keeps only `Encoded failure`, the real message
+    being in an encrypted attribute. What these keys cannot read stays as it is."""
+    plain = Failure()
+    plain.CopyFrom(failure)
+    converter = client.data_converter
+    with contextlib.suppress(Exception):
+        if converter.payload_codec is not None:
+            await converter.payload_codec.decode_failure(plain)  # the causes too
+    node = plain
+    while True:
+        if node.HasField("encoded_attributes"):
+            with contextlib.suppress(Exception):
+                [attributes] = converter.payload_converter.from_payloads([node.encoded_attributes])
+                message = attributes.get("message") if isinstance(attributes, dict) else None
+                if isinstance(message, str):
+                    node.message = message
+        if not node.HasField("cause"):
+            return plain
+        node = node.cause
 
 
 def failure_line(failure: Failure) -> str:

@@ -231,6 +231,9 @@ async def test_failure_messages_are_encrypted_and_the_starter_still_prints_them(
     assert failure.message == "Encoded failure"
     assert failure.encoded_attributes.metadata["encoding"] == ENCODING
     assert not [e for e in history.events if b"model endpoint answered" in e.SerializeToString()]
+    # `status` decrypts the stored failure with the same keys.
+    status = await starter("status", workflow_id, env=env | {"DURAFACT_KEYS": K1}, cwd=ROOT)
+    assert "failure: AuthenticationFailed: model endpoint answered 401" in status.out, status.out
 
 
 async def test_status_names_the_key_a_worker_lacks_to_decrypt_a_run(
