@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -19,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from activities.calculator import EXPRESSION, calculator, evaluate
+from activities.llm import tool_schema
 from durafact.llm import TextChunk, strict_json_schema
 from durafact.runtime.local_model import RequestError, offered_tools
 from durafact.runtime.settings import Settings
@@ -284,6 +287,25 @@ def test_native_tools_come_back_as_a_call_of_a_listed_tool(llm: OpenAI) -> None:
         assert isinstance(json.loads(call.function.arguments)["expression"], str)
     else:
         assert message.content is not None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_calculator_call_is_an_expression_the_calculator_evaluates(
+    llm: OpenAI, seed: int
+) -> None:
+    completion = llm.chat.completions.create(
+        model="smollm2-135m-instruct",
+        messages=[{"role": "user", "content": "What is 17 times 23?"}],
+        tools=[tool_schema(calculator.spec)],
+        tool_choice="required",  # the arguments are under test, not the choice to call
+        seed=seed,
+    )
+    (call,) = completion.choices[0].message.tool_calls
+    expression = json.loads(call.function.arguments)["expression"]
+    # The grammar follows the schema's pattern, so the model writes arithmetic; only
+    # balanced parentheses, which no pattern can count, are left to the model.
+    assert re.fullmatch(EXPRESSION, expression), expression
+    evaluate(expression)
 
 
 def test_tool_choice_names_the_tools_a_reply_may_call_and_whether_it_may_answer() -> None:

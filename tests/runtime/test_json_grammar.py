@@ -18,7 +18,7 @@ from llama_cpp import Llama
 from llama_cpp import llama_cpp as bindings
 from pydantic import BaseModel
 
-from activities.calculator import calculator
+from activities.calculator import EXPRESSION, calculator
 from activities.llm import tool_schema
 from activities.tools import tool
 from durafact.llm import strict_json_schema
@@ -98,6 +98,7 @@ def test_a_plan_grammar_admits_exactly_the_strict_json_of_its_strings(
 # --- patterns -------------------------------------------------------------------------
 
 PATTERNS = [
+    EXPRESSION,
     r"^[A-Z]{2,3}-\d{4}$",
     r"^(?:ab|c)+x?$",
     r'^[^"\\]*$',
@@ -183,8 +184,41 @@ def test_an_integer_between_near_bounds_is_one_of_its_values(
 # --- tools ----------------------------------------------------------------------------
 
 
+def calculator_grammar(may_answer: bool = True) -> str:
+    """The grammar of a reply offered the calculator, as the local server makes it."""
+    return schema_gbnf(tools_schema([tool_schema(calculator.spec)["function"]], may_answer))
+
+
 def call(name: str, arguments: dict[str, Any]) -> str:
     return json.dumps({"tool": name, "arguments": arguments})
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["17 * 23", "17*23", "(12.5 + 7) * 3 / 2 ** 4", "-2 ** -2", "+-+3", "  3 ", "7 // 2.5 % (1)"],
+)
+def test_a_calculator_call_admits_an_arithmetic_expression(
+    vocabulary: Llama, expression: str
+) -> None:
+    assert admits(vocabulary, calculator_grammar(), call("calculator", {"expression": expression}))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["17 times 23", "17 * 23 }, ", "", "2 +", "abs(-1)", "2(3)", "x + 1", "1,000", "1e3", ".5"],
+)
+def test_a_calculator_call_refuses_what_is_not_arithmetic(
+    vocabulary: Llama, expression: str
+) -> None:
+    assert not admits(
+        vocabulary, calculator_grammar(), call("calculator", {"expression": expression})
+    )
+
+
+def test_a_required_call_leaves_out_the_answer(vocabulary: Llama) -> None:
+    answer = json.dumps({"answer": "391"})
+    assert admits(vocabulary, calculator_grammar(may_answer=True), answer)
+    assert not admits(vocabulary, calculator_grammar(may_answer=False), answer)
 
 
 class Where(BaseModel):
