@@ -34,6 +34,15 @@ _LIMIT = Decimal(10) ** MAX_DIGITS
 _PRECISION = MAX_DIGITS + 20  # whole numbers under the limit are exact
 
 OPERATORS = "+ - * / ** % // and parentheses"
+# Arithmetic as the regular expression the tool's schema carries, so that a model (the
+# local one by grammar) writes nothing else: numbers (digits without leading zeros, a
+# decimal part) and operators taking turns, signs and opening parentheses before a
+# number, closing ones after it, spaces after each. Narrower than what the calculator
+# reads (no 1e3, .5 or 1_000: the local model rambled on in exponents), and a regular
+# expression cannot count parentheses: the calculator says when they do not balance.
+_NUMBER = r"(0|[1-9][0-9]*)(\.[0-9]+)?"
+_OPERAND = rf"([-+(] *)*{_NUMBER} *(\) *)*"
+EXPRESSION = rf"^ *{_OPERAND}((\*\*|//|[-+*/%]) *{_OPERAND})*$"
 
 
 class CalculatorError(ValueError):
@@ -43,7 +52,12 @@ class CalculatorError(ValueError):
 @tool
 def calculator(
     expression: Annotated[
-        str, Field(description="Arithmetic on numbers, for example (12.5 + 7) * 3 / 2 ** 4")
+        str,
+        Field(
+            description="Arithmetic on numbers, for example (12.5 + 7) * 3 / 2 ** 4",
+            pattern=EXPRESSION,
+            max_length=MAX_LENGTH,
+        ),
     ],
 ) -> str:
     """Evaluate an arithmetic expression exactly.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -12,16 +13,30 @@ from typing import Annotated
 import httpx
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai import OpenAI
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from durafact.llm import TextChunk
+from activities.calculator import EXPRESSION, calculator, evaluate
+from activities.llm import tool_schema
+from durafact.llm import TextChunk, strict_json_schema
+from durafact.runtime.local_model import RequestError, offered_tools
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from tests.helpers import LOCAL_MODEL, free_port, run_to_ledger
-from workflows import Goal, PlanExecuteWorkflow, PlanStep, ReActInput, ReActWorkflow, StepResult
+from tests.properties import FAST
+from workflows import (
+    Goal,
+    PlanExecuteWorkflow,
+    PlanStep,
+    ReActInput,
+    ReActWorkflow,
+    StepResult,
+    plan_execute,
+)
 from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
 
 
@@ -115,6 +130,40 @@ def test_json_schema_response_format_yields_json_that_validates(llm: OpenAI) -> 
     # non-empty goal, no extra keys), which validation enforces; a 135M model would not.
     plan = Plan.model_validate_json(completion.choices[0].message.content)
     assert 1 <= len(plan.steps) <= 5 and all(plan.steps) and plan.goal
+
+
+GOALS = st.sampled_from(
+    [
+        "Plan a picnic in the park",
+        "Write a short poem about the sea",
+        "Write a cover letter with a greeting, two paragraphs and a signature",
+        "List the steps to bake sourdough bread",
+    ]
+) | st.text(min_size=1, max_size=60).filter(str.strip)
+
+
+@settings(FAST, max_examples=30)
+@given(seed=st.integers(0, 2**31 - 1), goal=GOALS)
+def test_plans_always_parse(llm: OpenAI, seed: int, goal: str) -> None:
+    # The planning call as the model activity makes it, whatever the goal and the seed:
+    # strict JSON (no raw control characters in strings) that validates.
+    completion = llm.chat.completions.create(
+        model="smollm2-135m-instruct",
+        messages=[
+            {"role": "system", "content": plan_execute.PLANNER.format(n=3)},
+            {"role": "user", "content": f"Goal: {goal}"},
+        ],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {
+                "name": "Plan",
+                "schema": strict_json_schema(plan_execute.Plan),
+                "strict": True,
+            },
+        },
+        seed=seed,
+    )
+    plan_execute.Plan.model_validate(json.loads(completion.choices[0].message.content))
 
 
 def test_same_seed_gives_the_same_answer(llm: OpenAI) -> None:
@@ -238,6 +287,39 @@ def test_native_tools_come_back_as_a_call_of_a_listed_tool(llm: OpenAI) -> None:
         assert isinstance(json.loads(call.function.arguments)["expression"], str)
     else:
         assert message.content is not None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_calculator_call_is_an_expression_the_calculator_evaluates(
+    llm: OpenAI, seed: int
+) -> None:
+    completion = llm.chat.completions.create(
+        model="smollm2-135m-instruct",
+        messages=[{"role": "user", "content": "What is 17 times 23?"}],
+        tools=[tool_schema(calculator.spec)],
+        tool_choice="required",  # the arguments are under test, not the choice to call
+        seed=seed,
+    )
+    (call,) = completion.choices[0].message.tool_calls
+    expression = json.loads(call.function.arguments)["expression"]
+    # The grammar follows the schema's pattern, so the model writes arithmetic; only
+    # balanced parentheses, which no pattern can count, are left to the model.
+    assert re.fullmatch(EXPRESSION, expression), expression
+    evaluate(expression)
+
+
+def test_tool_choice_names_the_tools_a_reply_may_call_and_whether_it_may_answer() -> None:
+    functions = [{"name": "calculator"}, {"name": "search"}]
+    body = {"tools": [{"type": "function", "function": f} for f in functions]}
+    assert offered_tools(body) == (functions, True)
+    assert offered_tools({**body, "tool_choice": "auto"}) == (functions, True)
+    assert offered_tools({**body, "tool_choice": "none"}) == ([], True)
+    assert offered_tools({**body, "tool_choice": "required"}) == (functions, False)
+    named = {"type": "function", "function": {"name": "search"}}
+    assert offered_tools({**body, "tool_choice": named}) == ([{"name": "search"}], False)
+    for wrong in ("always", {"type": "function", "function": {"name": "other"}}):
+        with pytest.raises(RequestError, match="'tool_choice' must be"):
+            offered_tools({**body, "tool_choice": wrong})
 
 
 async def test_react_runs_the_native_protocol_on_the_local_model(

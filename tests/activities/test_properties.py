@@ -1,5 +1,6 @@
 """Properties of the I/O side's guards and parsers, over generated input (hypothesis):
-the web fetch's address guard, and `CSVSource` rows and the numbers in them.
+the web fetch's address guard, `CSVSource` rows and the numbers in them, and the
+calculator's pattern against what the calculator reads.
 
 The address guard is checked twice: `address_refusal` on every spelling of an address
 from each range that is not public, and `WebSource.resolve` on URLs that spell such a
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import ipaddress
+import re
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
@@ -24,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from activities.calculator import EXPRESSION, MAX_LENGTH, CalculatorError, evaluate
 from activities.csv_source import CSVSource
 from activities.web_source import WebSource, address_refusal
 from durafact.arithmetic import column_values
@@ -290,3 +293,59 @@ def test_an_unbalanced_quote_is_an_error_never_a_cell_that_swallows_the_file(
         handle.write(",".join(cells) + "\r\n" + data.draw(st.sampled_from(["", "more\r\n"])))
     with pytest.raises(SourceError, match="never closed"):
         CSVSource(path, key=header[0])
+
+
+# --- the calculator's pattern -----------------------------------------------------------
+
+SPACES = st.sampled_from(["", " ", "  "])
+NUMBERS = st.integers(0, 10**6).map(str) | st.decimals(0, 1000, places=2).map(str)
+OPERATORS = st.sampled_from(["+", "-", "*", "/", "%", "//", "**"])
+
+
+def joined(*parts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.tuples(*parts).map("".join)
+
+
+ARITHMETIC = joined(
+    SPACES,
+    st.recursive(
+        joined(NUMBERS, SPACES),
+        lambda inner: (
+            joined(st.sampled_from("-+"), SPACES, inner)
+            | joined(st.just("("), SPACES, inner, st.just(")"), SPACES)
+            | joined(inner, OPERATORS, SPACES, inner)
+        ),
+        max_leaves=8,
+    ),
+)
+
+
+def balanced(expression: str) -> bool:
+    depth = 0
+    for char in expression:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+@FAST
+@given(ARITHMETIC)
+def test_the_pattern_admits_arithmetic_the_calculator_reads(expression: str) -> None:
+    assert re.fullmatch(EXPRESSION, expression), expression
+    try:
+        evaluate(expression)
+    except CalculatorError as exc:  # arithmetic it will not do, never a misreading
+        assert not str(exc).startswith("not an arithmetic expression"), (expression, exc)
+
+
+@settings(FAST, max_examples=50)  # drawing from this regular expression is slow
+@given(st.from_regex(EXPRESSION, fullmatch=True).filter(lambda e: len(e) <= MAX_LENGTH))
+def test_what_the_pattern_admits_the_calculator_reads_when_parentheses_balance(
+    expression: str,
+) -> None:
+    try:
+        evaluate(expression)
+    except CalculatorError as exc:
+        misread = str(exc).startswith("not an arithmetic expression")
+        assert not misread or not balanced(expression), (expression, exc)

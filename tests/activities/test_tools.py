@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import ActivityEnvironment
 
     from activities.calculator import (
+        EXPRESSION,
         MAX_DIGITS,
         MAX_EXPONENT,
         MAX_LENGTH,
@@ -549,3 +550,13 @@ def test_the_calculator_limits_length_nesting_exponents_and_magnitude() -> None:
             evaluate(too_large)
     with pytest.raises(CalculatorError, match="cannot be computed within the limits"):
         evaluate("1e99 // 1e-50")
+
+
+def test_the_calculators_schema_says_what_an_expression_is() -> None:
+    expression = calculator.spec.parameters["properties"]["expression"]
+    assert (expression["pattern"], expression["maxLength"]) == (EXPRESSION, MAX_LENGTH)
+    # The worker validates arguments against the same schema before the calculator runs.
+    assert calculator.validate({"expression": "(12.5 + 7) * 3 / 2 ** 4"})
+    for wrong in ("17 times 23", "abs(-1)", "2 +", "1e3", "007"):
+        with pytest.raises(InvalidArguments, match="expression: String should match pattern"):
+            calculator.validate({"expression": wrong})
