@@ -19,9 +19,13 @@ hooks that need judgement, and a three-line `run`:
 Optional hooks and their defaults: `items(batch, questions)` (one `ready` item per
 question, same id, `data` = the question), `review(ctx, pairs)` (none: nothing is
 reviewed), `fallback(item, issues)` (not handled: blocked), `can_invoke(ctx)`
-(always yes) and `observe(ctx, stage_id, results)` (nothing). `settings(batch)` gives
-`(max_items, max_repairs, review_policy)`: the batch's fields of those names where it
-has them, else the class settings (20, 1, "optional").
+(always yes) and `observe(ctx, stage_id, results)` (nothing).
+
+Limits: `settings(batch)`, an `AnswerFlowSettings`: `max_items` (20), `max_repairs`
+(1), `review_policy` ("optional") and `budget_tokens` (None; the ready workflow's
+`can_invoke` reads it). By default the batch when it subclasses `AnswerFlowSettings`
+(as `AnswerBatchInput` does), else the defaults; override `settings` to set them
+otherwise. The engine's rules check them with the batch.
 
 Guarantees. A batch that breaks the rules (`validate_answer_batch`, an
 `AnswerBatchError` from `questions` or `items`, or a flow that cannot be defined,
@@ -64,7 +68,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, ValidationError
 from temporalio import workflow
@@ -87,22 +91,33 @@ from durafact.grounding import grounding_issues
 from durafact.ids import answer_review_id, item_answer_id, outcome_id, question_id
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
-from workflows.recipe import Recipe, RecipeContext
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
 # The error type of a batch the recipe refuses before it starts.
 INVALID_ANSWER_BATCH = "InvalidAnswerBatch"
+MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
+
+
+class AnswerFlowSettings(RecipeSettings):
+    """The limits of an AnswerFlow run. Types only: the engine's rules (and, for a batch
+    file, `check_answer_batch`) check the values, with messages that name the rule."""
+
+    max_repairs: int = Field(default=1, description=f"Repair rounds, 0 to {MAX_REPAIRS}.")
+    review_policy: ReviewPolicy = "optional"
+    budget_tokens: int | None = Field(
+        default=None, description="Stop making model calls once the run used this many tokens."
+    )
+    max_items: int = Field(default=20, description="The most questions one batch may hold.")
 
 
 class AnswerFlow(Recipe[In, Out]):
     """Questions in -> generate, check, review and repair in rounds -> one ending per item."""
 
     recipe_name = "answer_flow"
-    max_items: ClassVar[int] = 20
-    max_repairs: ClassVar[int] = 1
-    review_policy: ClassVar[ReviewPolicy] = "optional"
+    settings_model = AnswerFlowSettings
 
     def __init__(self) -> None:
         super().__init__()
@@ -120,17 +135,9 @@ class AnswerFlow(Recipe[In, Out]):
         per question. An `unavailable` item goes to `fallback` without being generated."""
         return [AnswerItem(id=i, input_ids=[i], data=q) for i, q in questions.items()]
 
-    def settings(self, batch: In) -> tuple[int, int, ReviewPolicy]:
-        """`(max_items, max_repairs, review_policy)`: the batch's fields where it has
-        them and they are set, else the class settings."""
-        max_items = getattr(batch, "max_items", None)
-        max_repairs = getattr(batch, "max_repairs", None)
-        policy = getattr(batch, "review_policy", None)
-        return (
-            self.max_items if max_items is None else max_items,
-            self.max_repairs if max_repairs is None else max_repairs,
-            self.review_policy if policy is None else policy,
-        )
+    def settings(self, batch: In) -> AnswerFlowSettings:
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(AnswerFlowSettings, super().settings(batch))
 
     async def generate(
         self,
@@ -175,11 +182,11 @@ class AnswerFlow(Recipe[In, Out]):
         try:
             questions = dict(self.questions(batch))
             items = list(self.items(batch, questions))
-            max_items, max_repairs, policy = self.settings(batch)
+            limits = self.settings(batch)
             engine = define_answer_flow(
-                max_items=max_items,
-                max_repairs=max_repairs,
-                review_policy=policy,
+                max_items=limits.max_items,
+                max_repairs=limits.max_repairs,
+                review_policy=limits.review_policy,
                 can_invoke=self.can_invoke,
                 generate=self._generate,
                 check=self.check,
@@ -187,7 +194,7 @@ class AnswerFlow(Recipe[In, Out]):
                 fallback=self.fallback,
                 observe=partial(self._observe, ctx),
             )
-            validate_answer_batch(list(questions), items, max_items)
+            validate_answer_batch(list(questions), items, limits.max_items)
         except (AnswerBatchError, AnswerFlowDefinitionError) as exc:
             ctx.announce(f"invalid batch: {exc}", kind="error")
             raise ApplicationError(
@@ -309,7 +316,6 @@ REVIEW_FAILED = "REVIEW_FAILED"
 
 NOT_ENOUGH_INFORMATION = "Not enough information to answer this question."
 
-MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
 QUESTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -321,17 +327,11 @@ class Question(BaseModel):
     source: str | None = Field(default=None, description="The text the answer must quote.")
 
 
-class AnswerBatchInput(BaseModel):
+class AnswerBatchInput(AnswerFlowSettings):
     """A batch of questions and how hard to try. Types only: `check_answer_batch` holds
     every rule, so the starter and the workflow reject a bad batch the same way."""
 
     questions: list[Question]
-    max_repairs: int = Field(default=1, description=f"Repair rounds, 0 to {MAX_REPAIRS}.")
-    review_policy: ReviewPolicy = "optional"
-    budget_tokens: int | None = Field(
-        default=None, description="Stop making model calls once the run used this many tokens."
-    )
-    max_items: int = Field(default=20, description="The most questions one batch may hold.")
 
 
 class ItemAnswer(BaseModel):
@@ -709,7 +709,7 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
 
     def can_invoke(self, ctx: RecipeContext) -> bool:
         """False once the run's tokens reach `budget_tokens`; always True without one."""
-        budget = self.batch.budget_tokens
+        budget = self.settings(self.batch).budget_tokens
         return budget is None or ctx.usage.total_tokens < budget
 
     async def finish(

@@ -257,7 +257,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
     # --- the loop -------------------------------------------------------------------
 
     async def lifecycle(self, ctx: RecipeContext, input: ChatInput) -> None:
-        run = _Run(ctx, "chat", input)
+        run = _Run(ctx, "chat", self.settings(input))
         if input.tools or input.mcp_servers:
             run.specs = await self._list_tools(ctx, run, input)
         ctx.set_status("chatting", f"chat run {self._carry.runs}")
@@ -319,7 +319,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self, ctx: RecipeContext, input: ChatInput, run: _Run, key: str, seq: int
     ) -> str:
         """The reply: model calls, and the tools they ask for, until one answers."""
-        for round_ in range(1, input.max_turns + 1):
+        for round_ in range(1, run.settings.max_turns + 1):
             self._carry.model_calls += 1
             number = self._carry.model_calls
             with ctx.scoped(f"chat:{self._carry.turns}" + (f":{round_}" if round_ > 1 else "")):
@@ -344,13 +344,14 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 *(self._call(ctx, run, number, k, call) for k, call in enumerate(calls))
             )
             for call, observation in zip(calls, observations, strict=True):
-                self._tool_result(input, call, observation.text)
-        return f"(no answer after {input.max_turns} model calls)"
+                self._tool_result(run, call, observation.text)
+        return f"(no answer after {run.settings.max_turns} model calls)"
 
-    def _tool_result(self, input: ChatInput, call: ToolCall, text: str) -> None:
+    def _tool_result(self, run: _Run, call: ToolCall, text: str) -> None:
         shown = text
-        if len(text) > input.max_observation_chars:
-            shown = truncate_observation(text, input.max_observation_chars)
+        limit = run.settings.max_observation_chars
+        if len(text) > limit:
+            shown = truncate_observation(text, limit)
         self._say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
 
     def _messages(self, input: ChatInput) -> list[ChatMessage]:

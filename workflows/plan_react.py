@@ -9,7 +9,8 @@ the ids, the `supported_by` links and the statuses are that recipe's), whose
                                          tools=["calculator"], protocol="text", max_turns=6))
 
 - `plan`: one structured model call (`Plan`), as in `PlanExecuteWorkflow`, cut to
-  `max_steps`.
+  `max_steps`. The input is both recipes' settings: `PlanExecuteSettings` for the
+  plan, `ReActSettings` for every step's agent.
 - `execute_step`: one child `ReActWorkflow` per step, id
   `{parent workflow id}/step:{goal}:{i}` (derived from the step, so a replay or a
   retried task never starts a second one), summary "run agent: step N ...". Its
@@ -48,10 +49,10 @@ from durafact.ids import result_id, step_id
 from durafact.tools import checked_tool_names
 from workflows.plan_execute import (
     FINISHER,
-    MAX_STEPS,
     FinalAnswer,
     PlanExecute,
     PlanExecuteResult,
+    PlanExecuteSettings,
     PlanStep,
     plan_steps,
 )
@@ -72,13 +73,10 @@ def child_artifact_id(step: str, child_id: str) -> str:
     return f"child:{step}:{child_id}"
 
 
-class PlanReActInput(ReActSettings):
-    """The goal, and what each step's agent may use and how it behaves."""
+class PlanReActInput(PlanExecuteSettings, ReActSettings):
+    """The goal, the plan's limits, and what each step's agent may use and how it behaves."""
 
     text: str = Field(description="What the plan should achieve.")
-    max_steps: int = Field(
-        default=3, ge=1, le=MAX_STEPS, description=f"Upper bound on plan length, 1-{MAX_STEPS}."
-    )
     tools: list[str] = Field(
         default_factory=lambda: ["calculator"],
         description="Names of the worker's tools every step's agent may use.",
@@ -148,7 +146,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
         return PlanReActResult.of(goal.text, answer, self.usage, self.ledger)
 
     async def plan(self, ctx: RecipeContext, goal: PlanReActInput) -> list[PlanStep]:
-        return await plan_steps(ctx, goal.text, goal.max_steps)
+        return await plan_steps(ctx, goal.text, self.settings(goal).max_steps)
 
     async def execute_step(
         self, ctx: RecipeContext, step: PlanStep, history: list[AgentStepResult]

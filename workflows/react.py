@@ -15,8 +15,12 @@ three-line `run`:
         async def system(self, ctx, books, specs): ... # -> str: who the agent is
         async def finish(self, ctx, books, outcome): ...  # -> Verdict
 
-Optional hooks: `settings(input) -> ReActSettings` (by default the input itself
-when it is one), `mcp_servers(input)` (servers whose every tool the run may use),
+Limits: `settings(input)`, a `ReActSettings` (`max_turns`, `loop_limit`, the
+observation policy, the approval policy, the `search_sources` sizes): by default
+the input itself when it subclasses `ReActSettings` (as `ReActInput` does), else
+the defaults; override `settings` to set them otherwise.
+
+Optional hooks: `mcp_servers(input)` (servers whose every tool the run may use),
 `sources(input) -> list[SourceSpec]` (where `search_sources` looks; by default the
 input's `sources`) and `summarize(ctx, input, observation_id, observation)` for the
 `summarize` observation policy.
@@ -87,7 +91,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
@@ -132,7 +136,7 @@ from durafact.tools import (
     ToolSpec,
     checked_tool_names,
 )
-from workflows.recipe import Recipe, RecipeContext, subject_text
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
 from workflows.sources import fan_out_sources, materialize_doc
 
 In = TypeVar("In", bound=BaseModel)
@@ -141,8 +145,8 @@ Out = TypeVar("Out")
 Ending = Literal["answer", "turn_limit", "looping"]
 
 
-class ReActSettings(BaseModel):
-    """How one run of the loop behaves."""
+class ReActSettings(RecipeSettings):
+    """The limits of a ReAct run: how one run of the loop behaves."""
 
     protocol: Literal["text", "native"] = Field(
         default="text",
@@ -304,6 +308,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     """Ask the model, run the tools it names, show it what they said, until it answers."""
 
     recipe_name = "react"
+    settings_model = ReActSettings
     tool_timeout: ClassVar[timedelta] = timedelta(minutes=5)
     # The tool activities heartbeat: a worker that dies mid-call is noticed this soon.
     tool_heartbeat_timeout: ClassVar[timedelta] = timedelta(seconds=10)
@@ -332,7 +337,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         return list(getattr(input, "sources", []))
 
     def settings(self, input: In) -> ReActSettings:
-        return input if isinstance(input, ReActSettings) else ReActSettings()
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(ReActSettings, super().settings(input))
 
     async def system(self, ctx: RecipeContext, input: In, specs: list[ToolSpec]) -> str:
         """Who the agent is; the text protocol's format rules are added by the recipe."""

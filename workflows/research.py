@@ -20,6 +20,11 @@ how much to read. Hooks get artifacts (`Artifact[SourceRef]`, `Artifact[Doc]`, .
 because what they return cites ids; give them to the model as
 `context=[a.id for a in docs]`, so a text is stored in history once.
 
+Limits: `settings(request)`, a `ResearchSettings`: `limit` (refs kept after
+ranking), `max_docs` (refs that may be read) and `max_doc_chars` (longer
+documents are cut). By default the input itself (`ResearchInput` subclasses
+`ResearchSettings`); override `settings` to set them otherwise.
+
 Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
 
 1. **Search**: every source at once (`fan_out_sources`); the best `limit` refs
@@ -105,7 +110,7 @@ from durafact.llm import ContextRef, Usage
 from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
 from durafact.status_machine import StatusMachine
-from workflows.recipe import Recipe, RecipeContext, quote
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from workflows.sources import fan_out_sources, materialize_doc, source_spec
 
 TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
@@ -123,14 +128,19 @@ CALC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 # --- Input, what hooks return, and the artifacts ---------------------------------------
 
 
-class ResearchInput(BaseModel):
+class ResearchSettings(RecipeSettings):
+    """The limits of a Research run: how much to read."""
+
+    limit: int = Field(default=8, ge=1, le=20, description="Refs kept after ranking.")
+    max_docs: int = Field(default=4, ge=1, le=10, description="Refs that may be read.")
+    max_doc_chars: int = Field(default=20_000, ge=200, description="Longer documents are cut.")
+
+
+class ResearchInput(ResearchSettings):
     """A question, the sources to research it in, and how much to read."""
 
     question: str
     sources: list[SourceSpec] = Field(min_length=1)
-    limit: int = Field(default=8, ge=1, le=20, description="Refs kept after ranking.")
-    max_docs: int = Field(default=4, ge=1, le=10, description="Refs that may be read.")
-    max_doc_chars: int = Field(default=20_000, ge=200, description="Longer documents are cut.")
     skills: list[Skill] = Field(
         default_factory=list, description="Loaded skills (`load_skills`) hooks may match."
     )
@@ -351,6 +361,11 @@ class Research(Recipe[In, Out]):
     """Search -> choose -> read the chosen -> quote -> claim and compute -> answer."""
 
     recipe_name = "research"
+    settings_model = ResearchSettings
+
+    def settings(self, request: In) -> ResearchSettings:
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(ResearchSettings, super().settings(request))
 
     async def choose(
         self, ctx: RecipeContext, request: In, refs: list[Artifact[SourceRef]]
@@ -402,6 +417,7 @@ class Research(Recipe[In, Out]):
         ledger = ctx.ledger
         turn = text_key(request.question)
         turns = EvaluateTurn(ctx.set_status)
+        limits = self.settings(request)
 
         def insufficient(stage: Stage, reason: str) -> Out:
             ending = Insufficient(query_id=turn, stage=stage, reason=reason)
@@ -420,7 +436,7 @@ class Research(Recipe[In, Out]):
             request.question,
             sources=request.sources,
             owner_id=turn,
-            limit=request.limit,
+            limit=limits.limit,
             on_start=lambda source: ctx.announce(f"searching {source}"),
             on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
         )
@@ -429,13 +445,13 @@ class Research(Recipe[In, Out]):
 
         with ctx.scoped(f"select:{turn}"):
             choice = await self.choose(ctx, request, refs)
-        chosen = _keep_choice(ctx, turn, refs, choice, request.max_docs)
+        chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
         if not chosen:
             return insufficient("select", "no search result looked relevant")
 
         ctx.announce(f"reading {_count(len(chosen), 'document')}")
         read = await asyncio.gather(
-            *(materialize_doc(ctx, ref, max_chars=request.max_doc_chars) for ref in chosen)
+            *(materialize_doc(ctx, ref, max_chars=limits.max_doc_chars) for ref in chosen)
         )
         docs = [doc.typed(Doc) for doc in read if doc is not None]
         if not docs:
@@ -791,12 +807,13 @@ class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
     async def choose(
         self, ctx: RecipeContext, request: ResearchInput, refs: list[Artifact[SourceRef]]
     ) -> RefChoice:
+        max_docs = self.settings(request).max_docs
         return await ctx.llm.structured(
             RefChoice,
-            f"Question: {request.question}\n\nChoose at most {request.max_docs} of the "
+            f"Question: {request.question}\n\nChoose at most {max_docs} of the "
             f"{_count(len(refs), 'search result')} to read.",
             system=_system(
-                SELECTOR.format(n=request.max_docs),
+                SELECTOR.format(n=max_docs),
                 match_skills(request.skills, SELECT_SITUATION),
             ),
             context=[ref.id for ref in refs],
