@@ -15,6 +15,8 @@ three-line `run`:
         async def state_claims(self, ctx, request, evidence, docs): ...   # -> ClaimSet
         async def write_answer(self, ctx, request, claims, calculations): ...  # -> str | AnswerText
 
+Optional: `finish(ctx, request, ending)`, the closing hook (see Endings).
+
 The input is a `ResearchInput` (or a subclass): the question, the sources and
 how much to read. Hooks get artifacts (`Artifact[SourceRef]`, `Artifact[Doc]`, ...)
 because what they return cites ids; give them to the model as
@@ -59,9 +61,9 @@ SourceRef -> SourceSpec (`ResearchResult.provenance(ledger)`, the ledger from th
 
 Endings. A stage that leaves nothing (no ref found, none chosen, none read, no
 quote grounded, no claim backed) ends the run with `insufficient:{turn}` (its
-stage and reason), and no later hook runs. `result(ctx, request, ending)` turns
-the `ResearchAnswer` or `Insufficient` into the run's output; the default is a
-`ResearchResult`.
+stage and reason), and no later hook runs but the closing one: `finish(ctx,
+request, ending)` turns the `ResearchAnswer` or `Insufficient` into the run's
+output; the default is a `ResearchResult`.
 
 Status. `EvaluateTurn` drives `turn:{turn}` (`ResearchTurn`) from the ledger
 alone: `researching` -> `answerable` once evidence is kept -> `answered` or
@@ -395,7 +397,9 @@ class Research(Recipe[In, Out]):
     ) -> str | AnswerText:
         raise NotImplementedError
 
-    def result(self, ctx: RecipeContext, request: In, ending: ResearchAnswer | Insufficient) -> Out:
+    async def finish(
+        self, ctx: RecipeContext, request: In, ending: ResearchAnswer | Insufficient
+    ) -> Out:
         """The run's output from its ending: a `ResearchResult` unless overridden."""
         answered = isinstance(ending, ResearchAnswer)
         return cast(
@@ -419,12 +423,12 @@ class Research(Recipe[In, Out]):
         turns = EvaluateTurn(ctx.set_status)
         limits = self.settings(request)
 
-        def insufficient(stage: Stage, reason: str) -> Out:
+        async def insufficient(stage: Stage, reason: str) -> Out:
             ending = Insufficient(query_id=turn, stage=stage, reason=reason)
             ledger.create(insufficient_id(turn), ending)
             ctx.announce(f"insufficient: {reason}", kind="warning")
             turns.advance(ledger)
-            return self.result(ctx, request, ending)
+            return await self.finish(ctx, request, ending)
 
         ledger.create(turn_id(turn), ResearchTurn(query_id=turn, question=request.question))
         ctx.set_status(
@@ -441,13 +445,13 @@ class Research(Recipe[In, Out]):
             on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
         )
         if not refs:
-            return insufficient("search", "no source found anything for the question")
+            return await insufficient("search", "no source found anything for the question")
 
         with ctx.scoped(f"select:{turn}"):
             choice = await self.choose(ctx, request, refs)
         chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
         if not chosen:
-            return insufficient("select", "no search result looked relevant")
+            return await insufficient("select", "no search result looked relevant")
 
         ctx.announce(f"reading {_count(len(chosen), 'document')}")
         read = await asyncio.gather(
@@ -455,21 +459,23 @@ class Research(Recipe[In, Out]):
         )
         docs = [doc.typed(Doc) for doc in read if doc is not None]
         if not docs:
-            return insufficient("resolve", "none of the chosen documents could be read")
+            return await insufficient("resolve", "none of the chosen documents could be read")
 
         with ctx.scoped(f"evidence:{turn}"):
             drafts = await self.extract(ctx, request, docs)
         evidence = _keep_grounded(ctx, turn, docs, drafts)
         turns.advance(ledger)
         if not evidence:
-            return insufficient("evidence", "no quote from the documents answers the question")
+            return await insufficient(
+                "evidence", "no quote from the documents answers the question"
+            )
 
         with ctx.scoped(f"claims:{turn}"):
             stated = await self.state_claims(ctx, request, evidence, docs)
         calculations = _calculate(ctx, turn, stated.calculations)
         claims = _keep_backed(ctx, turn, request.question, stated.claims, evidence, calculations)
         if not claims:
-            return insufficient("claims", "no claim was backed by the evidence")
+            return await insufficient("claims", "no claim was backed by the evidence")
 
         used = list(dict.fromkeys(k for c in claims for k in c.data.calculation_ids))
         calcs = [ledger.get(k).typed(Calculation).data for k in used]
@@ -477,7 +483,7 @@ class Research(Recipe[In, Out]):
             written = await self.write_answer(ctx, request, claims, calcs)
         answer = _keep_answer(ctx, turn, request.question, written, claims, calcs)
         turns.advance(ledger)
-        return self.result(ctx, request, answer)
+        return await self.finish(ctx, request, answer)
 
 
 # --- What the lifecycle checks and computes, in code ------------------------------------
