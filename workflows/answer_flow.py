@@ -67,7 +67,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
-from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, ValidationError
@@ -192,7 +191,7 @@ class AnswerFlow(Recipe[In, Out]):
                 check=self.check,
                 review=self._review if type(self).review is not AnswerFlow.review else None,
                 fallback=self.fallback,
-                observe=partial(self._observe, ctx),
+                observe=self._observe,
             )
             validate_answer_batch(list(questions), items, limits.max_items)
         except (AnswerBatchError, AnswerFlowDefinitionError) as exc:
@@ -215,14 +214,13 @@ class AnswerFlow(Recipe[In, Out]):
         with ctx.scoped("final"):
             return await self.finish(ctx, batch, results)
 
-    # The engine calls these around the hooks: they name the model activities after
-    # the round and store what each round produced.
+    # The engine calls these in place of the hooks, with the hooks' arguments: each runs
+    # its hook in a scope named after the round and stores what the round produced.
 
     async def _generate(
         self,
-        items: list[AnswerItem],
         ctx: RecipeContext,
-        *,
+        items: list[AnswerItem],
         repairs: dict[str, list[AnswerIssue]] | None,
         previous: dict[str, Any] | None,
     ) -> Mapping[str, Any]:
@@ -252,7 +250,7 @@ class AnswerFlow(Recipe[In, Out]):
         self._latest[item.id] = aid
 
     async def _review(
-        self, pairs: list[tuple[AnswerItem, Any]], ctx: RecipeContext
+        self, ctx: RecipeContext, pairs: list[tuple[AnswerItem, Any]]
     ) -> Mapping[str, Any]:
         ctx.announce(f"round {self._round}: review {_count(len(pairs), 'item')}")
         with ctx.scoped(f"review:{self._round}"):
