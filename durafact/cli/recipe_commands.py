@@ -179,7 +179,7 @@ def ready(
 def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
     """The workflow a recipe command starts; bad input fails here, before any connection."""
     if args.command == "plan":
-        goal = checked(Goal, {"text": args.goal, "max_steps": args.max_steps})
+        goal = checked(Goal, {"text": args.goal, "max_steps": args.max_steps}, positional="text")
         return ready(
             registry,
             PlanExecuteWorkflow,
@@ -192,6 +192,7 @@ def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
         request = checked(
             ReflectionInput,
             {"topic": args.topic, "accept_at": args.accept_at, "max_rounds": args.max_rounds},
+            positional="topic",
         )
         return ready(
             registry,
@@ -215,6 +216,7 @@ def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
                 "approval_timeout": timeout,
                 "on_timeout": args.on_timeout or "reject",
             },
+            positional="request",
         )
         waits = (
             f"{args.approval_timeout}, then {request.on_timeout}"
@@ -276,6 +278,7 @@ def research_launch(args: argparse.Namespace, registry: Registry) -> Launch:
             "max_docs": args.max_docs,
             "skills": skills,
         },
+        positional="question",
     )
     listed = ", ".join(f"{s.source_id} ({s.kind})" for s in request.sources)
     return ready(
@@ -411,20 +414,22 @@ def duration(text: str, option: str) -> timedelta:
 def checked(
     model: type[BaseModel],
     values: dict[str, Any],
-    positional: str | None = None,
+    *,
+    positional: str,
     options: dict[str, str] | None = None,
 ) -> Any:
     """`model` from command-line values, or a one-line reason naming the option.
 
-    `positional` is the field the command's argument fills (by default the model's
-    first); `options` names the option of a field whose name is not `--field-name`."""
+    `positional` is the field the command's argument fills (named: an input's first
+    field may be one of its settings'); `options` names the option of a field whose
+    name is not `--field-name`."""
     try:
         return model.model_validate(values)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else ""
         reason = one_line(str(error.get("ctx", {}).get("error") or error["msg"]))
-        if field and field != (positional or next(iter(model.model_fields))):
+        if field and field != positional:
             option = (options or {}).get(field) or f"--{field.replace('_', '-')}"
             reason = f"{option}: {reason}"
         raise Failed(reason, code=2) from None
