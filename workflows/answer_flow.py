@@ -90,6 +90,7 @@ from durafact.grounding import grounding_issues
 from durafact.ids import answer_review_id, item_answer_id, outcome_id, question_id
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
+from durafact.text import shorten
 from workflows.recipe import Recipe, RecipeContext, RecipeSettings
 
 In = TypeVar("In", bound=BaseModel)
@@ -311,6 +312,7 @@ def _some(ids: list[str]) -> str:
 # The review's issue code (the grounding rule's are in durafact.grounding; the flow
 # adds BUDGET, MISSING_VALUE, REVIEW_UNRESOLVED, SOURCE_UNAVAILABLE, ...).
 REVIEW_FAILED = "REVIEW_FAILED"
+NOTE_CHARS = 160  # how much of an issue's message or an error one line quotes
 
 NOT_ENOUGH_INFORMATION = "Not enough information to answer this question."
 
@@ -556,11 +558,6 @@ class ReviewCallFailed(Exception):
     """The review's model call failed for good (after Temporal's retries)."""
 
 
-def _short(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 @workflow.defn
 class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
     """Questions with sources in; one grounded answer, a fallback or a block per question.
@@ -633,7 +630,9 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
                         refs.append(review)
                         notes.append(f"{issue.code} (see [{review}])")
                     else:
-                        notes.append(f"{issue.code}: {_short(issue.message)}")
+                        notes.append(
+                            f"{issue.code}: {shorten(issue.message, NOTE_CHARS, one_line=True)}"
+                        )
                 lines.append(f"- {i}: " + "; ".join(notes or ["rejected"]))
             prompt = (
                 f"Your answers to {_count(len(ids), 'question')} were rejected or missing. "
@@ -681,7 +680,8 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
             reason = (
                 f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else exc
             )
-            ctx.announce(f"the review call failed: {_short(str(reason))}", kind="warning")
+            shown = shorten(str(reason), NOTE_CHARS, one_line=True)
+            ctx.announce(f"the review call failed: {shown}", kind="warning")
             # The flow turns this into REVIEW_UNRESOLVED; the policy decides what it means.
             raise ReviewCallFailed(str(reason)) from exc
         judged = set(ids)

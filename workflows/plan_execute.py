@@ -38,15 +38,16 @@ hook raises. `DurafactStatus` holds the phase: `executing` for every step.
 
 from __future__ import annotations
 
-from typing import Generic, Self, TypeVar, cast
+from typing import Annotated, Generic, Self, TypeVar, cast
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durafact.ids import final_id, goal_id, result_id, step_id, text_key
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import Usage
+from durafact.text import not_blank
 from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
 
 G = TypeVar("G", bound=BaseModel)
@@ -130,14 +131,7 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
 
 
 class Goal(PlanExecuteSettings):
-    text: str = Field(description="What the plan should achieve.")
-
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the goal is empty")
-        return value.strip()
+    text: Annotated[str, not_blank("goal")] = Field(description="What the plan should achieve.")
 
 
 class Plan(BaseModel):

@@ -42,10 +42,13 @@ Statuses are PlanExecute's: `planning`, `executing:{i}/{n}`, `finishing`,
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
 from durafact.ids import result_id, step_id
+from durafact.text import not_blank
 from durafact.tools import checked_tool_names
 from workflows.plan_execute import (
     FINISHER,
@@ -76,7 +79,7 @@ def child_artifact_id(step: str, child_id: str) -> str:
 class PlanReActInput(PlanExecuteSettings, ReActSettings):
     """The goal, the plan's limits, and what each step's agent may use and how it behaves."""
 
-    text: str = Field(description="What the plan should achieve.")
+    text: Annotated[str, not_blank("goal")] = Field(description="What the plan should achieve.")
     tools: list[str] = Field(
         default_factory=lambda: ["calculator"],
         description="Names of the worker's tools every step's agent may use.",
@@ -84,13 +87,6 @@ class PlanReActInput(PlanExecuteSettings, ReActSettings):
     mcp_servers: list[str] = Field(
         default_factory=list, description="MCP servers (by name) whose every tool it may use."
     )
-
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the goal is empty")
-        return value.strip()
 
     @field_validator("tools", "mcp_servers")
     @classmethod

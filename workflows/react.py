@@ -91,7 +91,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
@@ -128,6 +128,7 @@ from durafact.react import (
     unknown_tool_message,
 )
 from durafact.sources import Doc, SourceSpec, preview
+from durafact.text import not_blank, shorten
 from durafact.tools import (
     ToolCall,
     ToolListRequest,
@@ -249,10 +250,10 @@ def search_sources_spec(sources: list[SourceSpec]) -> ToolSpec:
     )
 
 
-def _short(value: Any, limit: int = 120) -> str:
+def _shown(value: Any, limit: int = 120) -> str:
+    """A value as a progress line shows it: text as it is, anything else as JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(text, limit, one_line=True)
 
 
 class _Run:
@@ -425,7 +426,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 request,
                 result_type=list[ToolSpec],
                 activity_id=ctx.temporal_id(tools_id(run.key)),
-                summary=f"get tools: {_short(names, 80)}",
+                summary=f"get tools: {_shown(names, 80)}",
                 start_to_close_timeout=self.tool_timeout,
                 schedule_to_close_timeout=ctx.model_deadline,
                 heartbeat_timeout=self.tool_heartbeat_timeout,
@@ -452,7 +453,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             run.say(ChatTurn(role="user", content=parsed.correction))
             return None, []
         if parsed.thought:
-            ctx.announce(f"thought: {_short(parsed.thought)}", kind="thought")
+            ctx.announce(f"thought: {_shown(parsed.thought)}", kind="thought")
         if isinstance(parsed, ReActFinal):
             return parsed.answer, []
         call = ToolCall(
@@ -460,7 +461,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             name=parsed.tool,
             arguments=bind_arguments(parsed.arguments, run.spec(parsed.tool)),
         )
-        ctx.announce(f"action: {call.name} {_short(call.arguments)}", kind="action")
+        ctx.announce(f"action: {call.name} {_shown(call.arguments)}", kind="action")
         return None, [call]
 
     def _read_native_reply(
@@ -476,9 +477,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if not calls:
             return response.text.strip(), []
         if response.text.strip():
-            ctx.announce(f"thought: {_short(response.text)}", kind="thought")
+            ctx.announce(f"thought: {_shown(response.text)}", kind="thought")
         for call in calls:
-            ctx.announce(f"action: {call.name} {_short(call.arguments)}", kind="action")
+            ctx.announce(f"action: {call.name} {_shown(call.arguments)}", kind="action")
         return None, calls
 
     async def _call(
@@ -503,7 +504,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if spec.destructive:
             approval = await ctx.ask_approval(
                 f"tool:{run.key}",
-                f"Run the destructive tool {call.name} with {_short(call.arguments, 400)}?",
+                f"Run the destructive tool {call.name} with {_shown(call.arguments, 400)}?",
                 run.settings.approval,
             )
             if not approval.approved:
@@ -551,7 +552,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if not isinstance(query, str) or not query.strip():
             return seen(
                 f'invalid arguments for {SEARCH_SOURCES}: give {{"query": "..."}}, a non-empty '
-                f"string, not {_short(call.arguments)}",
+                f"string, not {_shown(call.arguments)}",
                 "InvalidArguments",
             )
         query = query.strip()
@@ -623,7 +624,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             shown = f"{truncate_observation(summary, limit)}\n{summary_note(len(text))}"
         elif len(text) > limit:
             shown = truncate_observation(text, limit)
-        ctx.announce(f"observation: {_short(shown)}", kind="observation")
+        ctx.announce(f"observation: {_shown(shown)}", kind="observation")
         if run.native:
             run.say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
         else:
@@ -645,7 +646,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             ctx.ledger.create(answer_id, ReActAnswer(question=run.question, text=answer))
             for oid in run.observations:
                 ctx.ledger.link(answer_id, "based_on", oid)
-            ctx.announce(f"answer: {_short(answer)}", kind="answer")
+            ctx.announce(f"answer: {_shown(answer)}", kind="answer")
         elif ending == "looping":
             last = list(run.observations.values())[-1]
             ctx.announce(
@@ -672,7 +673,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
 
 class ReActInput(ReActSettings):
-    question: str = Field(description="What the agent should find out.")
+    question: Annotated[str, not_blank("question")] = Field(
+        description="What the agent should find out."
+    )
     tools: list[str] = Field(
         default_factory=lambda: ["calculator"],
         description="Names of the worker's tools the agent may use (`server__tool` for one "
@@ -685,13 +688,6 @@ class ReActInput(ReActSettings):
         default_factory=list,
         description="Where the built-in `search_sources` looks; with none it is not offered.",
     )
-
-    @field_validator("question")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the question is empty")
-        return value.strip()
 
     @field_validator("tools", "mcp_servers")
     @classmethod

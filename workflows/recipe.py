@@ -56,6 +56,7 @@ from durafact.llm import (
     Usage,
     type_path,
 )
+from durafact.text import shorten
 from durafact.tools import ToolSpec
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
@@ -104,7 +105,7 @@ def subject_text(subject: BaseModel, *fields: str) -> str:
 
 def quote(text: str, limit: int = 60) -> str:
     """A short quoted label for activity summaries."""
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+    return repr(shorten(text, limit))
 
 
 class Announcement(BaseModel):

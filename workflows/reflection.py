@@ -64,15 +64,16 @@ when a hook raises. `DurafactStatus` holds the phase (`critiquing`, not
 from __future__ import annotations
 
 import math
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durafact.ids import draft_id, final_id, review_id, text_key, topic_id
 from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
+from durafact.text import not_blank, shorten
 from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
 
 T = TypeVar("T", bound=BaseModel)
@@ -90,7 +91,7 @@ def checked_score(score: Any) -> tuple[float, float | None]:
         value = math.nan
     if isinstance(score, bool) or not math.isfinite(value):
         raise ApplicationError(
-            f"the critique's score {_short(score)} is not a finite number",
+            f"the critique's score {_shown_score(score)} is not a finite number",
             type="InvalidScore",
             non_retryable=True,
         )
@@ -98,9 +99,10 @@ def checked_score(score: Any) -> tuple[float, float | None]:
     return clamped, (value if clamped != value else None)
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10**limit else "a huge int"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _shown_score(score: Any, limit: int = 40) -> str:
+    # An int of thousands of digits is named, not printed (repr refuses past 4300).
+    text = repr(score) if not isinstance(score, int) or abs(score) < 10**limit else "a huge int"
+    return shorten(text, limit)
 
 
 class Review(BaseModel):
@@ -232,16 +234,9 @@ def _checked_limits(threshold: object, rewrites: object) -> tuple[float, int]:
 
 
 class ReflectionInput(ReflectionSettings):
-    topic: str = Field(description="What the text should be about.")
+    topic: Annotated[str, not_blank("topic")] = Field(description="What the text should be about.")
     # The ready loop always allows a rewrite, and at most ten.
     max_rounds: int = Field(default=2, ge=1, le=10, description="How many rewrites at most.")
-
-    @field_validator("topic")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the topic is empty")
-        return value.strip()
 
 
 class Critique(BaseModel):

@@ -82,7 +82,7 @@ import asyncio
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
@@ -112,6 +112,7 @@ from durafact.llm import ContextRef, Usage
 from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
 from durafact.status_machine import StatusMachine
+from durafact.text import not_blank
 from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from workflows.sources import fan_out_sources, materialize_doc, source_spec
 
@@ -141,18 +142,11 @@ class ResearchSettings(RecipeSettings):
 class ResearchInput(ResearchSettings):
     """A question, the sources to research it in, and how much to read."""
 
-    question: str
+    question: Annotated[str, not_blank("question")]
     sources: list[SourceSpec] = Field(min_length=1)
     skills: list[Skill] = Field(
         default_factory=list, description="Loaded skills (`load_skills`) hooks may match."
     )
-
-    @field_validator("question")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the question is empty")
-        return value.strip()
 
     @field_validator("sources")
     @classmethod

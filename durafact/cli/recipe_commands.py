@@ -23,6 +23,7 @@ from durafact.cli.launch import Launch
 from durafact.cli.output import Failed, one_line, summarize
 from durafact.runtime.registry import Registry
 from durafact.sources import SourceSpec
+from durafact.text import shorten
 from workflows.answer_flow import AnswerFlowWorkflow, load_answer_batch
 from workflows.plan_execute import MAX_STEPS, Goal, PlanExecuteWorkflow
 from workflows.react import ReActInput, ReActWorkflow
@@ -398,7 +399,7 @@ def duration(text: str, option: str) -> timedelta:
             "30s, 15m, 2h, 3d)",
             code=2,
         )
-    shown = text if len(text) <= 24 else f"{text[:20]}…"
+    shown = shorten(text, 24)
     too_long = Failed(f"{option}: {shown!r} is longer than 100 years (36500d)", code=2)
     if len(match[1]) > 12:  # more than 100 years in any unit; int() refuses 4300 digits
         raise too_long
