@@ -48,6 +48,8 @@ from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
+from durafact.ids import FINAL_STAGE, answer_stage
+
 logger = logging.getLogger("durafact.answer_flow")
 
 # Issue codes the flow itself raises; hooks are free to use codes of their own.
@@ -375,7 +377,7 @@ class _Run:
         for round_no in range(self.flow.max_repairs + 1):
             if not waiting:
                 break
-            stage = "generate:0" if round_no == 0 else f"repair:{round_no}"
+            stage = answer_stage(round_no)
             if not self.may_invoke():
                 budget = _issue(BUDGET, f"can_invoke refused the generate call of {stage}")
                 for state in waiting:
@@ -389,7 +391,7 @@ class _Run:
         for state in self.states:
             if state.result is None:  # still failing after the last round
                 self.recover(state, state.issues)
-        await self.observe("final")
+        await self.observe(FINAL_STAGE)
         results = [state.result for state in self.states]
         assert all(results), "every item settles exactly once"
         return results  # type: ignore[return-value]

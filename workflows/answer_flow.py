@@ -87,7 +87,15 @@ from durafact.answer_flow import (
     validate_answer_batch,
 )
 from durafact.grounding import grounding_issues
-from durafact.ids import answer_review_id, item_answer_id, outcome_id, question_id
+from durafact.ids import (
+    FINAL_STAGE,
+    answer_review_id,
+    answer_stage,
+    item_answer_id,
+    outcome_id,
+    question_id,
+    review_scope,
+)
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
 from durafact.text import shorten
@@ -212,7 +220,7 @@ class AnswerFlow(Recipe[In, Out]):
         results = await engine.run(list(questions), items, ctx)
         for item, result in zip(items, results, strict=True):
             self._store_outcome(ctx.ledger, item, result)
-        with ctx.scoped("final"):
+        with ctx.scoped(FINAL_STAGE):
             return await self.finish(ctx, batch, results)
 
     # The engine calls these in place of the hooks, with the hooks' arguments: each runs
@@ -226,7 +234,7 @@ class AnswerFlow(Recipe[In, Out]):
         previous: dict[str, Any] | None,
     ) -> Mapping[str, Any]:
         self._round += 1
-        stage = f"generate:{self._round}" if repairs is None else f"repair:{self._round}"
+        stage = answer_stage(self._round)
         ctx.announce(f"round {self._round}: {stage.split(':')[0]} {_count(len(items), 'item')}")
         with ctx.scoped(stage):
             values = await self.generate(ctx, items, repairs, previous)
@@ -254,7 +262,7 @@ class AnswerFlow(Recipe[In, Out]):
         self, ctx: RecipeContext, pairs: list[tuple[AnswerItem, Any]]
     ) -> Mapping[str, Any]:
         ctx.announce(f"round {self._round}: review {_count(len(pairs), 'item')}")
-        with ctx.scoped(f"review:{self._round}"):
+        with ctx.scoped(review_scope(self._round)):
             verdicts = await self.review(ctx, pairs)
         if isinstance(verdicts, Mapping):  # anything else leaves the round unresolved
             for item, _ in pairs:
@@ -272,7 +280,7 @@ class AnswerFlow(Recipe[In, Out]):
     ) -> None:
         counts = Counter(r.status for r in results)
         accepted, fallback = counts["accepted"], counts["fallback"]
-        if stage_id == "final":
+        if stage_id == FINAL_STAGE:
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
             ctx.set_status(status, status + (f"; blocked: {_some(blocked)}" if blocked else ""))

@@ -43,17 +43,24 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from durafact.ids import (
+    CHAT_MESSAGES_PREFIX,
+    DIGEST_ID,
+    chat_call_id,
+    chat_scope,
+    digest_scope,
+    signal_message_key,
+    summary_id,
+)
 from durafact.ledger import Artifact
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo
 from durafact.memory import (
-    DIGEST_ID,
     ChatLine,
     Fold,
     Memory,
     MemoryPolicy,
     RollingDigestSummarizer,
     render,
-    summary_id,
 )
 from durafact.react import truncate_observation
 from durafact.tools import ToolCall, checked_tool_names
@@ -66,7 +73,6 @@ INVALID_MESSAGE = "InvalidMessage"
 TURN_FAILED = "ChatTurnFailed"
 # Replies kept by message id for repeated sends, carried across continue-as-new.
 REMEMBERED_REPLIES = 32
-CONVERSATION_PREFIX = "msg:"
 
 
 class ChatSend(BaseModel):
@@ -208,7 +214,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
             workflow.logger.warning("message dropped: %s", problem)
             return
         self._signals += 1
-        self._enqueue(message, message.id or f"signal:{self._carry.runs}:{self._signals}")
+        self._enqueue(message, message.id or signal_message_key(self._carry.runs, self._signals))
 
     def _problem(self, message: ChatSend) -> str | None:
         if not message.text.strip():
@@ -322,11 +328,11 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         for round_ in range(1, run.settings.max_turns + 1):
             self._carry.model_calls += 1
             number = self._carry.model_calls
-            with ctx.scoped(f"chat:{self._carry.turns}" + (f":{round_}" if round_ > 1 else "")):
+            with ctx.scoped(chat_scope(self._carry.turns, round_)):
                 response = await ctx.llm.request(
                     self._messages(input),
                     conversation=ArtifactSpan(
-                        prefix=CONVERSATION_PREFIX, count=len(self._memory.window)
+                        prefix=CHAT_MESSAGES_PREFIX, count=len(self._memory.window)
                     ),
                     tools=run.worker_tool_names or None,
                     tool_specs=run.workflow_tool_specs or None,
@@ -334,7 +340,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                     summary=f"request model: message {seq}",
                 )
             calls = [
-                c if c.id else c.model_copy(update={"id": f"call_{number}_{k}"})
+                c if c.id else c.model_copy(update={"id": chat_call_id(number, k)})
                 for k, c in enumerate(response.tool_calls)
             ]
             self._say(ChatTurn(role="assistant", content=response.text, tool_calls=calls))
@@ -399,7 +405,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 scope = fold.artifact_id
                 if scope == DIGEST_ID:
                     version = self._memory.digest.version if self._memory.digest else 0
-                    scope = f"{DIGEST_ID}:{version + 1}"
+                    scope = digest_scope(version + 1)
                 with ctx.scoped(scope):
                     text = await self.fold_text(ctx, input, fold)
             self._memory = policy.apply(self._memory, fold, text)

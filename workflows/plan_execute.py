@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from durafact.ids import final_id, goal_id, result_id, step_id, text_key
+from durafact.ids import final_id, goal_id, plan_scope, result_id, step_id, text_key
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import Usage
 from durafact.text import not_blank
@@ -94,7 +94,7 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
         key = text_key(text)
         ledger.create(goal_id(text), goal)
         ctx.set_status("planning", f"planning: {key}")
-        with ctx.scoped(f"plan:{key}"):
+        with ctx.scoped(plan_scope(text)):
             planned = await self.plan(ctx, goal)
         if not planned:
             raise ApplicationError("the plan has no steps", type="EmptyPlan", non_retryable=True)

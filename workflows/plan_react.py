@@ -47,7 +47,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
-from durafact.ids import result_id, step_id
+from durafact.ids import child_artifact_id, child_workflow_id, result_id, step_id
 from durafact.text import not_blank
 from durafact.tools import checked_tool_names
 from workflows.plan_execute import (
@@ -69,11 +69,6 @@ from workflows.react import (
     ToolCallRecord,
 )
 from workflows.recipe import RecipeContext, quote
-
-
-def child_artifact_id(step: str, child_id: str) -> str:
-    """The parent's copy of the child artifact `child_id` made for step `step`."""
-    return f"child:{step}:{child_id}"
 
 
 class PlanReActInput(PlanExecuteSettings, ReActSettings):
@@ -149,7 +144,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
     ) -> AgentStepResult:
         self._link_results(ctx, history)
         sid = step_id(self.goal.text, step.index)
-        child_id = f"{workflow.info().workflow_id}/{ctx.temporal_id(sid)}"
+        child_id = child_workflow_id(workflow.info().workflow_id, ctx.temporal_id(sid))
         child: ReActResult = await workflow.execute_child_workflow(
             ReActWorkflow.run,
             self._child_input(step, history),

@@ -99,6 +99,7 @@ from temporalio.common import RetryPolicy
 
 from durafact.approval import ApprovalPolicy
 from durafact.ids import (
+    idempotency_key,
     message_id,
     messages_prefix,
     observation_id,
@@ -106,6 +107,8 @@ from durafact.ids import (
     react_run,
     react_turn_id,
     search_failure_id,
+    summary_scope,
+    tool_approval_thread,
     tool_call_id,
     tools_id,
 )
@@ -503,7 +506,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             return failed("UnknownTool", unknown_tool_message(call.name, run.tool_names))
         if spec.destructive:
             approval = await ctx.ask_approval(
-                f"tool:{run.key}",
+                tool_approval_thread(run.key),
                 f"Run the destructive tool {call.name} with {_shown(call.arguments, 400)}?",
                 run.settings.approval,
             )
@@ -514,7 +517,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             return await self._search_sources(ctx, run, activity_id, call)
         result: ToolResult = await workflow.execute_activity(
             "call_tool",
-            ToolRequest(call=call, idempotency_key=f"{workflow.info().workflow_id}:{activity_id}"),
+            ToolRequest(
+                call=call, idempotency_key=idempotency_key(workflow.info().workflow_id, activity_id)
+            ),
             result_type=ToolResult,
             activity_id=ctx.temporal_id(activity_id),
             summary=f"call tool: {call.name}",
@@ -619,7 +624,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         text, limit = observation.text, run.settings.max_observation_chars
         shown = text
         if len(text) > limit and run.settings.observation_policy == "summarize":
-            with ctx.scoped(f"summary:{oid}"):
+            with ctx.scoped(summary_scope(oid)):
                 summary = await self.summarize(ctx, input, oid, observation)
             shown = f"{truncate_observation(summary, limit)}\n{summary_note(len(text))}"
         elif len(text) > limit:

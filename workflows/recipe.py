@@ -41,7 +41,14 @@ from durafact.approval import (
     ApprovalQuestion,
     validate_answer,
 )
-from durafact.ids import OPAQUE_IDS_MEMO, approval_id, opaque_id, prompt_id, text_key
+from durafact.ids import (
+    OPAQUE_IDS_MEMO,
+    activity_id,
+    approval_id,
+    opaque_id,
+    prompt_id,
+    text_key,
+)
 from durafact.ledger import Ledger
 from durafact.llm import (
     ArtifactSpan,
@@ -336,8 +343,7 @@ class RecipeContext:
         # The first call in a scope gets the plain id (`llm:step:goal:0`); a hook that
         # makes several calls gets `#2`, `#3`: still stable across replays and retries.
         self._calls_in_scope += 1
-        suffix = f"#{self._calls_in_scope}" if self._calls_in_scope > 1 else ""
-        return f"{verb}:{self.scope}{suffix}"
+        return activity_id(verb, self.scope, self._calls_in_scope)
 
     def announce(self, message: str, kind: str = "info") -> None:
         self.events.append(

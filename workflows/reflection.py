@@ -70,7 +70,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from durafact.ids import draft_id, final_id, review_id, text_key, topic_id
+from durafact.ids import draft_id, final_id, review_id, rewrite_scope, text_key, topic_id
 from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
 from durafact.text import not_blank, shorten
@@ -193,7 +193,7 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
                 ending = "round_limit"
                 break
             ctx.set_status(f"rewriting:{round_}")
-            with ctx.scoped(f"rewrite:{did}:{round_}"):
+            with ctx.scoped(rewrite_scope(did, round_)):
                 draft = await self.rewrite(ctx, draft, review)
             draft = stamp(draft, topic=key, round=round_ + 1)
             ledger.update(did, draft)

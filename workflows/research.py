@@ -100,10 +100,13 @@ from durafact.ids import (
     calc_id,
     choice_id,
     claim_id,
+    claims_scope,
     evidence_id,
+    evidence_scope,
     insufficient_id,
     rejected_id,
     research_answer_id,
+    select_scope,
     text_key,
     turn_id,
 )
@@ -441,7 +444,7 @@ class Research(Recipe[In, Out]):
         if not refs:
             return await insufficient("search", "no source found anything for the question")
 
-        with ctx.scoped(f"select:{turn}"):
+        with ctx.scoped(select_scope(turn)):
             choice = await self.choose(ctx, request, refs)
         chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
         if not chosen:
@@ -455,7 +458,7 @@ class Research(Recipe[In, Out]):
         if not docs:
             return await insufficient("resolve", "none of the chosen documents could be read")
 
-        with ctx.scoped(f"evidence:{turn}"):
+        with ctx.scoped(evidence_scope(turn)):
             drafts = await self.extract(ctx, request, docs)
         evidence = _keep_grounded(ctx, turn, docs, drafts)
         turns.advance(ledger)
@@ -464,7 +467,7 @@ class Research(Recipe[In, Out]):
                 "evidence", "no quote from the documents answers the question"
             )
 
-        with ctx.scoped(f"claims:{turn}"):
+        with ctx.scoped(claims_scope(turn)):
             stated = await self.state_claims(ctx, request, evidence, docs)
         calculations = _calculate(ctx, turn, stated.calculations)
         claims = _keep_backed(ctx, turn, request.question, stated.claims, evidence, calculations)
@@ -473,7 +476,7 @@ class Research(Recipe[In, Out]):
 
         used = list(dict.fromkeys(k for c in claims for k in c.data.calculation_ids))
         calcs = [ledger.get(k).typed(Calculation).data for k in used]
-        with ctx.scoped(f"answer:{turn}"):
+        with ctx.scoped(research_answer_id(turn)):
             written = await self.write_answer(ctx, request, claims, calcs)
         answer = _keep_answer(ctx, turn, request.question, written, claims, calcs)
         turns.advance(ledger)

@@ -47,14 +47,14 @@ from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
 from durafact.approval import ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
-from durafact.ids import facts_id, report_id, request_id, task_id, text_key
+from durafact.ids import attempt_scope, facts_id, report_id, request_id, task_id, text_key
 from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
 from durafact.text import not_blank, shorten
 from workflows.approval_gate import ApprovalGate
 from workflows.recipe import Recipe, RecipeContext, quote
-from workflows.router import Router, RouteSource, Task, attempt_scope, keyword_route
+from workflows.router import Router, RouteSource, Task, keyword_route
 
 DEFAULT_ROUTES = ("budget", "timeline", "quality")
 STAGES = ("facts", "route", "report")
