@@ -1,4 +1,5 @@
-"""What every recipe workflow shares: the context its hooks use, and its queries.
+"""What every recipe workflow shares: the context its hooks use, the base of its
+limits (`RecipeSettings`, read through `Recipe.settings`), and its queries.
 
 A recipe's hooks reach the world only through `RecipeContext`: `ctx.llm` makes one
 model activity per call, `ctx.announce` records progress for the starter's live
