@@ -59,7 +59,7 @@ from durafact.llm import (
 )
 from durafact.redaction import redact_urls
 from durafact.sources import DEFAULT_ENDPOINT
-from durafact.tools import ToolCall, ToolSpec
+from durafact.tools import ToolCall, ToolSpec, parse_arguments
 
 # Status codes that no retry can fix, and the error type each one is reported as.
 NON_RETRYABLE_STATUS = {
@@ -196,17 +196,6 @@ def render_turn(turn: ChatTurn) -> dict[str, Any]:
     if turn.name is not None and turn.role == "tool":
         message["name"] = turn.name
     return message
-
-
-def parse_arguments(raw: str | None) -> dict[str, Any] | str:
-    """A tool call's arguments as an object; the raw text when it is not a JSON object."""
-    if not raw or not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        return raw
-    return value if isinstance(value, dict) else raw
 
 
 def tool_calls_of(message: Any) -> list[ToolCall]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -47,6 +46,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.llm import heartbeating
+from durafact.text import shorten
 from durafact.tools import (
     MCP_SEPARATOR,
     TOOL_NAME,
@@ -59,6 +59,7 @@ from durafact.tools import (
     ToolResult,
     ToolSpec,
     mcp_tool_name,
+    parse_arguments,
 )
 
 IDEMPOTENCY_KEY = "idempotency_key"
@@ -67,6 +68,7 @@ INVALID_ARGUMENTS = "InvalidArguments"
 TOOL_ERROR = "ToolError"
 TOOL_UNAVAILABLE = "ToolUnavailable"
 Named = TypeVar("Named", ToolSpec, SkippedTool)
+SHOWN_CHARS = 60  # how much of a value that does not fit a message quotes
 
 
 class UnknownTool(Exception):
@@ -233,7 +235,11 @@ def validation_message(exc: ValidationError, limit: int = 5) -> str:
         if error["type"] == "extra_forbidden":
             parts.append(f"{where}: not an argument of this tool")
             continue
-        got = "" if error["type"] == "missing" else f" (got {_short(error.get('input'))})"
+        got = (
+            ""
+            if error["type"] == "missing"
+            else f" (got {shorten(repr(error.get('input')), SHOWN_CHARS)})"
+        )
         parts.append(f"{where}: {error['msg']}{got}")
     more = len(exc.errors()) - limit
     if more > 0:
@@ -241,25 +247,25 @@ def validation_message(exc: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts)
 
 
-def parse_arguments(arguments: dict[str, Any] | str, spec: ToolSpec | None = None) -> dict:
+def tool_arguments(arguments: dict[str, Any] | str, spec: ToolSpec | None = None) -> dict:
     """The arguments object of a call, or `InvalidArguments`.
 
-    A string is parsed as JSON. Text that is not a JSON object goes, as it is, to a
-    tool whose only parameter is a string (`calculator` gets `2 + 2`, the way the
-    text protocol's Action Input is often written).
+    A string is parsed as JSON (`parse_arguments`). Text that is not a JSON object
+    goes, as it is, to a tool whose only parameter is a string (`calculator` gets
+    `2 + 2`, the way the text protocol's Action Input is often written); blank text
+    is no object at all.
     """
     if isinstance(arguments, dict):
         return arguments
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
+    parsed = parse_arguments(arguments)
+    if isinstance(parsed, dict) and arguments.strip():
         return parsed
     single = _single_string_parameter(spec)
     if single is not None and arguments.strip():
         return {single: arguments.strip()}
-    raise InvalidArguments(f"the arguments must be a JSON object, not {_short(arguments)}")
+    raise InvalidArguments(
+        f"the arguments must be a JSON object, not {shorten(repr(arguments), SHOWN_CHARS)}"
+    )
 
 
 def _retryable(what: str, exc: ToolUnavailable) -> ApplicationError:
@@ -375,7 +381,7 @@ class ToolCatalog:
     async def _call(self, call: ToolCall, idempotency_key: str) -> str:
         python_tool = self.tools.get(call.name)
         if python_tool is not None:
-            arguments = parse_arguments(call.arguments, python_tool.spec)
+            arguments = tool_arguments(call.arguments, python_tool.spec)
             return await python_tool.run(arguments, idempotency_key)
         server, tool_name = self._split(call.name)
         if server is None or tool_name is None:
@@ -384,7 +390,7 @@ class ToolCatalog:
         if isinstance(call.arguments, str):  # only then is the schema needed
             specs = await self._provider_specs(server)
             spec = next((s for s in specs if s.name == tool_name), None)
-        arguments = parse_arguments(call.arguments, spec)
+        arguments = tool_arguments(call.arguments, spec)
         return as_text(await self.providers[server].call(tool_name, arguments, idempotency_key))
 
     def _split(self, name: str) -> tuple[str | None, str | None]:
@@ -495,11 +501,6 @@ def _single_string_parameter(spec: ToolSpec | None) -> str | None:
     return field if isinstance(schema, dict) and schema.get("type") == "string" else None
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 __all__ = [
     "InvalidArguments",
     "Tool",
@@ -510,6 +511,6 @@ __all__ = [
     "ToolUnavailable",
     "UnknownTool",
     "as_text",
-    "parse_arguments",
     "tool",
+    "tool_arguments",
 ]

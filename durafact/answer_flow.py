@@ -13,7 +13,8 @@ This module runs inside the Temporal workflow sandbox, so it is pure: no I/O, no
 clock, no randomness, no threads. The hooks are where the world is reached: in a
 workflow `generate` and `review` are one LLM activity per round for the whole batch,
 while `can_invoke`, `check` and `fallback` run in workflow code and must be
-synchronous and deterministic.
+synchronous and deterministic. A hook that gets the run's `ctx` gets it first, as
+the recipe's hooks do, so the recipe passes its own methods in that order.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, Field, ValidationError
+
+from durafact.ids import FINAL_STAGE, answer_stage
 
 logger = logging.getLogger("durafact.answer_flow")
 
@@ -122,12 +125,12 @@ class RecoveryResult(BaseModel):
 
 
 class Generate(Protocol):
-    """`generate(items, ctx, *, repairs, previous)`, sync or async; see define_answer_flow."""
+    """`generate(ctx, items, *, repairs, previous)`, sync or async; see define_answer_flow."""
 
     def __call__(
         self,
-        items: list[AnswerItem],
         ctx: Any,
+        items: list[AnswerItem],
         *,
         repairs: dict[str, list[AnswerIssue]] | None,
         previous: dict[str, Any] | None,
@@ -137,11 +140,11 @@ class Generate(Protocol):
 CanInvoke = Callable[[Any], bool]
 Check = Callable[[AnswerItem, Any], AnswerCheck]
 Review = Callable[
-    [list[tuple[AnswerItem, Any]], Any],
+    [Any, list[tuple[AnswerItem, Any]]],
     Awaitable[Mapping[str, AnswerCheck]] | Mapping[str, AnswerCheck],
 ]
 Fallback = Callable[[AnswerItem, list[AnswerIssue]], RecoveryResult]
-Observe = Callable[[str, list[AnswerResult]], Awaitable[None] | None]
+Observe = Callable[[Any, str, list[AnswerResult]], Awaitable[None] | None]
 
 
 def _is_int(value: object) -> bool:
@@ -374,7 +377,7 @@ class _Run:
         for round_no in range(self.flow.max_repairs + 1):
             if not waiting:
                 break
-            stage = "generate:0" if round_no == 0 else f"repair:{round_no}"
+            stage = answer_stage(round_no)
             if not self.may_invoke():
                 budget = _issue(BUDGET, f"can_invoke refused the generate call of {stage}")
                 for state in waiting:
@@ -388,7 +391,7 @@ class _Run:
         for state in self.states:
             if state.result is None:  # still failing after the last round
                 self.recover(state, state.issues)
-        await self.observe("final")
+        await self.observe(FINAL_STAGE)
         results = [state.result for state in self.states]
         assert all(results), "every item settles exactly once"
         return results  # type: ignore[return-value]
@@ -402,7 +405,7 @@ class _Run:
             previous = {s.item.id: s.value for s in waiting if s.has_value}
         values = await _resolve(
             self.flow._generate(
-                [s.item for s in waiting], self.ctx, repairs=repairs, previous=previous
+                self.ctx, [s.item for s in waiting], repairs=repairs, previous=previous
             )
         )
         if not isinstance(values, Mapping):
@@ -502,7 +505,7 @@ class _Run:
         assert review is not None  # `reviewing` is only True with a review
         pairs = [(state.item, state.value) for state in passed]
         try:
-            verdicts = await _resolve(review(pairs, self.ctx))
+            verdicts = await _resolve(review(self.ctx, pairs))
         except Exception as exc:
             return [f"review raised {_error_text(exc)}"] * len(passed)
         if not isinstance(verdicts, Mapping):
@@ -550,7 +553,7 @@ class _Run:
             return
         snapshot = [state.snapshot() for state in self.states]
         try:
-            await _resolve(self.flow._observe(stage_id, snapshot))
+            await _resolve(self.flow._observe(self.ctx, stage_id, snapshot))
         except Exception:
             logger.warning(
                 "observe failed at stage %r; the flow result is unchanged", stage_id, exc_info=True
@@ -577,13 +580,13 @@ def define_answer_flow(
     `review` is given, and an unresolved review leaves the local verdict standing;
     `required` needs a `review`, and an unresolved review blocks the item.
 
-    Hooks (`ctx` is whatever `run` was given, passed through untouched):
+    Hooks (`ctx` is whatever `run` was given, passed through untouched, always first):
 
     - `can_invoke(ctx) -> bool`, sync: asked before every `generate` and `review`
       call. A False ends the run: the items still waiting get an issue `BUDGET` and
       go to fallback (under `optional`, items awaiting review keep their local
       verdict, with `BUDGET` as a note), and nothing more is generated or reviewed.
-    - `generate(items, ctx, *, repairs, previous) -> Mapping[id, value]`, sync or
+    - `generate(ctx, items, *, repairs, previous) -> Mapping[id, value]`, sync or
       async. Round 0 gets every `ready` item with `repairs=None, previous=None`; a
       repair round gets only the failing items, `repairs` with each one's issues and
       `previous` with each one's rejected value (items that had no value are absent).
@@ -591,7 +594,7 @@ def define_answer_flow(
     - `check(item, value) -> AnswerCheck`, sync, local, deterministic; run only on
       values that are present. Raising (or returning no valid check) fails the item
       with `CHECK_ERROR`.
-    - `review(pairs, ctx) -> Mapping[id, AnswerCheck]`, sync or async: one batch
+    - `review(ctx, pairs) -> Mapping[id, AnswerCheck]`, sync or async: one batch
       call per round for the `(item, value)` pairs that passed the local check. A
       failed verdict sends the item to repair with the review's issues. Unresolved
       (`REVIEW_UNRESOLVED`) means the review raised, returned no mapping, or left the
@@ -601,7 +604,7 @@ def define_answer_flow(
       issues) and budget stops. `handled` with a non-None value -> `fallback`; not
       handled -> `blocked`; raising, or handled with no value -> `blocked` with
       `FALLBACK_ERROR`.
-    - `observe(stage_id, results)`, sync or async: after each round that ran
+    - `observe(ctx, stage_id, results)`, sync or async: after each round that ran
       (`generate:0`, `repair:1`, ...) and at `final`, a copy of one result per item
       in item order. Settled items show their final result; items still waiting for
       repair show as `blocked`, without a value, with their current issues, checks

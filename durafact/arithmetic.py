@@ -21,6 +21,7 @@ from decimal import Decimal, Inexact, InvalidOperation, localcontext
 from typing import Literal
 
 from durafact.sources import SourceError, SourceRef
+from durafact.text import shorten
 
 Operation = Literal["sum", "mean", "min", "max", "count"]
 PRECISION = 28  # significant digits of `compute`; beyond them a result is `rounded`
@@ -59,8 +60,7 @@ def check_range(value: Decimal) -> Decimal:
 
 def _shown(value: Decimal | str) -> str:
     """A number or cell as an error message quotes it: at most `_SHOWN_CHARS` characters."""
-    text = str(value)
-    return repr(text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…")
+    return repr(shorten(str(value), _SHOWN_CHARS))
 
 
 def parse_number(text: str, *, decimal_comma: bool = False) -> Decimal:

@@ -1,7 +1,10 @@
 """Stable, readable ids derived from what a thing is, never random.
 
 The same ids name ledger artifacts, Temporal activity ids and Web UI labels, so a
-retried or replayed workflow can never mint a second copy of anything.
+retried or replayed workflow can never mint a second copy of anything. Every id a
+workflow uses is built here: artifact ids, the scopes that name a hook's model
+calls (`ctx.scoped(...)`; the activity is `llm:{scope}`), activity and child
+workflow ids, approval threads and message keys.
 """
 
 from __future__ import annotations
@@ -30,6 +33,29 @@ def text_key(text: str, limit: int = _KEY_LIMIT) -> str:
     return f"{folded[: limit - 11].rstrip()}~{digest}"
 
 
+# --- what every recipe uses -------------------------------------------------------------
+
+
+def activity_id(verb: str, scope: str, call: int) -> str:
+    """The `call`th activity (from 1) a scope starts: `llm:step:goal:0`, then `#2`, `#3`
+    when a hook makes several calls: stable across replays and retries."""
+    suffix = f"#{call}" if call > 1 else ""
+    return f"{verb}:{scope}{suffix}"
+
+
+def attempt_scope(artifact_id: str, attempt: int) -> str:
+    """The activity scope of a stage's `attempt`: the artifact id, plus `:n` after the first."""
+    return artifact_id if attempt <= 1 else f"{artifact_id}:{attempt}"
+
+
+def idempotency_key(workflow_id: str, activity_id: str) -> str:
+    """What a side-effecting activity is told: the same for every retry of the call."""
+    return f"{workflow_id}:{activity_id}"
+
+
+# --- the subjects of the recipes, and their steps, drafts and reviews ---------------
+
+
 def steps_prefix(goal: str) -> str:
     return f"step:{text_key(goal)}:"
 
@@ -50,6 +76,11 @@ def goal_id(goal: str) -> str:
     return f"goal:{text_key(goal)}"
 
 
+def plan_scope(goal: str) -> str:
+    """The planning call of a goal."""
+    return f"plan:{text_key(goal)}"
+
+
 def topic_id(topic: str) -> str:
     return f"topic:{text_key(topic)}"
 
@@ -60,6 +91,11 @@ def draft_id(topic: str) -> str:
 
 def review_id(draft: str, round_: int) -> str:
     return f"review:{draft}:{round_}"
+
+
+def rewrite_scope(draft: str, round_: int) -> str:
+    """The rewrite that uses round `round_`'s review (and makes version `round_ + 1`)."""
+    return f"rewrite:{draft}:{round_}"
 
 
 def approval_id(thread: str, n: int) -> str:
@@ -96,6 +132,16 @@ def source_id_of(source_id: str) -> str:
     return f"source:{source_id}"
 
 
+def search_id(source_id: str, owner_id: str) -> str:
+    """The `search_source` activity of one source for one owner (a turn, a tool call)."""
+    return f"search:{source_id}:{owner_id}"
+
+
+def resolve_id(ref_artifact_id: str) -> str:
+    """The `resolve_ref` activity that reads a ref."""
+    return f"resolve:{ref_artifact_id}"
+
+
 def ref_id(ref: SourceRef, owner_id: str) -> str:
     return f"ref:{ref.stable_id()}:{owner_id}"
 
@@ -105,11 +151,11 @@ def resolved_id(ref_artifact_id: str) -> str:
 
 
 def search_failure_id(source_id: str, owner_id: str) -> str:
-    return f"failure:search:{source_id}:{owner_id}"
+    return f"failure:{search_id(source_id, owner_id)}"
 
 
 def resolve_failure_id(ref_artifact_id: str) -> str:
-    return f"failure:resolve:{ref_artifact_id}"
+    return f"failure:{resolve_id(ref_artifact_id)}"
 
 
 # --- answer flow: one batch of questions ------------------------------------------
@@ -132,6 +178,21 @@ def outcome_id(item_id: str) -> str:
     return f"outcome:{item_id}"
 
 
+# The stage `observe` sees last, and the scope of `finish`'s model calls.
+FINAL_STAGE = "final"
+
+
+def answer_stage(round_: int) -> str:
+    """Round `round_` (from 0): `generate:0`, then `repair:{r}`; the scope of its
+    generate call and the stage `observe` sees after it."""
+    return "generate:0" if round_ == 0 else f"repair:{round_}"
+
+
+def review_scope(round_: int) -> str:
+    """The review call of round `round_`."""
+    return f"review:{round_}"
+
+
 # --- research: one turn of a question ----------------------------------------------
 
 
@@ -141,6 +202,21 @@ def turn_id(turn: str) -> str:
 
 def research_answer_id(turn: str) -> str:
     return f"answer:{turn}"
+
+
+def select_scope(turn: str) -> str:
+    """The calls of the hook that chooses what to read (`choose`)."""
+    return f"select:{turn}"
+
+
+def evidence_scope(turn: str) -> str:
+    """The calls of the hook that quotes the documents (`extract`)."""
+    return f"evidence:{turn}"
+
+
+def claims_scope(turn: str) -> str:
+    """The calls of the hook that states the claims (`state_claims`)."""
+    return f"claims:{turn}"
 
 
 def insufficient_id(turn: str) -> str:
@@ -210,6 +286,63 @@ def react_answer_id(run: str) -> str:
     return f"answer:{run}"
 
 
+def summary_scope(observation: str) -> str:
+    """The call that summarizes an observation (`obs:...`) too long to show."""
+    return f"summary:{observation}"
+
+
+def tool_approval_thread(run: str) -> str:
+    """The approval thread of the run's destructive tool calls."""
+    return f"tool:{run}"
+
+
+# --- plan with a ReAct child per step -------------------------------------------------
+
+
+def child_workflow_id(parent_id: str, step: str) -> str:
+    """The child workflow that carries out step `step` of the parent run `parent_id`."""
+    return f"{parent_id}/{step}"
+
+
+def child_artifact_id(step: str, child_id: str) -> str:
+    """The parent's copy of the child artifact `child_id` made for step `step`."""
+    return f"child:{step}:{child_id}"
+
+
+# --- chat: one conversation across runs -----------------------------------------------
+
+# The chat's conversation as context: the memory's window, counted from its start.
+CHAT_MESSAGES_PREFIX = "msg:"
+# The one digest of a rolling-digest memory; its version counts the folds.
+DIGEST_ID = "digest"
+
+
+def summary_id(round_: int) -> str:
+    """The summary a window summarizer folds in round `round_`."""
+    return f"summary:{round_}"
+
+
+def digest_scope(version: int) -> str:
+    """The call that writes version `version` of the digest."""
+    return f"{DIGEST_ID}:{version}"
+
+
+def chat_scope(turn: int, call: int) -> str:
+    """Model call `call` (from 1) of the chat's turn `turn`."""
+    return f"chat:{turn}" + (f":{call}" if call > 1 else "")
+
+
+def chat_call_id(model_call: int, k: int) -> str:
+    """Tool call `k` (from 0) of the chat's `model_call`th model call, when the model gave
+    it no id."""
+    return f"call_{model_call}_{k}"
+
+
+def signal_message_key(run: int, n: int) -> str:
+    """The `n`th message signalled without an id in run `run` of the chat."""
+    return f"signal:{run}:{n}"
+
+
 # --- ids Temporal stores in plain text ----------------------------------------------
 
 # The memo key that makes a run's activity and child-workflow ids opaque: the starter
@@ -219,7 +352,7 @@ OPAQUE_IDS_MEMO = "durafact-opaque-ids"
 
 def reply_lookup_id(seq: int) -> str:
     """The activity that reads back the reply to chat message `seq` from an earlier run."""
-    return f"reply:{seq}"
+    return f"read-reply:{seq}"
 
 
 def prompt_id(text: str) -> str:

@@ -29,15 +29,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from durafact.ids import DIGEST_ID, summary_id
 from durafact.llm import ChatTurn
 
-DIGEST_ID = "digest"
 # Characters of each folded message the fallback keeps.
 FALLBACK_CHARS = 200
-
-
-def summary_id(round_: int) -> str:
-    return f"summary:{round_}"
 
 
 class ChatLine(ChatTurn):

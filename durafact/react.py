@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from durafact.tools import ToolSpec
+from durafact.tools import ToolSpec, parse_arguments
 
 # --- the text protocol ------------------------------------------------------------------
 
@@ -176,22 +176,6 @@ def _unwrap(text: str) -> str:
     return text
 
 
-def parse_arguments(text: str) -> dict[str, Any] | str:
-    """A JSON object as a dict; `{}` for no input; otherwise the text (a JSON string unquoted)."""
-    text = _unwrap(text)
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-        return text
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        return value
-    return text
-
-
 def _tool_name(content: str) -> tuple[str, str | None]:
     """The tool's name, and the input when it was written as a call (`calc(2 + 2)`)."""
     first = content.strip().splitlines()[0].strip() if content.strip() else ""
@@ -228,7 +212,8 @@ def parse_reply(text: str, tools: Sequence[str] = ()) -> ParsedReply:
         return ReActFinal(thought=thought, answer=answer) if answer else violation("empty_answer")
     if action:
         raw = found["input"][0] if found.get("input") else (inline_input or "")
-        return ReActAction(thought=thought, tool=action, arguments=parse_arguments(raw))
+        arguments = parse_arguments(_unwrap(raw), unquote=True)
+        return ReActAction(thought=thought, tool=action, arguments=arguments)
     if found.get("input"):
         return violation("input_only")
     return violation("no_action_or_answer")

@@ -1,6 +1,12 @@
-"""Deterministic text scoring: keyword coverage with optional stemming, no model needed.
+"""Text in the core: deterministic keyword scoring, shortening, and blank checks.
 
-Where embeddings are optional, "how many of the query's words does this text
+Shortening (`shorten`) is how every label, summary and message quotes a text that
+may be long: cut to a limit, the cut marked with `…`. `not_blank` is the check of
+an input's required text fields (a goal, a topic, a question): stripped, and
+refused when blank.
+
+Scoring is keyword coverage with optional stemming, no model needed: where
+embeddings are optional, "how many of the query's words does this text
 contain" is a neutral, reproducible ranking signal: `FileSystemSource` and
 `CSVSource` rank with it and `match_skills` triggers skills with it.
 
@@ -34,6 +40,8 @@ __all__ = [
     "RU_STOPWORDS",
     "STOPWORDS",
     "keyword_score",
+    "not_blank",
+    "shorten",
     "stem_words",
     "terms",
 ]
@@ -42,6 +50,28 @@ import unicodedata
 from collections.abc import Callable, Collection
 
 import snowballstemmer
+from pydantic import AfterValidator
+
+
+def shorten(text: str, limit: int, *, one_line: bool = False) -> str:
+    """`text` in at most `limit` characters: cut, its last character `…`, when longer.
+    With `one_line`, every run of whitespace (newlines too) is one space first."""
+    if one_line:
+        text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def not_blank(what: str) -> AfterValidator:
+    """The validator of a required text field: `Annotated[str, not_blank("goal")]`
+    keeps the text stripped and refuses a blank one with "the goal is empty"."""
+
+    def check(value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"the {what} is empty")
+        return value.strip()
+
+    return AfterValidator(check)
+
 
 # English function words: articles, pronouns, auxiliaries, prepositions, conjunctions,
 # and what is left of a contraction once the apostrophe splits it ("don't" -> "don").

@@ -17,6 +17,7 @@ failure: see activities/tools.py).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -103,6 +104,21 @@ class ToolListRequest(BaseModel):
 
 def mcp_tool_name(server: str, tool: str) -> str:
     return f"{server}{MCP_SEPARATOR}{tool}"
+
+
+def parse_arguments(text: str | None, *, unquote: bool = False) -> dict[str, Any] | str:
+    """A call's arguments from the text a model wrote: a JSON object as a dict, `{}`
+    for no text (None or blank), anything else as the text itself. With `unquote`, a
+    JSON string is its content (the text protocol's `Action Input: "2 + 2"`)."""
+    if not text or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+        return text
+    if isinstance(value, dict) or (unquote and isinstance(value, str)):
+        return value
+    return text
 
 
 def checked_tool_names(names: list[str]) -> list[str]:

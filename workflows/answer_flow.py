@@ -19,9 +19,13 @@ hooks that need judgement, and a three-line `run`:
 Optional hooks and their defaults: `items(batch, questions)` (one `ready` item per
 question, same id, `data` = the question), `review(ctx, pairs)` (none: nothing is
 reviewed), `fallback(item, issues)` (not handled: blocked), `can_invoke(ctx)`
-(always yes) and `observe(ctx, stage_id, results)` (nothing). `settings(batch)` gives
-`(max_items, max_repairs, review_policy)`: the batch's fields of those names where it
-has them, else the class settings (20, 1, "optional").
+(always yes) and `observe(ctx, stage_id, results)` (nothing).
+
+Limits: `settings(batch)`, an `AnswerFlowSettings`: `max_items` (20), `max_repairs`
+(1), `review_policy` ("optional") and `budget_tokens` (None; the ready workflow's
+`can_invoke` reads it). By default the batch when it subclasses `AnswerFlowSettings`
+(as `AnswerBatchInput` does), else the defaults; override `settings` to set them
+otherwise. The engine's rules check them with the batch.
 
 Guarantees. A batch that breaks the rules (`validate_answer_batch`, an
 `AnswerBatchError` from `questions` or `items`, or a flow that cannot be defined,
@@ -63,8 +67,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
-from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, ValidationError
 from temporalio import workflow
@@ -84,25 +87,45 @@ from durafact.answer_flow import (
     validate_answer_batch,
 )
 from durafact.grounding import grounding_issues
-from durafact.ids import answer_review_id, item_answer_id, outcome_id, question_id
+from durafact.ids import (
+    FINAL_STAGE,
+    answer_review_id,
+    answer_stage,
+    item_answer_id,
+    outcome_id,
+    question_id,
+    review_scope,
+)
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
-from workflows.recipe import Recipe, RecipeContext
+from durafact.text import shorten
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
 # The error type of a batch the recipe refuses before it starts.
 INVALID_ANSWER_BATCH = "InvalidAnswerBatch"
+MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
+
+
+class AnswerFlowSettings(RecipeSettings):
+    """The limits of an AnswerFlow run. Types only: the engine's rules (and, for a batch
+    file, `check_answer_batch`) check the values, with messages that name the rule."""
+
+    max_repairs: int = Field(default=1, description=f"Repair rounds, 0 to {MAX_REPAIRS}.")
+    review_policy: ReviewPolicy = "optional"
+    budget_tokens: int | None = Field(
+        default=None, description="Stop making model calls once the run used this many tokens."
+    )
+    max_items: int = Field(default=20, description="The most questions one batch may hold.")
 
 
 class AnswerFlow(Recipe[In, Out]):
     """Questions in -> generate, check, review and repair in rounds -> one ending per item."""
 
     recipe_name = "answer_flow"
-    max_items: ClassVar[int] = 20
-    max_repairs: ClassVar[int] = 1
-    review_policy: ClassVar[ReviewPolicy] = "optional"
+    settings_model = AnswerFlowSettings
 
     def __init__(self) -> None:
         super().__init__()
@@ -120,17 +143,9 @@ class AnswerFlow(Recipe[In, Out]):
         per question. An `unavailable` item goes to `fallback` without being generated."""
         return [AnswerItem(id=i, input_ids=[i], data=q) for i, q in questions.items()]
 
-    def settings(self, batch: In) -> tuple[int, int, ReviewPolicy]:
-        """`(max_items, max_repairs, review_policy)`: the batch's fields where it has
-        them and they are set, else the class settings."""
-        max_items = getattr(batch, "max_items", None)
-        max_repairs = getattr(batch, "max_repairs", None)
-        policy = getattr(batch, "review_policy", None)
-        return (
-            self.max_items if max_items is None else max_items,
-            self.max_repairs if max_repairs is None else max_repairs,
-            self.review_policy if policy is None else policy,
-        )
+    def settings(self, batch: In) -> AnswerFlowSettings:
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(AnswerFlowSettings, super().settings(batch))
 
     async def generate(
         self,
@@ -175,19 +190,19 @@ class AnswerFlow(Recipe[In, Out]):
         try:
             questions = dict(self.questions(batch))
             items = list(self.items(batch, questions))
-            max_items, max_repairs, policy = self.settings(batch)
+            limits = self.settings(batch)
             engine = define_answer_flow(
-                max_items=max_items,
-                max_repairs=max_repairs,
-                review_policy=policy,
+                max_items=limits.max_items,
+                max_repairs=limits.max_repairs,
+                review_policy=limits.review_policy,
                 can_invoke=self.can_invoke,
                 generate=self._generate,
                 check=self.check,
                 review=self._review if type(self).review is not AnswerFlow.review else None,
                 fallback=self.fallback,
-                observe=partial(self._observe, ctx),
+                observe=self._observe,
             )
-            validate_answer_batch(list(questions), items, max_items)
+            validate_answer_batch(list(questions), items, limits.max_items)
         except (AnswerBatchError, AnswerFlowDefinitionError) as exc:
             ctx.announce(f"invalid batch: {exc}", kind="error")
             raise ApplicationError(
@@ -205,22 +220,21 @@ class AnswerFlow(Recipe[In, Out]):
         results = await engine.run(list(questions), items, ctx)
         for item, result in zip(items, results, strict=True):
             self._store_outcome(ctx.ledger, item, result)
-        with ctx.scoped("final"):
+        with ctx.scoped(FINAL_STAGE):
             return await self.finish(ctx, batch, results)
 
-    # The engine calls these around the hooks: they name the model activities after
-    # the round and store what each round produced.
+    # The engine calls these in place of the hooks, with the hooks' arguments: each runs
+    # its hook in a scope named after the round and stores what the round produced.
 
     async def _generate(
         self,
-        items: list[AnswerItem],
         ctx: RecipeContext,
-        *,
+        items: list[AnswerItem],
         repairs: dict[str, list[AnswerIssue]] | None,
         previous: dict[str, Any] | None,
     ) -> Mapping[str, Any]:
         self._round += 1
-        stage = f"generate:{self._round}" if repairs is None else f"repair:{self._round}"
+        stage = answer_stage(self._round)
         ctx.announce(f"round {self._round}: {stage.split(':')[0]} {_count(len(items), 'item')}")
         with ctx.scoped(stage):
             values = await self.generate(ctx, items, repairs, previous)
@@ -245,10 +259,10 @@ class AnswerFlow(Recipe[In, Out]):
         self._latest[item.id] = aid
 
     async def _review(
-        self, pairs: list[tuple[AnswerItem, Any]], ctx: RecipeContext
+        self, ctx: RecipeContext, pairs: list[tuple[AnswerItem, Any]]
     ) -> Mapping[str, Any]:
         ctx.announce(f"round {self._round}: review {_count(len(pairs), 'item')}")
-        with ctx.scoped(f"review:{self._round}"):
+        with ctx.scoped(review_scope(self._round)):
             verdicts = await self.review(ctx, pairs)
         if isinstance(verdicts, Mapping):  # anything else leaves the round unresolved
             for item, _ in pairs:
@@ -266,7 +280,7 @@ class AnswerFlow(Recipe[In, Out]):
     ) -> None:
         counts = Counter(r.status for r in results)
         accepted, fallback = counts["accepted"], counts["fallback"]
-        if stage_id == "final":
+        if stage_id == FINAL_STAGE:
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
             ctx.set_status(status, status + (f"; blocked: {_some(blocked)}" if blocked else ""))
@@ -306,10 +320,10 @@ def _some(ids: list[str]) -> str:
 # The review's issue code (the grounding rule's are in durafact.grounding; the flow
 # adds BUDGET, MISSING_VALUE, REVIEW_UNRESOLVED, SOURCE_UNAVAILABLE, ...).
 REVIEW_FAILED = "REVIEW_FAILED"
+NOTE_CHARS = 160  # how much of an issue's message or an error one line quotes
 
 NOT_ENOUGH_INFORMATION = "Not enough information to answer this question."
 
-MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
 QUESTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -321,17 +335,11 @@ class Question(BaseModel):
     source: str | None = Field(default=None, description="The text the answer must quote.")
 
 
-class AnswerBatchInput(BaseModel):
+class AnswerBatchInput(AnswerFlowSettings):
     """A batch of questions and how hard to try. Types only: `check_answer_batch` holds
     every rule, so the starter and the workflow reject a bad batch the same way."""
 
     questions: list[Question]
-    max_repairs: int = Field(default=1, description=f"Repair rounds, 0 to {MAX_REPAIRS}.")
-    review_policy: ReviewPolicy = "optional"
-    budget_tokens: int | None = Field(
-        default=None, description="Stop making model calls once the run used this many tokens."
-    )
-    max_items: int = Field(default=20, description="The most questions one batch may hold.")
 
 
 class ItemAnswer(BaseModel):
@@ -558,11 +566,6 @@ class ReviewCallFailed(Exception):
     """The review's model call failed for good (after Temporal's retries)."""
 
 
-def _short(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 @workflow.defn
 class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
     """Questions with sources in; one grounded answer, a fallback or a block per question.
@@ -635,7 +638,9 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
                         refs.append(review)
                         notes.append(f"{issue.code} (see [{review}])")
                     else:
-                        notes.append(f"{issue.code}: {_short(issue.message)}")
+                        notes.append(
+                            f"{issue.code}: {shorten(issue.message, NOTE_CHARS, one_line=True)}"
+                        )
                 lines.append(f"- {i}: " + "; ".join(notes or ["rejected"]))
             prompt = (
                 f"Your answers to {_count(len(ids), 'question')} were rejected or missing. "
@@ -683,7 +688,8 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
             reason = (
                 f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else exc
             )
-            ctx.announce(f"the review call failed: {_short(str(reason))}", kind="warning")
+            shown = shorten(str(reason), NOTE_CHARS, one_line=True)
+            ctx.announce(f"the review call failed: {shown}", kind="warning")
             # The flow turns this into REVIEW_UNRESOLVED; the policy decides what it means.
             raise ReviewCallFailed(str(reason)) from exc
         judged = set(ids)
@@ -709,7 +715,7 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
 
     def can_invoke(self, ctx: RecipeContext) -> bool:
         """False once the run's tokens reach `budget_tokens`; always True without one."""
-        budget = self.batch.budget_tokens
+        budget = self.settings(self.batch).budget_tokens
         return budget is None or ctx.usage.total_tokens < budget
 
     async def finish(

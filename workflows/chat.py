@@ -15,7 +15,7 @@ id again gets the first reply, never a second turn, also after continue-as-new a
 however long ago it was sent. The carry holds the texts of the last
 `REMEMBERED_REPLIES` replies and, for every id answered, 12 bytes (durafact/answered.py);
 an older reply is read from the run that wrote it: from this run's transcript, or
-from an earlier run's by the activity `read_reply` (`reply:{seq}`), which asks that
+from an earlier run's by the activity `read_reply` (`read-reply:{seq}`), which asks that
 closed run's `transcript` query. A repeated id that arrives by signal is dropped.
 
 Continue-as-new. When the run's history passes `continue_after_events` or
@@ -51,11 +51,19 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.answered import Answered, ReplyLookup, reply_after
-from durafact.ids import reply_lookup_id
+from durafact.ids import (
+    CHAT_MESSAGES_PREFIX,
+    DIGEST_ID,
+    chat_call_id,
+    chat_scope,
+    digest_scope,
+    reply_lookup_id,
+    signal_message_key,
+    summary_id,
+)
 from durafact.ledger import Artifact
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo
 from durafact.memory import (
-    DIGEST_ID,
     ChatLine,
     Fold,
     Memory,
@@ -63,7 +71,6 @@ from durafact.memory import (
     RollingDigestSummarizer,
     TranscriptPage,
     render,
-    summary_id,
 )
 from durafact.react import truncate_observation
 from durafact.tools import ToolCall, checked_tool_names
@@ -78,7 +85,6 @@ TURN_FAILED = "ChatTurnFailed"
 # an older one is read back from the run that wrote it.
 REMEMBERED_REPLIES = 32
 READ_BACK_TIMEOUT = timedelta(seconds=30)
-CONVERSATION_PREFIX = "msg:"
 
 
 class ChatSend(BaseModel):
@@ -234,7 +240,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
             workflow.logger.warning("message dropped: %s", problem)
             return
         self._signals += 1
-        self._enqueue(message, message.id or f"signal:{self._carry.runs}:{self._signals}")
+        self._enqueue(message, message.id or signal_message_key(self._carry.runs, self._signals))
 
     def _problem(self, message: ChatSend) -> str | None:
         if not message.text.strip():
@@ -287,7 +293,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
     # --- the loop -------------------------------------------------------------------
 
     async def lifecycle(self, ctx: RecipeContext, input: ChatInput) -> None:
-        run = _Run(ctx, "chat", input)
+        run = _Run(ctx, "chat", self.settings(input))
         if input.tools or input.mcp_servers:
             run.specs = await self._list_tools(ctx, run, input)
         ctx.set_status("chatting", f"chat run {self._carry.runs}")
@@ -349,14 +355,14 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self, ctx: RecipeContext, input: ChatInput, run: _Run, key: str, seq: int
     ) -> str:
         """The reply: model calls, and the tools they ask for, until one answers."""
-        for round_ in range(1, input.max_turns + 1):
+        for round_ in range(1, run.settings.max_turns + 1):
             self._carry.model_calls += 1
             number = self._carry.model_calls
-            with ctx.scoped(f"chat:{self._carry.turns}" + (f":{round_}" if round_ > 1 else "")):
+            with ctx.scoped(chat_scope(self._carry.turns, round_)):
                 response = await ctx.llm.request(
                     self._messages(input),
                     conversation=ArtifactSpan(
-                        prefix=CONVERSATION_PREFIX, count=len(self._memory.window)
+                        prefix=CHAT_MESSAGES_PREFIX, count=len(self._memory.window)
                     ),
                     tools=run.worker_tool_names or None,
                     tool_specs=run.workflow_tool_specs or None,
@@ -364,7 +370,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                     summary=f"request model: message {seq}",
                 )
             calls = [
-                c if c.id else c.model_copy(update={"id": f"call_{number}_{k}"})
+                c if c.id else c.model_copy(update={"id": chat_call_id(number, k)})
                 for k, c in enumerate(response.tool_calls)
             ]
             self._say(ChatTurn(role="assistant", content=response.text, tool_calls=calls))
@@ -374,13 +380,14 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 *(self._call(ctx, run, number, k, call) for k, call in enumerate(calls))
             )
             for call, observation in zip(calls, observations, strict=True):
-                self._tool_result(input, call, observation.text)
-        return f"(no answer after {input.max_turns} model calls)"
+                self._tool_result(run, call, observation.text)
+        return f"(no answer after {run.settings.max_turns} model calls)"
 
-    def _tool_result(self, input: ChatInput, call: ToolCall, text: str) -> None:
+    def _tool_result(self, run: _Run, call: ToolCall, text: str) -> None:
         shown = text
-        if len(text) > input.max_observation_chars:
-            shown = truncate_observation(text, input.max_observation_chars)
+        limit = run.settings.max_observation_chars
+        if len(text) > limit:
+            shown = truncate_observation(text, limit)
         self._say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
 
     def _messages(self, input: ChatInput) -> list[ChatMessage]:
@@ -453,7 +460,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 scope = fold.artifact_id
                 if scope == DIGEST_ID:
                     version = self._memory.digest.version if self._memory.digest else 0
-                    scope = f"{DIGEST_ID}:{version + 1}"
+                    scope = digest_scope(version + 1)
                 with ctx.scoped(scope):
                     text = await self.fold_text(ctx, input, fold)
             self._memory = policy.apply(self._memory, fold, text)

@@ -13,6 +13,11 @@ only the three hooks that need judgement, and a three-line `run`:
         async def execute_step(self, ctx, day, history): ...  # -> DayPlan
         async def finish(self, ctx, trip, results): ...       # -> Itinerary
 
+Limits: `settings(goal)`, a `PlanExecuteSettings`: `max_steps`, the longest plan
+(default 3, at most `MAX_STEPS`), for `plan` to keep to (the ready planner does). By
+default the input when it subclasses `PlanExecuteSettings` (as `Goal` does), else
+the defaults; override `settings` to set them otherwise.
+
 Guarantees: `plan` runs once; the steps run strictly one at a time, each given
 the results of all earlier steps in order (`history`); `finish` runs when every
 step has a result. A plan with no steps fails the run (`EmptyPlan`). Give the
@@ -33,27 +38,46 @@ hook raises. `DurafactStatus` holds the phase: `executing` for every step.
 
 from __future__ import annotations
 
-from typing import Generic, Self, TypeVar
+from typing import Annotated, Generic, Self, TypeVar, cast
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from durafact.ids import final_id, goal_id, result_id, step_id, text_key
+from durafact.ids import final_id, goal_id, plan_scope, result_id, step_id, text_key
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import Usage
-from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
+from durafact.text import not_blank
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
 
 G = TypeVar("G", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
 F = TypeVar("F", bound=BaseModel)
 
+# The longest plan a run may ask for. `max_steps` is per run (the input, `--max-steps`),
+# so a long plan needs no new deployment; the bound keeps one run's history (about 4 KB
+# per step) and its artifacts query (every text of the run) far below Temporal's limits.
+MAX_STEPS = 100
+
+
+class PlanExecuteSettings(RecipeSettings):
+    """The limits of a PlanExecute run."""
+
+    max_steps: int = Field(
+        default=3, ge=1, le=MAX_STEPS, description=f"Upper bound on plan length, 1-{MAX_STEPS}."
+    )
+
 
 class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
     """Plan -> execute each step with the results before it -> finish."""
 
     recipe_name = "plan_execute"
+    settings_model = PlanExecuteSettings
+
+    def settings(self, goal: G) -> PlanExecuteSettings:
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(PlanExecuteSettings, super().settings(goal))
 
     async def plan(self, ctx: RecipeContext, goal: G) -> list[S]:
         raise NotImplementedError
@@ -70,7 +94,7 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
         key = text_key(text)
         ledger.create(goal_id(text), goal)
         ctx.set_status("planning", f"planning: {key}")
-        with ctx.scoped(f"plan:{key}"):
+        with ctx.scoped(plan_scope(text)):
             planned = await self.plan(ctx, goal)
         if not planned:
             raise ApplicationError("the plan has no steps", type="EmptyPlan", non_retryable=True)
@@ -106,24 +130,8 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
 # --- The ready, LLM-driven PlanExecute --------------------------------------------
 
 
-# The longest plan a run may ask for. `max_steps` is per run (the input, `--max-steps`),
-# so a long plan needs no new deployment; the bound keeps one run's history (about 4 KB
-# per step) and its artifacts query (every text of the run) far below Temporal's limits.
-MAX_STEPS = 100
-
-
-class Goal(BaseModel):
-    text: str = Field(description="What the plan should achieve.")
-    max_steps: int = Field(
-        default=3, ge=1, le=MAX_STEPS, description=f"Upper bound on plan length, 1-{MAX_STEPS}."
-    )
-
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the goal is empty")
-        return value.strip()
+class Goal(PlanExecuteSettings):
+    text: Annotated[str, not_blank("goal")] = Field(description="What the plan should achieve.")
 
 
 class Plan(BaseModel):
@@ -223,7 +231,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         return PlanExecuteResult.of(goal.text, answer, self.usage, self.ledger)
 
     async def plan(self, ctx: RecipeContext, goal: Goal) -> list[PlanStep]:
-        return await plan_steps(ctx, goal.text, goal.max_steps)
+        return await plan_steps(ctx, goal.text, self.settings(goal).max_steps)
 
     async def execute_step(
         self, ctx: RecipeContext, step: PlanStep, history: list[StepResult]

@@ -9,7 +9,8 @@ the ids, the `supported_by` links and the statuses are that recipe's), whose
                                          tools=["calculator"], protocol="text", max_turns=6))
 
 - `plan`: one structured model call (`Plan`), as in `PlanExecuteWorkflow`, cut to
-  `max_steps`.
+  `max_steps`. The input is both recipes' settings: `PlanExecuteSettings` for the
+  plan, `ReActSettings` for every step's agent.
 - `execute_step`: one child `ReActWorkflow` per step, id
   `{parent workflow id}/step:{goal}:{i}` (derived from the step, so a replay or a
   retried task never starts a second one), summary "run agent: step N ...". Its
@@ -41,17 +42,20 @@ Statuses are PlanExecute's: `planning`, `executing:{i}/{n}`, `finishing`,
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
-from durafact.ids import result_id, step_id
+from durafact.ids import child_artifact_id, child_workflow_id, result_id, step_id
+from durafact.text import not_blank
 from durafact.tools import checked_tool_names
 from workflows.plan_execute import (
     FINISHER,
-    MAX_STEPS,
     FinalAnswer,
     PlanExecute,
     PlanExecuteResult,
+    PlanExecuteSettings,
     PlanStep,
     plan_steps,
 )
@@ -67,18 +71,10 @@ from workflows.react import (
 from workflows.recipe import RecipeContext, quote
 
 
-def child_artifact_id(step: str, child_id: str) -> str:
-    """The parent's copy of the child artifact `child_id` made for step `step`."""
-    return f"child:{step}:{child_id}"
+class PlanReActInput(PlanExecuteSettings, ReActSettings):
+    """The goal, the plan's limits, and what each step's agent may use and how it behaves."""
 
-
-class PlanReActInput(ReActSettings):
-    """The goal, and what each step's agent may use and how it behaves."""
-
-    text: str = Field(description="What the plan should achieve.")
-    max_steps: int = Field(
-        default=3, ge=1, le=MAX_STEPS, description=f"Upper bound on plan length, 1-{MAX_STEPS}."
-    )
+    text: Annotated[str, not_blank("goal")] = Field(description="What the plan should achieve.")
     tools: list[str] = Field(
         default_factory=lambda: ["calculator"],
         description="Names of the worker's tools every step's agent may use.",
@@ -86,13 +82,6 @@ class PlanReActInput(ReActSettings):
     mcp_servers: list[str] = Field(
         default_factory=list, description="MCP servers (by name) whose every tool it may use."
     )
-
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the goal is empty")
-        return value.strip()
 
     @field_validator("tools", "mcp_servers")
     @classmethod
@@ -148,14 +137,14 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
         return PlanReActResult.of(goal.text, answer, self.usage, self.ledger)
 
     async def plan(self, ctx: RecipeContext, goal: PlanReActInput) -> list[PlanStep]:
-        return await plan_steps(ctx, goal.text, goal.max_steps)
+        return await plan_steps(ctx, goal.text, self.settings(goal).max_steps)
 
     async def execute_step(
         self, ctx: RecipeContext, step: PlanStep, history: list[AgentStepResult]
     ) -> AgentStepResult:
         self._link_results(ctx, history)
         sid = step_id(self.goal.text, step.index)
-        child_id = f"{workflow.info().workflow_id}/{ctx.temporal_id(sid)}"
+        child_id = child_workflow_id(workflow.info().workflow_id, ctx.temporal_id(sid))
         child: ReActResult = await workflow.execute_child_workflow(
             ReActWorkflow.run,
             self._child_input(step, history),

@@ -15,8 +15,12 @@ three-line `run`:
         async def system(self, ctx, books, specs): ... # -> str: who the agent is
         async def finish(self, ctx, books, outcome): ...  # -> Verdict
 
-Optional hooks: `settings(input) -> ReActSettings` (by default the input itself
-when it is one), `mcp_servers(input)` (servers whose every tool the run may use),
+Limits: `settings(input)`, a `ReActSettings` (`max_turns`, `loop_limit`, the
+observation policy, the approval policy, the `search_sources` sizes): by default
+the input itself when it subclasses `ReActSettings` (as `ReActInput` does), else
+the defaults; override `settings` to set them otherwise.
+
+Optional hooks: `mcp_servers(input)` (servers whose every tool the run may use),
 `sources(input) -> list[SourceSpec]` (where `search_sources` looks; by default the
 input's `sources`) and `summarize(ctx, input, observation_id, observation)` for the
 `summarize` observation policy.
@@ -91,7 +95,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
@@ -100,6 +104,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.approval import ApprovalPolicy
 from durafact.ids import (
+    idempotency_key,
     message_id,
     messages_prefix,
     observation_id,
@@ -107,6 +112,8 @@ from durafact.ids import (
     react_run,
     react_turn_id,
     search_failure_id,
+    summary_scope,
+    tool_approval_thread,
     tool_call_id,
     tools_id,
 )
@@ -129,6 +136,7 @@ from durafact.react import (
     unknown_tool_message,
 )
 from durafact.sources import Doc, SourceSpec, preview
+from durafact.text import not_blank, shorten
 from durafact.tools import (
     TOOL_SESSION_LOST,
     SkippedTool,
@@ -140,7 +148,7 @@ from durafact.tools import (
     ToolSpec,
     checked_tool_names,
 )
-from workflows.recipe import Recipe, RecipeContext, subject_text
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
 from workflows.sources import fan_out_sources, materialize_doc
 
 In = TypeVar("In", bound=BaseModel)
@@ -149,8 +157,8 @@ Out = TypeVar("Out")
 Ending = Literal["answer", "turn_limit", "looping"]
 
 
-class ReActSettings(BaseModel):
-    """How one run of the loop behaves."""
+class ReActSettings(RecipeSettings):
+    """The limits of a ReAct run: how one run of the loop behaves."""
 
     protocol: Literal["text", "native"] = Field(
         default="text",
@@ -255,10 +263,10 @@ def search_sources_spec(sources: list[SourceSpec]) -> ToolSpec:
     )
 
 
-def _short(value: Any, limit: int = 120) -> str:
+def _shown(value: Any, limit: int = 120) -> str:
+    """A value as a progress line shows it: text as it is, anything else as JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(text, limit, one_line=True)
 
 
 class _Run:
@@ -314,6 +322,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     """Ask the model, run the tools it names, show it what they said, until it answers."""
 
     recipe_name = "react"
+    settings_model = ReActSettings
     tool_timeout: ClassVar[timedelta] = timedelta(minutes=5)
     # The tool activities heartbeat: a worker that dies mid-call is noticed this soon.
     tool_heartbeat_timeout: ClassVar[timedelta] = timedelta(seconds=10)
@@ -342,7 +351,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         return list(getattr(input, "sources", []))
 
     def settings(self, input: In) -> ReActSettings:
-        return input if isinstance(input, ReActSettings) else ReActSettings()
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(ReActSettings, super().settings(input))
 
     async def system(self, ctx: RecipeContext, input: In, specs: list[ToolSpec]) -> str:
         """Who the agent is; the text protocol's format rules are added by the recipe."""
@@ -430,7 +440,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 # A bare list: what list_tools returned before it named skipped tools.
                 result_type=ToolListing | list[ToolSpec],
                 activity_id=ctx.temporal_id(tools_id(run.key)),
-                summary=f"get tools: {_short(names, 80)}",
+                summary=f"get tools: {_shown(names, 80)}",
                 start_to_close_timeout=self.tool_timeout,
                 schedule_to_close_timeout=ctx.model_deadline,
                 heartbeat_timeout=self.tool_heartbeat_timeout,
@@ -463,7 +473,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             run.say(ChatTurn(role="user", content=parsed.correction))
             return None, []
         if parsed.thought:
-            ctx.announce(f"thought: {_short(parsed.thought)}", kind="thought")
+            ctx.announce(f"thought: {_shown(parsed.thought)}", kind="thought")
         if isinstance(parsed, ReActFinal):
             return parsed.answer, []
         call = ToolCall(
@@ -471,7 +481,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             name=parsed.tool,
             arguments=bind_arguments(parsed.arguments, run.spec(parsed.tool)),
         )
-        ctx.announce(f"action: {call.name} {_short(call.arguments)}", kind="action")
+        ctx.announce(f"action: {call.name} {_shown(call.arguments)}", kind="action")
         return None, [call]
 
     def _read_native_reply(
@@ -487,9 +497,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if not calls:
             return response.text.strip(), []
         if response.text.strip():
-            ctx.announce(f"thought: {_short(response.text)}", kind="thought")
+            ctx.announce(f"thought: {_shown(response.text)}", kind="thought")
         for call in calls:
-            ctx.announce(f"action: {call.name} {_short(call.arguments)}", kind="action")
+            ctx.announce(f"action: {call.name} {_shown(call.arguments)}", kind="action")
         return None, calls
 
     async def _call(
@@ -513,8 +523,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             return failed("UnknownTool", unknown_tool_message(call.name, run.tool_names))
         if spec.destructive:
             approval = await ctx.ask_approval(
-                f"tool:{run.key}",
-                f"Run the destructive tool {call.name} with {_short(call.arguments, 400)}?",
+                tool_approval_thread(run.key),
+                f"Run the destructive tool {call.name} with {_shown(call.arguments, 400)}?",
                 run.settings.approval,
             )
             if not approval.approved:
@@ -540,7 +550,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             return await workflow.execute_activity(
                 "call_tool",
                 ToolRequest(
-                    call=call, idempotency_key=f"{workflow.info().workflow_id}:{activity_id}"
+                    call=call,
+                    idempotency_key=idempotency_key(workflow.info().workflow_id, activity_id),
                 ),
                 result_type=ToolResult,
                 activity_id=ctx.temporal_id(activity_id),
@@ -582,7 +593,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if not isinstance(query, str) or not query.strip():
             return seen(
                 f'invalid arguments for {SEARCH_SOURCES}: give {{"query": "..."}}, a non-empty '
-                f"string, not {_short(call.arguments)}",
+                f"string, not {_shown(call.arguments)}",
                 "InvalidArguments",
             )
         query = query.strip()
@@ -649,12 +660,12 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         text, limit = observation.text, run.settings.max_observation_chars
         shown = text
         if len(text) > limit and run.settings.observation_policy == "summarize":
-            with ctx.scoped(f"summary:{oid}"):
+            with ctx.scoped(summary_scope(oid)):
                 summary = await self.summarize(ctx, input, oid, observation)
             shown = f"{truncate_observation(summary, limit)}\n{summary_note(len(text))}"
         elif len(text) > limit:
             shown = truncate_observation(text, limit)
-        ctx.announce(f"observation: {_short(shown)}", kind="observation")
+        ctx.announce(f"observation: {_shown(shown)}", kind="observation")
         if run.native:
             run.say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
         else:
@@ -676,7 +687,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             ctx.ledger.create(answer_id, ReActAnswer(question=run.question, text=answer))
             for oid in run.observations:
                 ctx.ledger.link(answer_id, "based_on", oid)
-            ctx.announce(f"answer: {_short(answer)}", kind="answer")
+            ctx.announce(f"answer: {_shown(answer)}", kind="answer")
         elif ending == "looping":
             last = list(run.observations.values())[-1]
             ctx.announce(
@@ -703,7 +714,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
 
 class ReActInput(ReActSettings):
-    question: str = Field(description="What the agent should find out.")
+    question: Annotated[str, not_blank("question")] = Field(
+        description="What the agent should find out."
+    )
     tools: list[str] = Field(
         default_factory=lambda: ["calculator"],
         description="Names of the worker's tools the agent may use (`server__tool` for one "
@@ -716,13 +729,6 @@ class ReActInput(ReActSettings):
         default_factory=list,
         description="Where the built-in `search_sources` looks; with none it is not offered.",
     )
-
-    @field_validator("question")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the question is empty")
-        return value.strip()
 
     @field_validator("tools", "mcp_servers")
     @classmethod

@@ -1,4 +1,5 @@
-"""What every recipe workflow shares: the context its hooks use, and its queries.
+"""What every recipe workflow shares: the context its hooks use, the base of its
+limits (`RecipeSettings`, read through `Recipe.settings`), and its queries.
 
 A recipe's hooks reach the world only through `RecipeContext`: `ctx.llm` makes one
 model activity per call, `ctx.announce` records progress for the starter's live
@@ -41,7 +42,14 @@ from durafact.approval import (
     ApprovalQuestion,
     validate_answer,
 )
-from durafact.ids import OPAQUE_IDS_MEMO, approval_id, opaque_id, prompt_id, text_key
+from durafact.ids import (
+    OPAQUE_IDS_MEMO,
+    activity_id,
+    approval_id,
+    opaque_id,
+    prompt_id,
+    text_key,
+)
 from durafact.ledger import Ledger
 from durafact.llm import (
     ArtifactSpan,
@@ -56,6 +64,7 @@ from durafact.llm import (
     Usage,
     type_path,
 )
+from durafact.text import shorten
 from durafact.tools import ToolSpec
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
@@ -104,7 +113,7 @@ def subject_text(subject: BaseModel, *fields: str) -> str:
 
 def quote(text: str, limit: int = 60) -> str:
     """A short quoted label for activity summaries."""
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+    return repr(shorten(text, limit))
 
 
 class Announcement(BaseModel):
@@ -335,8 +344,7 @@ class RecipeContext:
         # The first call in a scope gets the plain id (`llm:step:goal:0`); a hook that
         # makes several calls gets `#2`, `#3`: still stable across replays and retries.
         self._calls_in_scope += 1
-        suffix = f"#{self._calls_in_scope}" if self._calls_in_scope > 1 else ""
-        return f"{verb}:{self.scope}{suffix}"
+        return activity_id(verb, self.scope, self._calls_in_scope)
 
     def announce(self, message: str, kind: str = "info") -> None:
         self.events.append(
@@ -526,20 +534,37 @@ In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
 
+class RecipeSettings(BaseModel):
+    """The limits of one run: the base of every recipe's settings model.
+
+    Each lifecycle base names its own subclass (`Recipe.settings_model`); limits
+    every recipe shares go here."""
+
+
 class Recipe(Generic[In, Out]):
     """Base of every recipe workflow, built-in or yours.
 
-    A lifecycle base (`PlanExecute`, `ReflectionLoop`, `AnswerFlow`, `Research`)
-    overrides `lifecycle` with the story of its run and calls the hooks a subclass
-    writes; a one-off recipe overrides `lifecycle` itself. `execute(input)` marks
-    the run in the `DurafactRecipe` search attribute, runs the lifecycle, and sets
-    the status `failed` when it raises. Hooks get the `RecipeContext` as their
+    A lifecycle base (`PlanExecute`, `ReflectionLoop`, `AnswerFlow`, `Research`,
+    `ReAct`) overrides `lifecycle` with the story of its run and calls the hooks a
+    subclass writes; a one-off recipe overrides `lifecycle` itself. `execute(input)`
+    marks the run in the `DurafactRecipe` search attribute, runs the lifecycle, and
+    sets the status `failed` when it raises. Hooks get the `RecipeContext` as their
     first argument and reach the world only through it. Every recipe workflow
     answers the queries `status`, `progress`, `artifacts` and `pending_questions`,
     the signal `answer` and the update `decide`.
+
+    Limits. A run's limits (how many steps, rounds, repairs, turns, documents) are
+    one `settings_model` (a `RecipeSettings`), and the lifecycle reads them through
+    one hook, `settings(input)`. By default it is the input itself when the input is
+    an instance of `settings_model` (a ready workflow's input model subclasses its
+    recipe's settings model, so each run sets its own), else the model's defaults.
+    Change them per recipe by overriding the hook
+    (`return ReflectionSettings(accept_at=0.9)`), or per run by making your input
+    model subclass the settings model.
     """
 
     recipe_name: ClassVar[str] = "recipe"
+    settings_model: ClassVar[type[RecipeSettings]] = RecipeSettings
     llm_timeout: ClassVar[timedelta] = timedelta(minutes=2)
     # The activity heartbeats while it waits for the model: a worker that dies
     # mid-call is noticed after this long, and the call moves to another worker.
@@ -595,6 +620,10 @@ class Recipe(Generic[In, Out]):
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         raise NotImplementedError(f"{type(self).__name__} defines no lifecycle")
+
+    def settings(self, input: In) -> RecipeSettings:
+        """This run's limits: `input` when it is a `settings_model`, else its defaults."""
+        return input if isinstance(input, self.settings_model) else self.settings_model()
 
     @property
     def ledger(self) -> Ledger:

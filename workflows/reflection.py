@@ -19,6 +19,12 @@ Give the model the draft and the review as `context=ctx.refs(draft, review)`:
 references the model activity reads from the ledger, so each text is stored in
 history once.
 
+Limits: `settings(topic)`, a `ReflectionSettings`: `accept_at` (a number in
+[0, 1]) and `max_rounds` (an integer >= 0). By default the input when it subclasses
+`ReflectionSettings` (as `ReflectionInput` does), else the defaults; override
+`settings` to set them otherwise. They are checked when the run starts: a value out
+of range fails it with the non-retryable error `InvalidSettings`.
+
 Rounds. Round `r` is the critique of version `r` of the draft: the first draft is
 critiqued in round 1, the draft rewritten with round 1's feedback in round 2, and
 so on. A round whose score is at least `accept_at` ends the loop (`accepted`).
@@ -58,16 +64,17 @@ when a hook raises. `DurafactStatus` holds the phase (`critiquing`, not
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from durafact.ids import draft_id, final_id, review_id, text_key, topic_id
+from durafact.ids import draft_id, final_id, review_id, rewrite_scope, text_key, topic_id
 from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
-from workflows.recipe import Recipe, RecipeContext, quote, stamp, subject_text
+from durafact.text import not_blank, shorten
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
 
 T = TypeVar("T", bound=BaseModel)
 D = TypeVar("D", bound=BaseModel)
@@ -84,7 +91,7 @@ def checked_score(score: Any) -> tuple[float, float | None]:
         value = math.nan
     if isinstance(score, bool) or not math.isfinite(value):
         raise ApplicationError(
-            f"the critique's score {_short(score)} is not a finite number",
+            f"the critique's score {_shown_score(score)} is not a finite number",
             type="InvalidScore",
             non_retryable=True,
         )
@@ -92,9 +99,10 @@ def checked_score(score: Any) -> tuple[float, float | None]:
     return clamped, (value if clamped != value else None)
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10**limit else "a huge int"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _shown_score(score: Any, limit: int = 40) -> str:
+    # An int of thousands of digits is named, not printed (repr refuses past 4300).
+    text = repr(score) if not isinstance(score, int) or abs(score) < 10**limit else "a huge int"
+    return shorten(text, limit)
 
 
 class Review(BaseModel):
@@ -106,6 +114,15 @@ class Review(BaseModel):
     raw_score: float | None = Field(
         default=None, description="What the critique returned, when it was outside [0, 1]."
     )
+
+
+class ReflectionSettings(RecipeSettings):
+    """The limits of a ReflectionLoop run."""
+
+    accept_at: float = Field(
+        default=0.8, ge=0.0, le=1.0, allow_inf_nan=False, description="Score that accepts."
+    )
+    max_rounds: int = Field(default=2, ge=0, description="How many rewrites at most.")
 
 
 class ReflectionOutcome(BaseModel, Generic[F]):
@@ -121,8 +138,7 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
     """Draft -> critique -> rewrite with the feedback until accepted or out of rounds -> finish."""
 
     recipe_name = "reflection"
-    accept_at: ClassVar[float] = 0.8
-    max_rounds: ClassVar[int] = 2
+    settings_model = ReflectionSettings
 
     async def draft(self, ctx: RecipeContext, topic: T) -> D:
         raise NotImplementedError
@@ -136,15 +152,9 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
     async def finish(self, ctx: RecipeContext, draft: D, review: Review) -> F:
         raise NotImplementedError
 
-    def limits(self, topic: T) -> tuple[float, int]:
-        """(accept_at, max_rounds) for this run: the input's `accept_at`/`max_rounds`
-        fields where it has them and they are set, else the class settings."""
-        accept_at = getattr(topic, "accept_at", None)
-        max_rounds = getattr(topic, "max_rounds", None)
-        return (
-            self.accept_at if accept_at is None else accept_at,
-            self.max_rounds if max_rounds is None else max_rounds,
-        )
+    def settings(self, topic: T) -> ReflectionSettings:
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(ReflectionSettings, super().settings(topic))
 
     async def lifecycle(self, ctx: RecipeContext, topic: T) -> ReflectionOutcome[F]:
         ledger = ctx.ledger
@@ -153,7 +163,8 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
         ledger.create(topic_id(text), topic)
         did = draft_id(text)
         scores: list[float] = []
-        threshold, rewrites = _checked_limits(*self.limits(topic))
+        limits = self.settings(topic)
+        threshold, rewrites = _checked_limits(limits.accept_at, limits.max_rounds)
         ctx.set_status("drafting", f"drafting: {key}")
         with ctx.scoped(did):
             draft = stamp(await self.draft(ctx, topic), topic=key, round=1)
@@ -182,7 +193,7 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
                 ending = "round_limit"
                 break
             ctx.set_status(f"rewriting:{round_}")
-            with ctx.scoped(f"rewrite:{did}:{round_}"):
+            with ctx.scoped(rewrite_scope(did, round_)):
                 draft = await self.rewrite(ctx, draft, review)
             draft = stamp(draft, topic=key, round=round_ + 1)
             ledger.update(did, draft)
@@ -198,6 +209,8 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
 
 
 def _checked_limits(threshold: object, rewrites: object) -> tuple[float, int]:
+    # The settings model validates what it is given, but a hook may assign out of
+    # range afterwards (pydantic does not check assignments) or build it unchecked.
     if (
         isinstance(threshold, bool)
         or not isinstance(threshold, int | float)
@@ -220,19 +233,10 @@ def _checked_limits(threshold: object, rewrites: object) -> tuple[float, int]:
 # --- The ready, LLM-driven ReflectionLoop -----------------------------------------
 
 
-class ReflectionInput(BaseModel):
-    topic: str = Field(description="What the text should be about.")
-    accept_at: float = Field(
-        default=0.8, ge=0.0, le=1.0, allow_inf_nan=False, description="Score that accepts."
-    )
+class ReflectionInput(ReflectionSettings):
+    topic: Annotated[str, not_blank("topic")] = Field(description="What the text should be about.")
+    # The ready loop always allows a rewrite, and at most ten.
     max_rounds: int = Field(default=2, ge=1, le=10, description="How many rewrites at most.")
-
-    @field_validator("topic")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the topic is empty")
-        return value.strip()
 
 
 class Critique(BaseModel):

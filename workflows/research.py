@@ -15,10 +15,17 @@ three-line `run`:
         async def state_claims(self, ctx, request, evidence, docs): ...   # -> ClaimSet
         async def write_answer(self, ctx, request, claims, calculations): ...  # -> str | AnswerText
 
+Optional: `finish(ctx, request, ending)`, the closing hook (see Endings).
+
 The input is a `ResearchInput` (or a subclass): the question, the sources and
 how much to read. Hooks get artifacts (`Artifact[SourceRef]`, `Artifact[Doc]`, ...)
 because what they return cites ids; give them to the model as
 `context=[a.id for a in docs]`, so a text is stored in history once.
+
+Limits: `settings(request)`, a `ResearchSettings`: `limit` (refs kept after
+ranking), `max_docs` (refs that may be read) and `max_doc_chars` (longer
+documents are cut). By default the input itself (`ResearchInput` subclasses
+`ResearchSettings`); override `settings` to set them otherwise.
 
 Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
 
@@ -54,9 +61,9 @@ SourceRef -> SourceSpec (`ResearchResult.provenance(ledger)`, the ledger from th
 
 Endings. A stage that leaves nothing (no ref found, none chosen, none read, no
 quote grounded, no claim backed) ends the run with `insufficient:{turn}` (its
-stage and reason), and no later hook runs. `result(ctx, request, ending)` turns
-the `ResearchAnswer` or `Insufficient` into the run's output; the default is a
-`ResearchResult`.
+stage and reason), and no later hook runs but the closing one: `finish(ctx,
+request, ending)` turns the `ResearchAnswer` or `Insufficient` into the run's
+output; the default is a `ResearchResult`.
 
 Status. `EvaluateTurn` drives `turn:{turn}` (`ResearchTurn`) from the ledger
 alone: `researching` -> `answerable` once evidence is kept -> `answered` or
@@ -75,7 +82,7 @@ import asyncio
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
@@ -93,10 +100,13 @@ from durafact.ids import (
     calc_id,
     choice_id,
     claim_id,
+    claims_scope,
     evidence_id,
+    evidence_scope,
     insufficient_id,
     rejected_id,
     research_answer_id,
+    select_scope,
     text_key,
     turn_id,
 )
@@ -105,7 +115,8 @@ from durafact.llm import ContextRef, Usage
 from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
 from durafact.status_machine import StatusMachine
-from workflows.recipe import Recipe, RecipeContext, quote
+from durafact.text import not_blank
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from workflows.sources import fan_out_sources, materialize_doc, source_spec
 
 TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
@@ -123,24 +134,22 @@ CALC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 # --- Input, what hooks return, and the artifacts ---------------------------------------
 
 
-class ResearchInput(BaseModel):
-    """A question, the sources to research it in, and how much to read."""
+class ResearchSettings(RecipeSettings):
+    """The limits of a Research run: how much to read."""
 
-    question: str
-    sources: list[SourceSpec] = Field(min_length=1)
     limit: int = Field(default=8, ge=1, le=20, description="Refs kept after ranking.")
     max_docs: int = Field(default=4, ge=1, le=10, description="Refs that may be read.")
     max_doc_chars: int = Field(default=20_000, ge=200, description="Longer documents are cut.")
+
+
+class ResearchInput(ResearchSettings):
+    """A question, the sources to research it in, and how much to read."""
+
+    question: Annotated[str, not_blank("question")]
+    sources: list[SourceSpec] = Field(min_length=1)
     skills: list[Skill] = Field(
         default_factory=list, description="Loaded skills (`load_skills`) hooks may match."
     )
-
-    @field_validator("question")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the question is empty")
-        return value.strip()
 
     @field_validator("sources")
     @classmethod
@@ -351,6 +360,11 @@ class Research(Recipe[In, Out]):
     """Search -> choose -> read the chosen -> quote -> claim and compute -> answer."""
 
     recipe_name = "research"
+    settings_model = ResearchSettings
+
+    def settings(self, request: In) -> ResearchSettings:
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(ResearchSettings, super().settings(request))
 
     async def choose(
         self, ctx: RecipeContext, request: In, refs: list[Artifact[SourceRef]]
@@ -380,7 +394,9 @@ class Research(Recipe[In, Out]):
     ) -> str | AnswerText:
         raise NotImplementedError
 
-    def result(self, ctx: RecipeContext, request: In, ending: ResearchAnswer | Insufficient) -> Out:
+    async def finish(
+        self, ctx: RecipeContext, request: In, ending: ResearchAnswer | Insufficient
+    ) -> Out:
         """The run's output from its ending: a `ResearchResult` unless overridden."""
         answered = isinstance(ending, ResearchAnswer)
         return cast(
@@ -402,13 +418,14 @@ class Research(Recipe[In, Out]):
         ledger = ctx.ledger
         turn = text_key(request.question)
         turns = EvaluateTurn(ctx.set_status)
+        limits = self.settings(request)
 
-        def insufficient(stage: Stage, reason: str) -> Out:
+        async def insufficient(stage: Stage, reason: str) -> Out:
             ending = Insufficient(query_id=turn, stage=stage, reason=reason)
             ledger.create(insufficient_id(turn), ending)
             ctx.announce(f"insufficient: {reason}", kind="warning")
             turns.advance(ledger)
-            return self.result(ctx, request, ending)
+            return await self.finish(ctx, request, ending)
 
         ledger.create(turn_id(turn), ResearchTurn(query_id=turn, question=request.question))
         ctx.set_status(
@@ -420,48 +437,50 @@ class Research(Recipe[In, Out]):
             request.question,
             sources=request.sources,
             owner_id=turn,
-            limit=request.limit,
+            limit=limits.limit,
             on_start=lambda source: ctx.announce(f"searching {source}"),
             on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
         )
         if not refs:
-            return insufficient("search", "no source found anything for the question")
+            return await insufficient("search", "no source found anything for the question")
 
-        with ctx.scoped(f"select:{turn}"):
+        with ctx.scoped(select_scope(turn)):
             choice = await self.choose(ctx, request, refs)
-        chosen = _keep_choice(ctx, turn, refs, choice, request.max_docs)
+        chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
         if not chosen:
-            return insufficient("select", "no search result looked relevant")
+            return await insufficient("select", "no search result looked relevant")
 
         ctx.announce(f"reading {_count(len(chosen), 'document')}")
         read = await asyncio.gather(
-            *(materialize_doc(ctx, ref, max_chars=request.max_doc_chars) for ref in chosen)
+            *(materialize_doc(ctx, ref, max_chars=limits.max_doc_chars) for ref in chosen)
         )
         docs = [doc.typed(Doc) for doc in read if doc is not None]
         if not docs:
-            return insufficient("resolve", "none of the chosen documents could be read")
+            return await insufficient("resolve", "none of the chosen documents could be read")
 
-        with ctx.scoped(f"evidence:{turn}"):
+        with ctx.scoped(evidence_scope(turn)):
             drafts = await self.extract(ctx, request, docs)
         evidence = _keep_grounded(ctx, turn, docs, drafts)
         turns.advance(ledger)
         if not evidence:
-            return insufficient("evidence", "no quote from the documents answers the question")
+            return await insufficient(
+                "evidence", "no quote from the documents answers the question"
+            )
 
-        with ctx.scoped(f"claims:{turn}"):
+        with ctx.scoped(claims_scope(turn)):
             stated = await self.state_claims(ctx, request, evidence, docs)
         calculations = _calculate(ctx, turn, stated.calculations)
         claims = _keep_backed(ctx, turn, request.question, stated.claims, evidence, calculations)
         if not claims:
-            return insufficient("claims", "no claim was backed by the evidence")
+            return await insufficient("claims", "no claim was backed by the evidence")
 
         used = list(dict.fromkeys(k for c in claims for k in c.data.calculation_ids))
         calcs = [ledger.get(k).typed(Calculation).data for k in used]
-        with ctx.scoped(f"answer:{turn}"):
+        with ctx.scoped(research_answer_id(turn)):
             written = await self.write_answer(ctx, request, claims, calcs)
         answer = _keep_answer(ctx, turn, request.question, written, claims, calcs)
         turns.advance(ledger)
-        return self.result(ctx, request, answer)
+        return await self.finish(ctx, request, answer)
 
 
 # --- What the lifecycle checks and computes, in code ------------------------------------
@@ -791,12 +810,13 @@ class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
     async def choose(
         self, ctx: RecipeContext, request: ResearchInput, refs: list[Artifact[SourceRef]]
     ) -> RefChoice:
+        max_docs = self.settings(request).max_docs
         return await ctx.llm.structured(
             RefChoice,
-            f"Question: {request.question}\n\nChoose at most {request.max_docs} of the "
+            f"Question: {request.question}\n\nChoose at most {max_docs} of the "
             f"{_count(len(refs), 'search result')} to read.",
             system=_system(
-                SELECTOR.format(n=request.max_docs),
+                SELECTOR.format(n=max_docs),
                 match_skills(request.skills, SELECT_SITUATION),
             ),
             context=[ref.id for ref in refs],

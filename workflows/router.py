@@ -36,7 +36,7 @@ from typing import Generic, Literal, TypeVar
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from durafact.ids import request_id, task_id, text_key
+from durafact.ids import attempt_scope, request_id, task_id, text_key
 from workflows.recipe import RecipeContext, subject_text
 
 Req = TypeVar("Req", bound=BaseModel)
@@ -104,11 +104,6 @@ class Router(Generic[Req]):
             ledger.create(tid, task)
         ledger.link(tid, "for_request", rid)
         return task
-
-
-def attempt_scope(artifact_id: str, attempt: int) -> str:
-    """The activity scope of a stage's `attempt`: the artifact id, plus `:n` after the first."""
-    return artifact_id if attempt <= 1 else f"{artifact_id}:{attempt}"
 
 
 def activity_failure(exc: ActivityError) -> str:

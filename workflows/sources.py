@@ -40,7 +40,15 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from durafact.ids import ref_id, resolve_failure_id, resolved_id, search_failure_id, source_id_of
+from durafact.ids import (
+    ref_id,
+    resolve_failure_id,
+    resolve_id,
+    resolved_id,
+    search_failure_id,
+    search_id,
+    source_id_of,
+)
 from durafact.ledger import Artifact
 from durafact.sources import (
     Doc,
@@ -142,7 +150,7 @@ async def fan_out_sources(
                 "search_source",
                 SearchRequest(spec=spec, query=query, limit=limit),
                 result_type=list[SourceRef],
-                activity_id=ctx.temporal_id(f"search:{spec.source_id}:{owner_id}"),
+                activity_id=ctx.temporal_id(search_id(spec.source_id, owner_id)),
                 summary=f"search source: {spec.source_id}",
                 start_to_close_timeout=timeout,
                 schedule_to_close_timeout=source_deadline(ctx, spec, "search"),
@@ -249,7 +257,7 @@ async def materialize_doc(
             "resolve_ref",
             ResolveRequest(spec=spec, ref=ref.data, max_chars=max_chars),
             result_type=ResolvedDoc,
-            activity_id=ctx.temporal_id(f"resolve:{ref.id}"),
+            activity_id=ctx.temporal_id(resolve_id(ref.id)),
             summary=f"resolve doc: {ref.data.uid}",
             start_to_close_timeout=timeout,
             schedule_to_close_timeout=source_deadline(ctx, spec, "resolve"),

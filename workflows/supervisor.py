@@ -41,19 +41,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import partial
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
 from durafact.approval import ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
-from durafact.ids import facts_id, report_id, request_id, task_id, text_key
+from durafact.ids import attempt_scope, facts_id, report_id, request_id, task_id, text_key
 from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
+from durafact.text import not_blank, shorten
 from workflows.approval_gate import ApprovalGate
 from workflows.recipe import Recipe, RecipeContext, quote
-from workflows.router import Router, RouteSource, Task, attempt_scope, keyword_route
+from workflows.router import Router, RouteSource, Task, keyword_route
 
 DEFAULT_ROUTES = ("budget", "timeline", "quality")
 STAGES = ("facts", "route", "report")
@@ -62,7 +63,9 @@ FIELD_STAGES = {"scope": "route", "budget": "report", "deadline": "report"}
 
 
 class SupervisorRequest(BaseModel):
-    request: str = Field(description="What the person asks for, in their words.")
+    request: Annotated[str, not_blank("request")] = Field(
+        description="What the person asks for, in their words."
+    )
     routes: tuple[str, ...] = Field(
         default=DEFAULT_ROUTES, description="The specialists a request can be routed to."
     )
@@ -74,13 +77,6 @@ class SupervisorRequest(BaseModel):
         description="After the timeout: reject, or escalate (a second question with the same "
         "timeout, then reject).",
     )
-
-    @field_validator("request")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the request is empty")
-        return value.strip()
 
     @field_validator("routes")
     @classmethod
@@ -174,11 +170,6 @@ REPORTER = (
     " Write a short report on the request for a person who approves it, using the facts "
     "given as context. Be concrete. Answer with the report only."
 )
-
-
-def _excerpt(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _attempt_note(attempt: int) -> str:
@@ -356,7 +347,7 @@ class SupervisorWorkflow(Recipe[SupervisorRequest, SupervisorResult]):
         return (
             f"Approve the {report.route} report for {quote(text, 80)}?\n"
             f"Facts: {facts.line()}\n"
-            f"Report: {_excerpt(report.text)}"
+            f"Report: {shorten(report.text, 300, one_line=True)}"
         )
 
     async def on_approve(self, ctx: RecipeContext, report: Report) -> Reply:

@@ -44,6 +44,7 @@ from durafact.ids import OPAQUE_IDS_MEMO
 from durafact.runtime.codec import encrypts
 from durafact.runtime.registry import Registered, Registry
 from durafact.runtime.settings import Settings
+from durafact.text import shorten
 from workflows.recipe import MODEL_DEADLINE_MEMO, RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
@@ -208,10 +209,6 @@ def validated(kind: Any, data: Any) -> Any:
         ) from None
 
 
-def clip(text: str) -> str:
-    return text if len(text) <= DETAILS_LIMIT else text[: DETAILS_LIMIT - 1] + "…"
-
-
 def type_label(kind: Any) -> str:
     return getattr(kind, "__name__", None) or str(kind)
 
@@ -261,7 +258,8 @@ async def start(
             ),
             static_summary=summary,
             # The input itself travels once, in args; the details show only its start.
-            static_details=f"{clip(launch.details)}\n\nStarted by `starter.py {launch.command}`.",
+            static_details=f"{shorten(launch.details, DETAILS_LIMIT)}\n\n"
+            f"Started by `starter.py {launch.command}`.",
             memo=memo or None,
         )
         run_id = handle.result_run_id

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 from durafact.approval import ApprovalQuestion
 from durafact.ledger import Ledger
 from durafact.sources import SourceFailure
+from durafact.text import shorten
 from workflows.answer_flow import AnswerFlowResult, ItemAnswer
 from workflows.plan_execute import PlanExecuteResult, PlanStep, StepResult
 from workflows.react import ReActResult
@@ -93,8 +94,7 @@ def brief(text: str, limit: int = 100) -> str:
 
 
 def summarize(text: str, limit: int = 100) -> str:
-    line = one_line(text)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return shorten(text, limit, one_line=True)
 
 
 def indent(text: str, first: str) -> str:

@@ -23,6 +23,7 @@ from durafact.cli.launch import Launch
 from durafact.cli.output import Failed, one_line, summarize
 from durafact.runtime.registry import Registry
 from durafact.sources import SourceSpec
+from durafact.text import shorten
 from workflows.answer_flow import AnswerFlowWorkflow, load_answer_batch
 from workflows.plan_execute import MAX_STEPS, Goal, PlanExecuteWorkflow
 from workflows.react import ReActInput, ReActWorkflow
@@ -179,7 +180,7 @@ def ready(
 def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
     """The workflow a recipe command starts; bad input fails here, before any connection."""
     if args.command == "plan":
-        goal = checked(Goal, {"text": args.goal, "max_steps": args.max_steps})
+        goal = checked(Goal, {"text": args.goal, "max_steps": args.max_steps}, positional="text")
         return ready(
             registry,
             PlanExecuteWorkflow,
@@ -192,6 +193,7 @@ def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
         request = checked(
             ReflectionInput,
             {"topic": args.topic, "accept_at": args.accept_at, "max_rounds": args.max_rounds},
+            positional="topic",
         )
         return ready(
             registry,
@@ -215,6 +217,7 @@ def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
                 "approval_timeout": timeout,
                 "on_timeout": args.on_timeout or "reject",
             },
+            positional="request",
         )
         waits = (
             f"{args.approval_timeout}, then {request.on_timeout}"
@@ -276,6 +279,7 @@ def research_launch(args: argparse.Namespace, registry: Registry) -> Launch:
             "max_docs": args.max_docs,
             "skills": skills,
         },
+        positional="question",
     )
     listed = ", ".join(f"{s.source_id} ({s.kind})" for s in request.sources)
     return ready(
@@ -395,7 +399,7 @@ def duration(text: str, option: str) -> timedelta:
             "30s, 15m, 2h, 3d)",
             code=2,
         )
-    shown = text if len(text) <= 24 else f"{text[:20]}…"
+    shown = shorten(text, 24)
     too_long = Failed(f"{option}: {shown!r} is longer than 100 years (36500d)", code=2)
     if len(match[1]) > 12:  # more than 100 years in any unit; int() refuses 4300 digits
         raise too_long
@@ -411,20 +415,22 @@ def duration(text: str, option: str) -> timedelta:
 def checked(
     model: type[BaseModel],
     values: dict[str, Any],
-    positional: str | None = None,
+    *,
+    positional: str,
     options: dict[str, str] | None = None,
 ) -> Any:
     """`model` from command-line values, or a one-line reason naming the option.
 
-    `positional` is the field the command's argument fills (by default the model's
-    first); `options` names the option of a field whose name is not `--field-name`."""
+    `positional` is the field the command's argument fills (named: an input's first
+    field may be one of its settings'); `options` names the option of a field whose
+    name is not `--field-name`."""
     try:
         return model.model_validate(values)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else ""
         reason = one_line(str(error.get("ctx", {}).get("error") or error["msg"]))
-        if field and field != (positional or next(iter(model.model_fields))):
+        if field and field != positional:
             option = (options or {}).get(field) or f"--{field.replace('_', '-')}"
             reason = f"{option}: {reason}"
         raise Failed(reason, code=2) from None

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Worker
 
     from activities import ModelActivities, classify_error, retry_after
-    from activities.llm import EMPTY_ANSWER_ATTEMPTS, parse_arguments
+    from activities.llm import EMPTY_ANSWER_ATTEMPTS
     from durafact.llm import (
         ArtifactSpan,
         ChatMessage,
@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from durafact.runtime.settings import Settings
     from durafact.runtime.worker import build_worker
     from durafact.testing import ScriptedModel, ToolCalls
-    from durafact.tools import ToolCall, ToolSpec
+    from durafact.tools import ToolCall, ToolSpec, parse_arguments
     from tests.helpers import scheduled_activities
 
 is_plan = lambda call: call.schema_name == "Plan"  # noqa: E731

@@ -183,7 +183,8 @@ def test_an_input_file_that_is_missing_a_directory_or_not_utf8_is_one_line(
 @FAST
 @given(ARGS, st.integers(-(2**70), 2**70))
 def test_plan_arguments_are_a_goal_or_one_line_with_code_2(goal: str, max_steps: int) -> None:
-    value = value_or_failed(lambda: checked(Goal, {"text": goal, "max_steps": max_steps}))
+    values = {"text": goal, "max_steps": max_steps}
+    value = value_or_failed(lambda: checked(Goal, values, positional="text"))
     if value is not None:
         assert value.text == goal.strip() and 1 <= value.max_steps <= MAX_STEPS
 
@@ -194,7 +195,7 @@ def test_reflect_arguments_are_an_input_or_one_line_with_code_2(
     topic: str, accept_at: float, max_rounds: int
 ) -> None:
     values = {"topic": topic, "accept_at": accept_at, "max_rounds": max_rounds}
-    value_or_failed(lambda: checked(ReflectionInput, values))
+    value_or_failed(lambda: checked(ReflectionInput, values, positional="topic"))
 
 
 @FAST
@@ -203,7 +204,7 @@ def test_route_arguments_are_a_request_or_one_line_with_code_2(
     request: str, timeout: timedelta | None, on_timeout: str
 ) -> None:
     values = {"request": request, "approval_timeout": timeout, "on_timeout": on_timeout}
-    value_or_failed(lambda: checked(SupervisorRequest, values))
+    value_or_failed(lambda: checked(SupervisorRequest, values, positional="request"))
 
 
 @FAST

@@ -66,7 +66,7 @@ class Generator:
         self.omit = omit or set()
         self.log = log
 
-    async def __call__(self, batch, ctx, *, repairs, previous):
+    async def __call__(self, ctx, batch, *, repairs, previous):
         if self.log is not None:
             self.log.append("generate")
         self.calls.append(
@@ -149,7 +149,7 @@ class Budget:
 def reviewer(verdicts: dict[str, AnswerCheck] | None = None, calls: list | None = None, log=None):
     """review that passes everything except the given verdicts, recording each batch."""
 
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         if log is not None:
             log.append("review")
         if calls is not None:
@@ -254,10 +254,10 @@ async def test_generate_receives_the_run_context():
 
 
 async def test_a_sync_generate_and_review_are_accepted():
-    def generate(batch, ctx, *, repairs, previous):
+    def generate(ctx, batch, *, repairs, previous):
         return {item.id: "fine" for item in batch}
 
-    def review(pairs, ctx):
+    def review(ctx, pairs):
         return {item.id: PASSED for item, _ in pairs}
 
     flow = define(
@@ -287,7 +287,7 @@ async def test_missing_value_is_repaired_in_the_next_round():
 
 
 async def test_extra_values_from_generate_are_ignored():
-    async def generate(batch, ctx, *, repairs, previous):
+    async def generate(ctx, batch, *, repairs, previous):
         return {"a": "a#0", "stranger": "x#0"}
 
     [result] = await run(define(generate=generate), "a")
@@ -349,7 +349,7 @@ async def test_check_returning_a_dict_is_read_as_an_AnswerCheck():
 
 
 async def test_generate_returning_no_mapping_is_a_type_error():
-    async def generate(batch, ctx, *, repairs, previous):
+    async def generate(ctx, batch, *, repairs, previous):
         return None
 
     with pytest.raises(TypeError, match="generate must return a mapping"):
@@ -357,7 +357,7 @@ async def test_generate_returning_no_mapping_is_a_type_error():
 
 
 async def test_generate_that_raises_propagates():
-    async def generate(batch, ctx, *, repairs, previous):
+    async def generate(ctx, batch, *, repairs, previous):
         raise ConnectionError("model down")
 
     with pytest.raises(ConnectionError, match="model down"):
@@ -402,7 +402,7 @@ async def test_optional_review_failure_sends_the_item_to_repair_with_the_reviews
     complaint = AnswerIssue(code="UNSUPPORTED", message="claim not in source")
     calls: list = []
 
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         calls.append([item.id for item, _ in pairs])
         return {
             item.id: AnswerCheck(status="failed", issues=[complaint]) if value == "a#0" else PASSED
@@ -423,7 +423,7 @@ async def test_optional_review_failure_sends_the_item_to_repair_with_the_reviews
 
 
 async def test_optional_review_that_raises_leaves_the_local_verdict_standing():
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         raise TimeoutError("judge timed out")
 
     generate = Generator()
@@ -437,7 +437,7 @@ async def test_optional_review_that_raises_leaves_the_local_verdict_standing():
 
 
 async def test_optional_review_that_leaves_an_item_out_keeps_its_local_verdict():
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         return {"a": AnswerCheck(status="passed")}
 
     flow = define(review_policy="optional", review=review)
@@ -492,7 +492,7 @@ async def test_required_review_failure_sends_the_item_to_repair():
 
 
 async def test_required_review_failure_that_gets_fixed_is_accepted():
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         return {
             item.id: PASSED if attempt_of(value) >= 1 else AnswerCheck(status="failed")
             for item, value in pairs
@@ -510,7 +510,7 @@ async def test_required_review_that_raises_blocks_without_fallback_or_repair():
         fallbacks.append(item.id)
         return RecoveryResult(handled=True, value="rescued")
 
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         raise RuntimeError("judge unavailable")
 
     generate = Generator()
@@ -528,7 +528,7 @@ async def test_required_review_that_raises_blocks_without_fallback_or_repair():
 
 
 async def test_required_review_that_leaves_an_item_out_blocks_only_that_item():
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         return {"a": PASSED}
 
     generate = Generator()
@@ -542,7 +542,7 @@ async def test_required_review_that_leaves_an_item_out_blocks_only_that_item():
 
 
 async def test_required_review_returning_an_invalid_verdict_blocks_the_item():
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         return {"a": {"status": "unsure"}}
 
     [result] = await run(define(review_policy="required", review=review), "a")
@@ -550,7 +550,7 @@ async def test_required_review_returning_an_invalid_verdict_blocks_the_item():
 
 
 async def test_review_verdicts_as_dicts_are_read_as_AnswerChecks():
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         return {item.id: {"status": "passed", "issues": []} for item, _ in pairs}
 
     [result] = await run(define(review_policy="required", review=review), "a")
@@ -560,7 +560,7 @@ async def test_review_verdicts_as_dicts_are_read_as_AnswerChecks():
 async def test_review_receives_the_run_context():
     seen = []
 
-    async def review(pairs, ctx):
+    async def review(ctx, pairs):
         seen.append(ctx)
         return {item.id: PASSED for item, _ in pairs}
 
@@ -850,7 +850,7 @@ async def test_run_refuses_a_batch_larger_than_the_flows_max_items():
 async def test_observe_sees_each_stage_in_order_with_a_snapshot_of_every_item():
     stages: list[tuple[str, list[tuple[str, str, Any, int]]]] = []
 
-    def observe(stage_id, results):
+    def observe(ctx, stage_id, results):
         stages.append((stage_id, [(r.item_id, r.status, r.value, r.rounds) for r in results]))
 
     flow = define(max_repairs=2, check=passes_from(b=1), observe=observe)
@@ -866,7 +866,7 @@ async def test_observe_sees_each_stage_in_order_with_a_snapshot_of_every_item():
 async def test_observe_sees_in_flight_items_with_their_current_issues():
     snapshots: dict[str, AnswerResult] = {}
 
-    def observe(stage_id, results):
+    def observe(ctx, stage_id, results):
         snapshots[stage_id] = results[0]
 
     flow = define(max_repairs=1, check=passes_from(a=NEVER), observe=observe)
@@ -879,7 +879,9 @@ async def test_observe_sees_in_flight_items_with_their_current_issues():
 
 async def test_observe_sees_only_final_when_nothing_was_generated():
     stages = []
-    flow = define(can_invoke=lambda ctx: False, observe=lambda stage, results: stages.append(stage))
+    flow = define(
+        can_invoke=lambda ctx: False, observe=lambda ctx, stage, results: stages.append(stage)
+    )
     await run(flow, "a")
     assert stages == ["final"]
 
@@ -890,14 +892,14 @@ async def test_observe_sees_no_stage_for_a_round_the_budget_refused():
         can_invoke=Budget(allowed=1),
         check=passes_from(a=NEVER),
         max_repairs=3,
-        observe=lambda stage, results: stages.append(stage),
+        observe=lambda ctx, stage, results: stages.append(stage),
     )
     await run(flow, "a")
     assert stages == ["generate:0", "final"]
 
 
 async def test_observe_that_raises_does_not_change_the_result_and_is_logged(caplog):
-    def observe(stage_id, results):
+    def observe(ctx, stage_id, results):
         raise RuntimeError("dashboard down")
 
     expected = await run(define(check=passes_from(b=1)), "a", "b")
@@ -912,7 +914,7 @@ async def test_observe_that_raises_does_not_change_the_result_and_is_logged(capl
 async def test_async_observe_that_raises_does_not_change_the_result():
     stages = []
 
-    async def observe(stage_id, results):
+    async def observe(ctx, stage_id, results):
         stages.append(stage_id)
         raise RuntimeError("async dashboard down")
 
@@ -923,7 +925,7 @@ async def test_async_observe_that_raises_does_not_change_the_result():
 
 
 async def test_observe_that_mutates_its_snapshot_does_not_change_the_result():
-    def observe(stage_id, results):
+    def observe(ctx, stage_id, results):
         for result in results:
             result.status = "blocked"
             result.value = "tampered"
@@ -957,7 +959,7 @@ async def test_an_input_may_be_split_across_several_items():
 async def test_items_from_a_json_file_validate_and_reach_generate_with_their_data():
     seen = []
 
-    async def generate(batch, ctx, *, repairs, previous):
+    async def generate(ctx, batch, *, repairs, previous):
         seen.extend((item.id, item.data) for item in batch)
         return {item.id: f"{item.id}#0" for item in batch}
 

@@ -1,10 +1,24 @@
-"""Keyword scoring and stemming: the seed's examples, stop words, stems, edge cases."""
+"""Keyword scoring and stemming: the seed's examples, stop words, stems, edge cases;
+and the shared helpers `shorten` (every label and message) and `not_blank` (every
+required text field)."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Annotated
 
-from durafact.text import EN_STOPWORDS, RU_STOPWORDS, STOPWORDS, keyword_score, stem_words, terms
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from durafact.text import (
+    EN_STOPWORDS,
+    RU_STOPWORDS,
+    STOPWORDS,
+    keyword_score,
+    not_blank,
+    shorten,
+    stem_words,
+    terms,
+)
 
 
 def test_seed_example_an_english_query_word_found_in_the_text_scores_one() -> None:
@@ -105,3 +119,28 @@ def test_custom_stop_words_replace_the_default_list() -> None:
 def test_score_is_always_between_zero_and_one(use_stems: bool) -> None:
     for text, query in [("a b c", "x"), ("milk", "milk"), ("", ""), ("молоко", "молоко хлеб")]:
         assert 0.0 <= keyword_score(text, query, use_stems=use_stems) <= 1.0
+
+
+# --- shorten and not_blank ----------------------------------------------------------------
+
+
+def test_shorten_keeps_a_short_text_and_cuts_a_long_one_to_the_limit() -> None:
+    assert shorten("a" * 10, 10) == "a" * 10
+    assert shorten("a" * 11, 10) == "a" * 9 + "…"
+    assert len(shorten("word " * 100, 40)) == 40
+
+
+def test_shorten_on_one_line_folds_whitespace_before_it_counts() -> None:
+    assert shorten("two\n\n  lines", 20, one_line=True) == "two lines"
+    assert shorten("two\n\n  lines", 20) == "two\n\n  lines"
+    assert shorten("a  b  c  d", 5, one_line=True) == "a b …"
+
+
+class Brief(BaseModel):
+    topic: Annotated[str, not_blank("topic")]
+
+
+def test_not_blank_strips_the_text_and_refuses_a_blank_one_by_name() -> None:
+    assert Brief(topic="  Tea \n").topic == "Tea"
+    with pytest.raises(ValidationError, match="the topic is empty"):
+        Brief(topic=" \t\n")

@@ -35,6 +35,7 @@ from workflows.answer_flow import (
     AnswerBatchInput,
     AnswerFlow,
     AnswerFlowResult,
+    AnswerFlowSettings,
     AnswerFlowWorkflow,
     ItemAnswer,
     ItemVerdict,
@@ -81,11 +82,12 @@ class Glossary(BaseModel):
 
 @workflow.defn
 class GlossaryFlow(AnswerFlow[Terms, Glossary]):
-    max_repairs = 2
-
     @workflow.run
     async def run(self, terms: Terms) -> Glossary:
         return await self.execute(terms)
+
+    def settings(self, terms: Terms) -> AnswerFlowSettings:
+        return AnswerFlowSettings(max_repairs=2)
 
     def questions(self, terms: Terms) -> dict[str, Term]:
         return {t.term: t for t in terms.terms}
@@ -148,11 +150,13 @@ class GlossaryFlow(AnswerFlow[Terms, Glossary]):
 
 @workflow.defn
 class StrictGlossaryFlow(GlossaryFlow):
-    review_policy = "required"  # and no review hook: no item could ever be accepted
-
     @workflow.run
     async def run(self, terms: Terms) -> Glossary:
         return await self.execute(terms)
+
+    def settings(self, terms: Terms) -> AnswerFlowSettings:
+        # And no review hook: no item could ever be accepted.
+        return AnswerFlowSettings(max_repairs=2, review_policy="required")
 
 
 TERMS = Terms(

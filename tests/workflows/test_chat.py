@@ -199,7 +199,7 @@ async def test_five_hundred_messages_cross_continue_as_new_and_keep_an_early_fac
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and e.activity_task_scheduled_event_attributes.activity_type.name == "read_reply"
     ]
-    assert read_back == [f"reply:{replies[0].seq}", f"reply:{replies[200].seq}"]
+    assert read_back == [f"read-reply:{replies[0].seq}", f"read-reply:{replies[200].seq}"]
 
 
 async def test_a_worker_killed_mid_turn_is_replaced_and_the_message_answered_once(

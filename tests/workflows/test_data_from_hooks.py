@@ -12,9 +12,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from durafact.react import parse_arguments
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
+from durafact.tools import parse_arguments
 from workflows.react import ReActInput, ReActWorkflow
 from workflows.reflection import checked_score
 
@@ -22,7 +22,7 @@ NESTED = "[" * 100_000
 
 
 def test_arguments_nested_past_the_parser_are_text() -> None:
-    assert parse_arguments(NESTED) == NESTED
+    assert parse_arguments(NESTED, unquote=True) == NESTED
 
 
 @pytest.mark.parametrize("score", [10**400, -(10**400)])

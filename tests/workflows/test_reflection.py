@@ -22,6 +22,7 @@ from workflows import (
     ReflectionLoop,
     ReflectionOutcome,
     ReflectionResult,
+    ReflectionSettings,
     ReflectionWorkflow,
     Review,
 )
@@ -302,11 +303,15 @@ class Poem(BaseModel):
 class Versifier(ReflectionLoop[Brief, Verse, Poem]):
     """Accepts a verse of four lines; each rewrite adds one line."""
 
-    accept_at = 1.0
-
     @workflow.run
     async def run(self, brief: Brief) -> ReflectionOutcome[Poem]:
         return await self.execute(brief)
+
+    def settings(self, brief: Brief) -> ReflectionSettings:
+        # Only a whole verse is accepted; the brief may change how many rewrites.
+        if brief.max_rounds is None:
+            return ReflectionSettings(accept_at=1.0)
+        return ReflectionSettings(accept_at=1.0, max_rounds=brief.max_rounds)
 
     async def draft(self, ctx: RecipeContext, brief: Brief) -> Verse:
         return Verse(lines=[brief.text])
@@ -337,7 +342,7 @@ async def test_a_user_loop_runs_its_hooks_without_a_model(
             )
             return await handle.result(), handle
 
-        # Class settings: max_rounds=2 rewrites -> 3 lines at most, never 4: the limit.
+        # Default settings: max_rounds=2 rewrites -> 3 lines at most, never 4: the limit.
         limited, handle = await run(Brief(text="Rain"))
         ledger = await handle.query(Versifier.artifacts)
         # Overridden per run: a third rewrite reaches four lines and is accepted.
@@ -372,3 +377,37 @@ async def test_a_user_loop_runs_its_hooks_without_a_model(
     assert isinstance(cause, ApplicationError) and cause.type == "InvalidScore"
     assert failed == "failed"
     assert model.calls == []
+
+
+@workflow.defn
+class OverStrictVersifier(Versifier):
+    """A bad override: asks for a score no critique can give."""
+
+    @workflow.run
+    async def run(self, brief: Brief) -> ReflectionOutcome[Poem]:
+        return await self.execute(brief)
+
+    def settings(self, brief: Brief) -> ReflectionSettings:
+        limits = super().settings(brief)
+        limits.accept_at = 1.5  # pydantic does not check an assignment: the loop does
+        return limits
+
+
+async def test_settings_out_of_range_fail_the_run_before_any_hook(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    async with build_worker(client, settings, workflows=[OverStrictVersifier]):
+        handle = await client.start_workflow(
+            OverStrictVersifier.run,
+            Brief(text="Hail"),
+            id=f"verse-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        ledger = await handle.query(OverStrictVersifier.artifacts)
+
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidSettings"
+    assert cause.message == "accept_at must be a number in [0, 1], not 1.5"
+    assert list(ledger.artifacts) == ["topic:Hail"]
