@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 
 from durafact.answer_flow import (
     BUDGET,
-    REVIEW_UNRESOLVED,
     NO_SOURCE,
+    REVIEW_UNRESOLVED,
     SOURCE_UNAVAILABLE,
     AnswerBatchError,
     AnswerCheck,
