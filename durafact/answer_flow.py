@@ -24,6 +24,7 @@ __all__ = [
     "CHECK_ERROR",
     "FALLBACK_ERROR",
     "MISSING_VALUE",
+    "NO_SOURCE",
     "REVIEW_POLICIES",
     "REVIEW_UNRESOLVED",
     "SOURCE_UNAVAILABLE",
@@ -57,6 +58,7 @@ CHECK_ERROR = "CHECK_ERROR"
 MISSING_VALUE = "MISSING_VALUE"
 BUDGET = "BUDGET"
 SOURCE_UNAVAILABLE = "SOURCE_UNAVAILABLE"
+NO_SOURCE = "NO_SOURCE"
 REVIEW_UNRESOLVED = "REVIEW_UNRESOLVED"
 FALLBACK_ERROR = "FALLBACK_ERROR"
 
@@ -89,13 +91,15 @@ class AnswerCheck(BaseModel):
 class AnswerItem(BaseModel):
     """One unit of answering; `input_ids` are the request inputs it answers.
 
-    An item whose source is `unavailable` is never generated: it still exists so
-    that its inputs are explicitly handled (by `fallback`) instead of silently dropped.
+    An item whose source is `unavailable` (it could not be read) or `none` (it has
+    none) is never generated: it still exists so that its inputs are explicitly
+    handled (by `fallback`, with the issue `SOURCE_UNAVAILABLE` or `NO_SOURCE`)
+    instead of silently dropped.
     """
 
     id: str
     input_ids: list[str]
-    source_status: Literal["ready", "unavailable"] = "ready"
+    source_status: Literal["ready", "unavailable", "none"] = "ready"
     data: Any = None
 
 
@@ -373,6 +377,9 @@ class _Run:
             if state.item.source_status == "unavailable":
                 message = f"the source of item {state.item.id!r} is unavailable"
                 self.recover(state, [_issue(SOURCE_UNAVAILABLE, message)])
+            elif state.item.source_status == "none":
+                message = f"item {state.item.id!r} has no source to answer from"
+                self.recover(state, [_issue(NO_SOURCE, message)])
         waiting = [state for state in self.states if state.result is None]
         for round_no in range(self.flow.max_repairs + 1):
             if not waiting:

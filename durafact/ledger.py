@@ -47,7 +47,10 @@ class Artifact(BaseModel, Generic[T]):
         return Artifact[model](id=self.id, type=self.type, version=self.version, data=data)
 
     def text(self) -> str:
-        """What a model prompt receives: the `text` field if there is one, else compact JSON."""
+        """What a model prompt receives: the data's `prompt_text()` if it has one, else
+        its `text` field if there is one, else compact JSON."""
+        if callable(prompt_text := getattr(self.data, "prompt_text", None)):
+            return prompt_text()
         data = self.data.model_dump(mode="json") if isinstance(self.data, BaseModel) else self.data
         if isinstance(data, dict) and isinstance(data.get("text"), str):
             return data["text"]

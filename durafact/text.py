@@ -46,6 +46,8 @@ __all__ = [
     "terms",
 ]
 
+import json
+import re
 import unicodedata
 from collections.abc import Callable, Collection
 
@@ -59,6 +61,26 @@ def shorten(text: str, limit: int, *, one_line: bool = False) -> str:
     if one_line:
         text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def without_json_objects(text: str, keys: Collection[str]) -> str:
+    """`text` without the JSON objects in it that hold any of `keys`: a weak model
+    shown a structured value (a review's score and feedback) copies it into prose."""
+    decoder = json.JSONDecoder()
+    kept: list[str] = []
+    start = 0
+    while (brace := text.find("{", start)) != -1:
+        try:
+            value, end = decoder.raw_decode(text, brace)
+        except ValueError:
+            kept.append(text[start : brace + 1])
+            start = brace + 1
+            continue
+        dropped = isinstance(value, dict) and any(key in value for key in keys)
+        kept.append(text[start:brace] if dropped else text[start:end])
+        start = end
+    kept.append(text[start:])
+    return re.sub(r"\n{3,}", "\n\n", "".join(kept)).strip()
 
 
 def not_blank(what: str) -> AfterValidator:

@@ -140,7 +140,7 @@ class AnswerFlow(Recipe[In, Out]):
 
     def items(self, batch: In, questions: Mapping[str, BaseModel]) -> list[AnswerItem]:
         """The units of answering, covering every question; by default one `ready` item
-        per question. An `unavailable` item goes to `fallback` without being generated."""
+        per question. An item without a source goes to `fallback` without being generated."""
         return [AnswerItem(id=i, input_ids=[i], data=q) for i, q in questions.items()]
 
     def settings(self, batch: In) -> AnswerFlowSettings:
@@ -211,7 +211,7 @@ class AnswerFlow(Recipe[In, Out]):
 
         for input_id, question in questions.items():
             ctx.ledger.create(question_id(input_id), question)
-        unavailable = sum(item.source_status == "unavailable" for item in items)
+        unavailable = sum(item.source_status != "ready" for item in items)
         ctx.set_status(
             "answering",
             f"answering {_count(len(items), 'item')}"
@@ -328,7 +328,7 @@ QUESTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class Question(BaseModel):
-    """One question and the text to answer it from; no (or a blank) source = unavailable."""
+    """One question and the text to answer it from; no (or a blank) source: `none`."""
 
     id: str = Field(description="Names the question in artifact ids: letters, digits, _ . -")
     question: str
@@ -418,7 +418,7 @@ def check_answer_batch(batch: AnswerBatchInput) -> list[AnswerItem]:
     digit) and a non-blank question; there is at least one question; then
     `validate_answer_batch` (a positive `max_items`, at most that many questions,
     distinct ids). One item per question, with the question as its `data`; one whose
-    source is None or blank is `unavailable`.
+    source is None or blank has the source status `none` (issue `NO_SOURCE`).
     """
     if not _is_int(batch.max_repairs) or not 0 <= batch.max_repairs <= MAX_REPAIRS:
         raise AnswerBatchError(
@@ -449,7 +449,7 @@ def check_answer_batch(batch: AnswerBatchInput) -> list[AnswerItem]:
         AnswerItem(
             id=question.id,
             input_ids=[question.id],
-            source_status="ready" if (question.source or "").strip() else "unavailable",
+            source_status="ready" if (question.source or "").strip() else "none",
             data=question,
         )
         for question in batch.questions
@@ -476,7 +476,7 @@ def load_answer_batch(
     The document is either a list of questions or an object with `questions` and, as
     defaults the overrides replace, `max_repairs`, `review_policy`, `budget_tokens`
     and `max_items`. A question is `{"id": ..., "question": ..., "source": ...}`;
-    `source` may be left out or null for an unavailable one. Unknown fields are
+    `source` may be left out or null for a question that has none. Unknown fields are
     errors, so a misspelt key is not silently ignored.
     """
     if isinstance(document, str | bytes):
@@ -709,7 +709,7 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
 
     def fallback(self, item: AnswerItem, issues: list[AnswerIssue]) -> RecoveryResult:
         """No source: say so. Anything else: not handled, so the item is blocked for a person."""
-        if item.source_status == "unavailable":
+        if item.source_status != "ready":
             return RecoveryResult(handled=True, value=self.not_enough_information)
         return RecoveryResult(handled=False)
 

@@ -33,12 +33,15 @@ allowed"): after round `r` the draft is rewritten while `r <= max_rounds`, and
 every rewrite is critiqued, so the text that is finished always has a score.
 With the defaults (`accept_at=0.8`, `max_rounds=2`) a run makes at most 3
 critiques and 2 rewrites; when round `max_rounds + 1` also scores low the loop
-ends with `round_limit` and finishes the last draft.
+ends with `round_limit` and finishes the best-scored draft (the earliest of equal
+scores): a rewrite can make a text worse. When that is not the last one, it is
+announced and stored again as the draft's latest version, so `final:{topic}` is
+`based_on` the text it was made from.
 
 Counted in hook calls: accepted in round k = 1 draft + k critiques + (k - 1)
 rewrites + 1 finish; the round limit = 1 + (max_rounds + 1) + max_rounds + 1.
 `ReflectionWorkflow` makes one model call per draft, critique and rewrite and
-none to finish (the final text is the last critiqued draft), so it makes 2k model
+none to finish (the final text is the draft it finishes), so it makes 2k model
 calls when accepted in round k and 2 * max_rounds + 2 at the round limit (6
 with the defaults).
 
@@ -73,7 +76,7 @@ from temporalio.exceptions import ApplicationError
 from durafact.ids import draft_id, final_id, review_id, rewrite_scope, text_key, topic_id
 from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
-from durafact.text import not_blank, shorten
+from durafact.text import not_blank, shorten, without_json_objects
 from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
 
 T = TypeVar("T", bound=BaseModel)
@@ -81,6 +84,9 @@ D = TypeVar("D", bound=BaseModel)
 F = TypeVar("F", bound=BaseModel)
 
 Ending = Literal["accepted", "round_limit"]
+# Runs started since this patch finish the best-scored draft at the round limit; older
+# runs finished the last one, and replay that way.
+BEST_DRAFT = "durafact-reflection-best-draft"
 
 
 def checked_score(score: Any) -> tuple[float, float | None]:
@@ -114,6 +120,14 @@ class Review(BaseModel):
     raw_score: float | None = Field(
         default=None, description="What the critique returned, when it was outside [0, 1]."
     )
+
+    def prompt_text(self) -> str:
+        """What a model is shown of it: prose, not JSON to copy."""
+        return f"Review of round {self.round} (score {self.score:.2f}): {self.feedback}"
+
+
+# A review's fields, as a model that copies it writes them.
+REVIEW_KEYS = frozenset({"round", "score", "feedback", "raw_score"})
 
 
 class ReflectionSettings(RecipeSettings):
@@ -172,6 +186,7 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
         ledger.link(did, "from_topic", topic_id(text))
 
         round_ = 0
+        best: tuple[float, int, D, Review] | None = None  # score, round, draft, review
         while True:
             round_ += 1
             rid = review_id(did, round_)
@@ -185,6 +200,8 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
             ledger.create(rid, review)
             ledger.link(rid, "reviews", did)
             scores.append(score)
+            if best is None or score > best[0]:
+                best = (score, round_, draft, review)
             ctx.announce(f"round {round_}: score {score:.2f} (accept at {threshold:.2f})")
             if score >= threshold:
                 ending: Ending = "accepted"
@@ -198,13 +215,18 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
             draft = stamp(draft, topic=key, round=round_ + 1)
             ledger.update(did, draft)
 
+        assert best is not None
+        if ending == "round_limit" and best[1] < round_ and workflow.patched(BEST_DRAFT):
+            _, kept, draft, review = best
+            ledger.update(did, draft)  # the latest version is the text that is finished
+            ctx.announce(f"keeping the draft of round {kept}, the best scored ({best[0]:.2f})")
         ctx.set_status("finishing", f"finishing: {ending} in round {round_}")
         fid = final_id(text)
         with ctx.scoped(fid):
             final = await self.finish(ctx, draft, review)
         ledger.create(fid, final)
         ledger.link(fid, "based_on", did)
-        ctx.set_status(ending, f"{ending}: round {round_}, score {scores[-1]:.2f}")
+        ctx.set_status(ending, f"{ending}: round {round_}, score {review.score:.2f}")
         return ReflectionOutcome(ending=ending, scores=scores, rounds=round_, final=final)
 
 
@@ -344,7 +366,12 @@ class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
             context=ctx.refs(draft, review),
             summary=f"request model: rewrite round {review.round}",
         )
-        return Draft(text=text)
+        # A weak model copies the review it was shown into its text: that never reaches
+        # the final text. A rewrite that was nothing else keeps the draft as it was.
+        cleaned = without_json_objects(text, REVIEW_KEYS)
+        if cleaned != text.strip():
+            ctx.announce(f"round {review.round}: dropped a copy of the review from the rewrite")
+        return Draft(text=cleaned or draft.text)
 
     async def finish(self, ctx: RecipeContext, draft: Draft, review: Review) -> FinalText:
         # No model call: the final text is the draft that was critiqued last.

@@ -33,7 +33,10 @@ Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
    are `ref:{stable_id}:{turn}`, linked `found_by` -> `source:{source_id}`. A
    source that fails for good is a `SourceFailure`; the others still count.
 2. **`choose`** names the refs worth reading. Unknown ids are ignored, at most
-   `max_docs` are kept: `choice:{turn}`, linked `chooses` -> each.
+   `max_docs` are kept: `choice:{turn}`, linked `chooses` -> each. When it names
+   none that exist, the best `max_docs` by score are read instead, announced as a
+   warning and stored with `fallback: true` (a deterministic fallback, as the
+   Router's; runs from before it ended `insufficient` at `select`).
 3. **Read** only those (`materialize_doc`, in parallel): `resolved:{ref}`, a
    `Doc` linked `materialized_from` -> its ref. Nothing else is fetched.
 4. **`extract`** quotes the docs. A quote is kept only when the grounding rule
@@ -161,6 +164,11 @@ class ResearchInput(ResearchSettings):
         return value
 
 
+# Runs started since this patch read the best refs by score when the model chooses none
+# that exist; older runs ended `insufficient` there, and replay that way.
+CHOICE_FALLBACK = "durafact-research-choice-fallback"
+
+
 class RefChoice(BaseModel):
     """What `choose` returns: the refs to read."""
 
@@ -222,6 +230,10 @@ class RefSelection(BaseModel):
     query_id: str
     ref_ids: list[str]
     reason: str
+    fallback: bool = Field(
+        default=False,
+        description="The model chose nothing that exists: these are the best refs by score.",
+    )
 
 
 class Evidence(BaseModel):
@@ -493,18 +505,31 @@ def _keep_choice(
     choice: RefChoice,
     max_docs: int,
 ) -> list[Artifact[SourceRef]]:
-    """The chosen refs that exist, once each, at most `max_docs`; stored as `choice:{turn}`."""
+    """The chosen refs that exist, once each, at most `max_docs`; stored as `choice:{turn}`.
+
+    When the model chose none that exist, the best `max_docs` by score are read instead
+    (`fallback`), as the Router falls back to keywords: a weak model that picks nothing
+    must not end a run whose search found the answer."""
     by_id = {ref.id: ref for ref in refs}
     picked = list(dict.fromkeys(i for i in choice.ref_ids if i in by_id))
     unknown = [i for i in choice.ref_ids if i not in by_id]
     if unknown:
         ctx.announce(f"ignored unknown ref ids: {', '.join(unknown)}", kind="warning")
+    fallback = not picked and bool(refs) and workflow.patched(CHOICE_FALLBACK)
+    if fallback:  # `refs` come ranked by score (fan_out_sources)
+        picked = [ref.id for ref in refs[:max_docs]]
+        ctx.announce(
+            f"the model chose no search result: reading the {len(picked)} best by score (fallback)",
+            kind="warning",
+        )
     if len(picked) > max_docs:
         ctx.announce(f"{len(picked)} refs chosen; reading {max_docs}")
         picked = picked[:max_docs]
     if picked:
         cid = choice_id(turn)
-        ctx.ledger.create(cid, RefSelection(query_id=turn, ref_ids=picked, reason=choice.reason))
+        reason = "the best by score (fallback)" if fallback else choice.reason
+        selection = RefSelection(query_id=turn, ref_ids=picked, reason=reason, fallback=fallback)
+        ctx.ledger.create(cid, selection)
         for rid in picked:
             ctx.ledger.link(cid, "chooses", rid)
     return [by_id[i] for i in picked]

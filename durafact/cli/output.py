@@ -186,8 +186,12 @@ def _plan(value: PlanExecuteResult, ledger: Ledger | None) -> None:
 
 
 def _reflection(value: ReflectionResult, ledger: Ledger | None) -> None:
+    # Counted as --max-rounds counts: rewrites; each version was critiqued once.
     scores = ", ".join(f"{score:.2f}" for score in value.scores)
-    say(f"{value.ending} after {value.rounds} round(s); scores: {scores}")
+    rewrites, critiques = value.rounds - 1, value.rounds
+    say(f"{value.ending} after {rewrites} rewrite(s) and {critiques} critique(s); scores: {scores}")
+    if value.final.rounds != value.rounds:
+        say(f"kept the text of round {value.final.rounds}, the best scored")
     say("text:")
     say(indent(value.final.text, "  "))
 

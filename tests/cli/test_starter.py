@@ -458,7 +458,7 @@ async def test_reflect_runs_the_reflection_recipe_and_prints_the_ending(
     model.reply(critic)
     run = await starter("reflect", "Why retries belong to Temporal", env=starter_env, cwd=tmp_path)
     assert run.code == 0, run.err
-    assert "accepted after 1 round(s); scores: 0.90" in run.out
+    assert "accepted after 0 rewrite(s) and 1 critique(s); scores: 0.90" in run.out
     assert "  A short text." in run.out
     assert "[critiquing:1]" in run.out
 

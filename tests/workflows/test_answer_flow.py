@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from durafact.answer_flow import (
     BUDGET,
+    NO_SOURCE,
     REVIEW_UNRESOLVED,
     SOURCE_UNAVAILABLE,
     AnswerBatchError,
@@ -362,7 +363,7 @@ def test_a_batch_file_is_a_list_or_an_object_and_flags_override_it() -> None:
     }
     batch = load_answer_batch(document, max_repairs=0, budget_tokens=500)
     assert (batch.max_repairs, batch.review_policy, batch.budget_tokens) == (0, "off", 500)
-    assert check_answer_batch(batch)[0].source_status == "unavailable"
+    assert check_answer_batch(batch)[0].source_status == "none"
 
 
 # --- end to end --------------------------------------------------------------------
@@ -443,10 +444,10 @@ async def test_every_item_ends_accepted_fallback_or_blocked(
     assert (results["q3"].status, codes(results["q3"].issues)) == ("blocked", [REVIEW_FAILED])
     assert results["q3"].issues[0].message == "round 1 verdict on q3"
     assert results["q2"].answer is None and results["q2"].rounds == 2
-    for unavailable in ("q4", "q5"):
+    for unavailable in ("q4", "q5"):  # no source given: said so, not "unavailable"
         assert results[unavailable].status == "fallback"
         assert results[unavailable].answer == NOT_ENOUGH_INFORMATION
-        assert codes(results[unavailable].issues) == [SOURCE_UNAVAILABLE]
+        assert codes(results[unavailable].issues) == [NO_SOURCE]
         assert results[unavailable].rounds == 0
     # Unavailable questions never reach the model; the repair round has q2 and q3 only.
     shown = [set(context_of(c, "question")) for c in model.calls]

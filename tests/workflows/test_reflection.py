@@ -134,6 +134,44 @@ async def test_the_rewrite_sees_the_feedback_and_the_draft_by_reference(
     assert DRAFT in request and f"review:{DRAFT}:1" in request
 
 
+async def test_out_of_rewrites_the_best_scored_text_is_kept_not_the_last(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(critic(0.3, 0.7, 0.2))  # the rewrite of round 2 made it worse
+    handle = await start(client, worker, max_rounds=2)
+    result = await handle.result()
+    ledger = await ledger_of(handle)
+
+    assert result.ending == "round_limit" and result.scores == pytest.approx([0.3, 0.7, 0.2])
+    assert result.final.text == "text v2"
+    assert (result.final.rounds, result.final.score) == (2, pytest.approx(0.7))
+    draft = ledger.get(DRAFT)
+    assert draft.data["text"] == "text v2" and draft.version == 4  # restored as the latest
+    progress = await handle.query(ReflectionWorkflow.progress, 0)
+    assert "keeping the draft of round 2, the best scored (0.70)" in [
+        e.message for e in progress.events
+    ]
+
+
+async def test_a_review_copied_into_a_rewrite_never_reaches_the_text(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    def parrot(call: Call) -> str | dict:
+        if call.schema_name == "Critique":
+            return {"score": 0.5 if call.activity_id.endswith(":1") else 0.9, "feedback": "cite"}
+        if call.activity_id.startswith("llm:rewrite:"):
+            # A weak model: the review it was shown, then the text.
+            return '{"round": 1, "score": 0.5, "feedback": "cite"}\n\nTea cools (Newton, 1701).'
+        return "Tea cools."
+
+    model.reply(parrot)
+    result = await (await start(client, worker)).result()
+    assert result.final.text == "Tea cools (Newton, 1701)."
+    [rewrite] = model.calls_for(f"llm:rewrite:{DRAFT}:1")
+    assert "Review of round 1 (score 0.50): cite" in rewrite.text  # shown as prose
+    assert '"feedback"' not in rewrite.text
+
+
 @pytest.mark.parametrize("max_rounds", [1, 2, 3])
 async def test_the_round_limit_ends_the_loop_with_every_score(
     client: Client, worker: Settings, model: ScriptedModel, max_rounds: int

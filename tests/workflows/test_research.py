@@ -365,6 +365,29 @@ async def test_only_the_chosen_page_is_fetched_and_quoted(
     assert "supported_by -> claim:" in tree and "materialized_from -> ref:" in tree
 
 
+async def test_when_the_model_chooses_nothing_the_best_refs_by_score_are_read(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    script = sum_script()
+    script.pick = ["nothing-that-was-found.md"]  # a weak model's choice: none that exists
+    model.reply(script)
+    handle = await start(client, worker, SUM_QUESTION, sample_sources(), limit=12)
+    await handle.result()
+    ledger = await ledger_of(handle)
+
+    choice = ledger.find(RefSelection)
+    assert choice is not None and choice.data.fallback
+    ending = ledger.find(Insufficient)
+    assert ending is None or ending.data.stage != "select"  # it went on to read
+    assert {d.data.ref_id for d in ledger.find_all(Doc)} == set(choice.data.ref_ids)
+    assert choice.data.reason == "the best by score (fallback)"
+    refs = ledger.find_all(SourceRef)
+    best = sorted(refs, key=lambda r: -r.data.score)[: len(choice.data.ref_ids)]
+    assert choice.data.ref_ids == [r.id for r in best]
+    progress = await handle.query(ResearchWorkflow.progress, 0)
+    assert any("(fallback)" in e.message and e.kind == "warning" for e in progress.events)
+
+
 async def test_no_source_with_the_answer_ends_insufficient(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
