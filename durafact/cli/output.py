@@ -49,6 +49,11 @@ class Failed(Exception):
         self.code = code
 
 
+class NotFound(Failed):
+    """What the command names does not exist: a workflow id, a workflow type (the HTTP
+    API answers 404)."""
+
+
 def say(line: str, stream: TextIO | None = None) -> None:
     print(line, file=stream or sys.stdout, flush=True)
 
