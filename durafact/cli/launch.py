@@ -222,10 +222,10 @@ def validated(kind: Any, data: Any, where: str = "--input") -> Any:
     except ValidationError as exc:
         errors = exc.errors()
         error = errors[0]
-        where = ".".join(str(part) for part in error["loc"])
+        path = ".".join(str(part) for part in error["loc"])
         reason = str(error.get("ctx", {}).get("error") or error["msg"])
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        field = f"{where}: " if where else ""
+        field = f"{path}: " if path else ""
         raise InvalidInput(
             f"{where} does not fit {type_label(kind)}: {field}{one_line(reason)}{more}",
             exc.errors(include_url=False, include_context=False, include_input=False),

@@ -54,6 +54,11 @@ class NotFound(Failed):
     API answers 404)."""
 
 
+class Unanswered(Failed):
+    """A query no worker answered in time: none runs, or none took it (the HTTP API
+    answers 503)."""
+
+
 def say(line: str, stream: TextIO | None = None) -> None:
     print(line, file=stream or sys.stdout, flush=True)
 
