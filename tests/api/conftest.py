@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import uvicorn
+from playwright.async_api import Browser, BrowserContext, async_playwright
 from temporalio.client import Client
 
 from durafact.api import create_app
@@ -101,3 +105,63 @@ async def read_events(
                     break
             fields = {}
     return events
+
+
+# --- a real browser ---------------------------------------------------------------------
+
+CHROMIUM_ENV = "DURAFACT_CHROMIUM"
+# Headless, and nothing that reaches out: this machine is offline, and Chromium's own
+# background connections are refused here.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS_ENV = "DURAFACT_SCREENSHOTS"
+
+
+def chromium() -> str:
+    """The system Chromium (Playwright cannot download its own browser here)."""
+    found = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium")
+    found = found or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail(
+            "Chromium is missing: `apt-get install chromium` (make test does it as root), or "
+            f"set {CHROMIUM_ENV} to a Chrome or Chromium binary",
+            pytrace=False,
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+async def console(browser: Browser, served: Served) -> AsyncIterator[BrowserContext]:
+    """A browser context at 1280 px whose tabs already hold the token, as after a person
+    gave it once."""
+    context = await browser.new_context(
+        base_url=served.url, viewport={"width": 1280, "height": 900}
+    )
+    await context.add_init_script(f"sessionStorage.setItem('durafact.token', {TOKEN!r})")
+    yield context
+    await context.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where the tests' screenshots go: DURAFACT_SCREENSHOTS (README's come from
+    `DURAFACT_SCREENSHOTS=docs/console`), else the test's tmp_path."""
+    where = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where

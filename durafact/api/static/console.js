@@ -199,7 +199,8 @@ export function questionCard(run, question, onAnswered) {
     for (const input of form.querySelectorAll("input[name^='fact:']")) {
       if (input.value.trim()) changes[input.name.slice(5)] = input.value.trim();
     }
-    const body = { approve, reason: form.elements.reason.value, changes: approve ? {} : changes };
+    const reason = form.elements.reason.value;
+    const body = { approve, reason, changes: approve ? {} : changes, by: "web console" };
     for (const button of form.querySelectorAll("button")) button.disabled = true;
     try {
       const path = `${runPath(run.id)}/approvals/${encodeURIComponent(question.id)}`;

@@ -15,7 +15,7 @@ import {
 
 const id = document.body.dataset.id;
 const $ = (name) => document.getElementById(name);
-const MAX_TREES = 5;
+const MAX_TREES = 3;
 let artifacts = new Map();
 let stop = null;
 let refreshing = null;
@@ -119,8 +119,14 @@ async function loadArtifacts() {
       ),
     ),
   );
+  // The trees start where nothing points: the newest first (the answer, the reply),
+  // before, say, search results nobody chose.
   const targets = new Set(ledger.links.map((l) => l.target));
-  const roots = [...out.keys()].filter((source) => !targets.has(source)).slice(0, MAX_TREES);
+  const roots = ledger.artifacts
+    .map((a) => a.id)
+    .filter((a) => out.has(a) && !targets.has(a))
+    .reverse()
+    .slice(0, MAX_TREES);
   const trees = await Promise.all(
     roots.map((root) => api(`${runPath(id)}/provenance/${encodeURIComponent(root)}`)),
   );
