@@ -3,11 +3,11 @@
     {"error": {"type": "NotFound", "message": "no workflow with id 'x'"}}
 
 (a 422 adds pydantic's `errors`). The command line's one-line reasons are reused as
-they are: `NotFound` is 404, `InvalidInput` 422, another mistake in what was sent
-(exit code 2) 400, and a refusal by what already runs (exit code 1: a settled run, a
-refused answer) 409. Messages pass through URL redaction, and an unexpected error
-shows only its type: keys, endpoint URLs and payload-store paths never reach a
-client.
+they are: `NotFound` is 404, `InvalidInput` 422, `Unanswered` (no worker answered a
+query) 503, another mistake in what was sent (exit code 2) 400, and a refusal by what
+already runs (exit code 1: a settled run, a refused answer) 409. Messages pass through
+URL redaction, and an unexpected error shows only its type: keys, endpoint URLs and
+payload-store paths never reach a client.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.cli.launch import InvalidInput
-from durafact.cli.output import Failed, NotFound, one_line
+from durafact.cli.output import Failed, NotFound, Unanswered, one_line
 from durafact.redaction import redact_urls
 
 log = logging.getLogger("durafact.api")
@@ -59,6 +59,8 @@ def from_failed(exc: Failed) -> ApiError:
     """The command line's one-line reason as an API error (see the module's docstring)."""
     if isinstance(exc, NotFound):
         return ApiError(404, "NotFound", str(exc))
+    if isinstance(exc, Unanswered):
+        return ApiError(503, "NoWorkerAnswered", str(exc))
     if isinstance(exc, InvalidInput):
         return ApiError(422, "InvalidInput", str(exc), errors=exc.errors)
     if exc.code == 2:

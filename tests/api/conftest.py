@@ -4,10 +4,8 @@ module's own task queue on the scripted model; and the token every call sends.""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from playwright.async_api import Browser, BrowserContext, async_playwright
 from temporalio.client import Client
 
@@ -25,7 +22,7 @@ from durafact.runtime.registry import load_registry
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.testing import ScriptedModel
-from tests.helpers import free_port
+from tests.helpers import CHROMIUM_ARGS, chromium_path, serving
 
 TOKEN = "test-token-" + uuid.uuid4().hex
 
@@ -48,21 +45,8 @@ async def served(client: Client, scripted_server: ScriptedModel) -> AsyncIterato
         task_queue=f"api-{uuid.uuid4().hex[:8]}",
     )
     app = create_app(client, settings, load_registry(entry_points=False), token=TOKEN)
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    async with build_worker(client, settings):
-        serving = asyncio.create_task(server.serve())
-        while not server.started:
-            assert not serving.done(), "the API server did not start"
-            await asyncio.sleep(0.02)
-        try:
-            yield Served(f"http://127.0.0.1:{port}", settings)
-        finally:
-            server.should_exit = True
-            await serving
+    async with build_worker(client, settings), serving(app) as url:
+        yield Served(url, settings)
 
 
 @pytest.fixture
@@ -109,39 +93,17 @@ async def read_events(
 
 # --- a real browser ---------------------------------------------------------------------
 
-CHROMIUM_ENV = "DURAFACT_CHROMIUM"
-# Headless, and nothing that reaches out: this machine is offline, and Chromium's own
-# background connections are refused here.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS_ENV = "DURAFACT_SCREENSHOTS"
-
-
-def chromium() -> str:
-    """The system Chromium (Playwright cannot download its own browser here)."""
-    found = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium")
-    found = found or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail(
-            "Chromium is missing: `apt-get install chromium` (make test does it as root), or "
-            f"set {CHROMIUM_ENV} to a Chrome or Chromium binary",
-            pytrace=False,
-        )
-    return found
 
 
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        try:
+            path = chromium_path()
+        except RuntimeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        launched = await playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield launched
         await launched.close()
 

@@ -4,6 +4,7 @@ its errors, all in one JSON shape; nothing starts on bad input."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import Any
 
@@ -11,10 +12,15 @@ import httpx
 import pytest
 from temporalio.client import Client
 
+from durafact.api import create_app
+from durafact.runtime.registry import load_registry
+from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.api.conftest import TOKEN, Served, read_events
+from tests.helpers import ROOT
 from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
 from tests.workflows.test_supervisor import REQUEST, specialist
+from workflows.chat import ChatInput, ChatWorkflow
 
 GOAL = {"text": "Plan a weekend in Kraków", "max_steps": 2}
 
@@ -409,3 +415,29 @@ def test_serve_refuses_a_non_loopback_address_without_a_token(
     from durafact.api.security import check_bind
 
     assert (check_bind(host, token) is not None) == refused
+
+
+async def test_a_query_no_worker_answers_is_503(http: httpx.AsyncClient, client: Client) -> None:
+    chat_id = f"chat-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(
+        ChatWorkflow.run, ChatInput(), id=chat_id, task_queue=f"nobody-{uuid.uuid4().hex[:6]}"
+    )
+    try:
+        response = await http.get(f"/api/chats/{chat_id}/transcript")
+        assert error_of(response, 503)["message"].startswith(f"chat {chat_id}: ")
+    finally:
+        await handle.terminate("test done")
+
+
+def test_the_readme_api_table_matches_the_openapi_document() -> None:
+    app = create_app(None, Settings(), load_registry(entry_points=False))  # type: ignore[arg-type]
+
+    def shape(path: str) -> str:
+        return re.sub(r"\{[^}]*\}", "{}", path)
+
+    served = {(m.upper(), shape(p)) for p, ops in app.openapi()["paths"].items() for m in ops}
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### The HTTP API") : readme.index("## Security")]
+    rows = re.findall(r"^\| `(GET|POST)` \| `([^`]+)` \|", table, re.MULTILINE)
+    assert len(rows) == len(set(rows))
+    assert {(method, shape(path)) for method, path in rows} == served
