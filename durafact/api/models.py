@@ -115,7 +115,7 @@ class Approvals(BaseModel):
     runs: list[Waiting]
 
 
-class Recipe(BaseModel):
+class RecipeType(BaseModel):
     type: str
     recipe: str
     input_schema: Any = Field(description="The JSON schema of its input (None: no input).")

@@ -22,7 +22,7 @@ from durafact.api.models import (
     Canceled,
     CancelRequest,
     ProvenanceView,
-    Recipe,
+    RecipeType,
     RunDetail,
     RunPage,
     RunRow,
@@ -66,13 +66,13 @@ TYPE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 STATUS_PATTERN = r"^[a-z][a-z0-9_]*$"
 
 
-@router.get("/recipes", response_model=list[Recipe], summary="The registered recipes")
-async def recipes(s: Annotated[Services, Depends(services)]) -> list[Recipe]:
+@router.get("/recipes", response_model=list[RecipeType], summary="The registered recipes")
+async def recipes(s: Annotated[Services, Depends(services)]) -> list[RecipeType]:
     """Every workflow type `POST /api/runs` starts, with the JSON schema of its input."""
     return [recipe_view(s, name) for name in s.registry.names()]
 
 
-def recipe_view(s: Services, name: str) -> Recipe:
+def recipe_view(s: Services, name: str) -> RecipeType:
     recipe = s.registry.workflows[name]
     inputs = recipe.inputs or []
     schema = None
@@ -82,7 +82,7 @@ def recipe_view(s: Services, name: str) -> Recipe:
         except Exception:  # a type pydantic cannot describe: name it
             schema = {"title": type_label(inputs[0])}
     label = getattr(recipe.cls, "recipe_name", None) or name
-    return Recipe(type=name, recipe=label, input_schema=schema)
+    return RecipeType(type=name, recipe=label, input_schema=schema)
 
 
 @router.post(

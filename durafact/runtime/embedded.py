@@ -478,11 +478,9 @@ async def _up_codec(
 ) -> str:
     """Start the codec server (unless it runs) and return its URL for the Web UI."""
     piece = stack.piece("codec")
-    pid = piece.running_pid()
-    if pid:
-        url = f"http://127.0.0.1:{_flag(piece, '--port')}"
-        say(f"{piece.label} is already running on {url} (pid {pid})")
-        return url
+    running = _running_url(piece, say)
+    if running:
+        return running
     # A dev server that still runs keeps the codec endpoint it was started with.
     endpoint = _flag(stack.piece("temporal"), "--ui-codec-endpoint")
     port = stack.codec_port
@@ -520,11 +518,9 @@ async def _up_api(
 ) -> str:
     """Start the console, `durafact serve` (unless it runs), and return its URL."""
     piece = stack.piece("api")
-    pid = piece.running_pid()
-    if pid:
-        url = f"http://127.0.0.1:{_flag(piece, '--port')}/"
-        say(f"{piece.label} is already running on {url} (pid {pid})")
-        return url
+    running = _running_url(piece, say, "/")
+    if running:
+        return running
     port = _usable_port(piece, stack.api_port, API_PORT_ENV, fixed=bool(env.get(API_PORT_ENV)))
     argv = [sys.executable, "-m", "durafact.cli.starter", "serve", "--port", str(port)]
     # Where `up` was run, as the worker: recipes modules there are found (registry.py).
@@ -537,6 +533,16 @@ async def _up_api(
 
     await piece.wait_for(process, serving, f"serve {url}", API_TIMEOUT)
     say(f"started {piece.label} on {url} (pid {process.pid}, log {piece.log_name})")
+    return url
+
+
+def _running_url(piece: Piece, say: Say, path: str = "") -> str | None:
+    """The URL of a server piece that runs already (its recorded --port), said once."""
+    pid = piece.running_pid()
+    if not pid:
+        return None
+    url = f"http://127.0.0.1:{_flag(piece, '--port')}{path}"
+    say(f"{piece.label} is already running on {url} (pid {pid})")
     return url
 
 

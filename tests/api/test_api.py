@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ from durafact.runtime.registry import load_registry
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.api.conftest import TOKEN, Served, read_events
-from tests.helpers import ROOT
+from tests.helpers import ROOT, clean_env, starter
 from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
 from tests.workflows.test_supervisor import REQUEST, specialist
 from workflows.chat import ChatInput, ChatWorkflow
@@ -441,3 +442,36 @@ def test_the_readme_api_table_matches_the_openapi_document() -> None:
     rows = re.findall(r"^\| `(GET|POST)` \| `([^`]+)` \|", table, re.MULTILINE)
     assert len(rows) == len(set(rows))
     assert {(method, shape(path)) for method, path in rows} == served
+
+
+async def test_an_escalation_shows_in_the_inbox_with_the_question_that_timed_out(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    request = {"request": REQUEST, "approval_timeout": 3, "on_timeout": "escalate"}
+    workflow_id = await start(http, "SupervisorWorkflow", request)
+    first = await waiting_question(http, workflow_id)
+    escalation = await waiting_question(http, workflow_id, n=2)  # after 3 s of silence
+    inbox = (await http.get("/api/approvals")).json()["runs"]
+    shown = next(run for run in inbox if run["id"] == workflow_id)["questions"]
+    await http.post(f"/api/runs/{workflow_id}/cancel")
+    assert [(q["kind"], q["escalates"]) for q in shown] == [("escalate", first["id"])]
+    assert escalation["id"] == shown[0]["id"]
+    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
+    statuses = {
+        a["id"]: a["data"]["status"] for a in ledger["artifacts"] if a["type"] == "ApprovalQuestion"
+    }
+    assert statuses[first["id"]] == "timed_out"
+
+
+async def test_serve_on_a_public_address_without_a_token_is_one_line_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    run = await starter("serve", "--host", "0.0.0.0", env=clean_env(), cwd=tmp_path)
+    assert run.code == 2
+    assert run.err_lines == [
+        "starter: serving on 0.0.0.0 would let anyone who reaches it start and approve runs: "
+        "set DURAFACT_API_TOKEN (clients send it as `Authorization: Bearer ...`), or serve on "
+        "127.0.0.1"
+    ]
+    assert not (tmp_path / ".durafact").exists()  # no embedded stack either

@@ -16,7 +16,7 @@ async function refresh() {
       if (run.error) wanted.set(`${run.id}\nerror`, [run, null]);
     }
     for (const card of [...inbox.children]) {
-      // An answered card stays until its outcome was seen; a gone question leaves.
+      // An answered card stays, showing its outcome; a question gone otherwise leaves.
       if (!wanted.has(card.dataset.key) && !card.querySelector(".outcome.approved, .outcome.rejected")) {
         card.remove();
       }

@@ -53,6 +53,12 @@ export function follow(path, onEvent) {
           askForToken();
           return;
         }
+        if (response.status < 500 && !response.ok) {
+          // A request that cannot succeed (an unknown run): asking again will not help.
+          const data = await response.json().catch(() => null);
+          showProblem(new Error((data && data.error && data.error.message) || response.statusText));
+          return;
+        }
         if (!response.ok) throw new Error(`${response.status}`);
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";

@@ -71,13 +71,14 @@ page(async () => {
   const options = () => recipes.map((r) => h("option", { value: r.type }, `${r.type} (${r.recipe})`));
   document.getElementById("type").replaceChildren(h("option", { value: "" }, "all"), ...options());
   document.getElementById("start-type").replaceChildren(...options());
-  document.getElementById("start-type").addEventListener("change", showSchema);
-  document.getElementById("start-form").addEventListener("submit", startRun);
-  for (const input of filters) input.addEventListener("change", refresh);
-  document.getElementById("more").addEventListener("click", () => {
+  // Handlers as properties: a start run again (after the token was given) sets them once.
+  document.getElementById("start-type").onchange = showSchema;
+  document.getElementById("start-form").onsubmit = startRun;
+  for (const input of filters) input.onchange = refresh;
+  document.getElementById("more").onclick = () => {
     pageSize = Math.min(pageSize + 50, 200);
     refresh();
-  });
+  };
   showSchema();
   await refresh();
 });
