@@ -67,6 +67,9 @@ async def waiting_question(http: httpx.AsyncClient, workflow_id: str, n: int = 1
 async def test_a_run_starts_and_reads_back_with_result_usage_artifacts_and_provenance(
     http: httpx.AsyncClient, served: Served, model: ScriptedModel
 ) -> None:
+    recipes = {r["type"]: r for r in (await http.get("/api/recipes")).json()}
+    assert recipes["PlanExecuteWorkflow"]["recipe"] == "plan_execute"
+    assert recipes["PlanExecuteWorkflow"]["input_schema"]["title"] == "Goal"
     workflow_id = f"plan-{uuid.uuid4().hex[:8]}"
     response = await http.post(
         "/api/runs", json={"type": "PlanExecuteWorkflow", "input": GOAL, "id": workflow_id}
@@ -150,6 +153,7 @@ async def test_an_id_in_use_is_409_and_an_unknown_id_is_404(
     for path in ("", "/artifacts", "/events", "/provenance/x"):
         gone = await http.get(f"/api/runs/nobody-{uuid.uuid4().hex[:6]}{path}")
         assert error_of(gone, 404)["type"] == "NotFound"
+    assert error_of(await http.post("/api/runs/nobody/cancel"), 404)["type"] == "NotFound"
     await http.post(f"/api/runs/{workflow_id}/cancel")
 
 
@@ -354,6 +358,8 @@ async def test_a_chat_answers_streams_and_shows_its_transcript_and_memory(
     assert error_of(bad, 422)["message"].startswith("settings does not fit ChatInput: memory: ")
     unknown = await http.post("/api/chats/nobody/messages", json={"text": "hi"})
     assert error_of(unknown, 404)["message"] == "no workflow with id 'nobody'"
+    for path in ("stream", "transcript", "memory"):
+        assert error_of(await http.get(f"/api/chats/nobody/{path}"), 404)["type"] == "NotFound"
 
 
 async def test_without_the_token_every_api_call_is_401_and_pages_load(

@@ -189,6 +189,10 @@ async def test_without_the_token_the_api_answers_401_and_the_page_asks_for_it(
         await page.goto("/approvals")
         await expect(page.locator('article[data-question^="approval:"]').first).to_be_visible()
         await expect(form).to_be_hidden()
+        # The API's docs need no token and nothing from the internet.
+        await page.goto("/docs")
+        await expect(page.locator(".opblock-summary-path").first).to_be_visible()
+        assert await page.locator(".opblock").count() == 15
     finally:
         await context.close()
     await http.post(f"/api/runs/{waiting}/cancel")
