@@ -45,7 +45,7 @@ up: $(VENV)/.installed-demo
 down:
 	$(BIN)/python starter.py down
 
-bench: $(VENV)/.installed-dev
+bench: $(VENV)/.installed-dev chromium
 	$(BIN)/python -m bench.plan_execute_bench
 	$(BIN)/python -m bench.answer_flow_bench
 	$(BIN)/python -m bench.reflection_bench
@@ -53,6 +53,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.scale_out_bench
 	$(BIN)/python -m bench.chat_bench
 	$(BIN)/python -m bench.throughput_bench
+	$(BIN)/python -m bench.console_bench
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

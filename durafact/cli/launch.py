@@ -258,6 +258,9 @@ class Started:
     handle: Any
     run_id: str
     started: bool
+    description: Any
+    """Taken before the first workflow task was watched: while a short run still runs,
+    so its progress is followed."""
 
 
 async def start_run(
@@ -310,9 +313,10 @@ async def start_run(
             raise
         handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
         run_id, started = exc.run_id, False
+    description = await handle.describe()
     if started:
         await refuse_if_unregistered(client, handle, settings.task_queue, launch.recipe)
-    return Started(handle, run_id, started)
+    return Started(handle, run_id, started, description)
 
 
 async def start(
@@ -328,8 +332,7 @@ async def start(
     is how long its model calls may retry, instead of the recipe's default."""
     summary = launch.summary
     run = await start_run(client, settings, launch, workflow_id, model_deadline)
-    handle, run_id, started = run.handle, run.run_id, run.started
-    description = await handle.describe()
+    handle, run_id, started, description = run.handle, run.run_id, run.started, run.description
     state = description.status.name if description.status else "UNKNOWN"
     url = settings.workflow_url(workflow_id, run_id)
     if not started:
