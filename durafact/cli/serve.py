@@ -9,6 +9,7 @@ who reaches it could start and approve runs, so `serve` refuses in one line.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -54,11 +55,16 @@ async def serve(
     app = create_app(client, settings, registry, token=token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
-    shown = f"[{host}]" if ":" in host else host
-    say(f"console: http://{shown}:{port}/ (API docs: /docs; task queue {settings.task_queue!r})")
-    if token:
-        say("every API call needs `Authorization: Bearer $DURAFACT_API_TOKEN`")
-    await server.serve()
+    serving = asyncio.create_task(server.serve())
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.05)
+    if server.started:  # else uvicorn said why (the port is in use, say) and gave up
+        shown = f"[{host}]" if ":" in host else host
+        queue = settings.task_queue
+        say(f"console: http://{shown}:{port}/ (API docs: /docs; task queue {queue!r})")
+        if token:
+            say("every API call needs `Authorization: Bearer $DURAFACT_API_TOKEN`")
+    await serving
     if not server.started:
-        raise Failed(f"cannot serve on {host}:{port} (is the port in use?)")
+        raise Failed(f"cannot serve on {host}:{port}")
     return 0

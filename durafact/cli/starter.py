@@ -247,7 +247,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             registry = registry_of(args)
             token = check_serve_args(args.host, args.port)
-            client, settings = await connect()
+            client, settings = await connect(console=False)  # this command is the console
             return await serve(client, settings, registry, args.host, args.port, token)
         if args.command == "chat":
             check_chat_args(args)
@@ -294,12 +294,12 @@ async def main(argv: Sequence[str] | None = None) -> int:
 # --- connecting, with the embedded default ---------------------------------------------
 
 
-async def connect() -> tuple[Any, Settings]:
+async def connect(console: bool = True) -> tuple[Any, Settings]:
     """A client for the configured server, on a namespace ready for durafact workflows;
     the embedded stack starts first when no address is configured
-    (durafact/runtime/embedded.py)."""
+    (durafact/runtime/embedded.py), with its console unless `console` is False."""
     try:
-        return await open_client(note)
+        return await open_client(note, console=console)
     except SettingsError as exc:
         raise Failed(str(exc)) from None
 

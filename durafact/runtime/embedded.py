@@ -372,9 +372,11 @@ async def up(
     settings: Settings,
     say: Say,
     env: Mapping[str, str] | None = None,
+    *,
+    console: bool = True,
 ) -> None:
-    """Start whatever of the stack is not running yet; raise EmbeddedError if a piece
-    cannot start, after stopping what this call started."""
+    """Start whatever of the stack is not running yet (the console only with `console`);
+    raise EmbeddedError if a piece cannot start, after stopping what this call started."""
     env = dict(os.environ if env is None else env)
     settings = stack.settings(settings, env)
     started: list[tuple[Piece, subprocess.Popen]] = []
@@ -393,7 +395,7 @@ async def up(
             worker_env |= {"OPENAI_BASE_URL": stack.model_url, "DURAFACT_MODEL": LOCAL_MODEL_ID}
         await _up_worker(stack, settings, worker_env, say, started)
         client_env["DURAFACT_UI_URL"] = settings.ui_url  # its links lead to this Web UI
-        console = await _up_api(stack, client_env, say, started)
+        url = await _up_api(stack, client_env, say, started) if console else None
     except BaseException:
         for piece, process in reversed(started):
             stop_process(process.pid, list(process.args), STOP_TIMEOUTS[piece.name])  # type: ignore[arg-type]
@@ -401,7 +403,8 @@ async def up(
             piece.pid_file.unlink(missing_ok=True)
         raise
     say(f"Web UI: {settings.ui_url}")
-    say(f"Console: {console}")
+    if url:
+        say(f"Console: {url}")
 
 
 async def _up_server(
@@ -704,15 +707,16 @@ def down(stack: Embedded, say: Say) -> None:
 
 
 async def open_client(
-    note: Callable[[str], None], env: Mapping[str, str] | None = None
+    note: Callable[[str], None], env: Mapping[str, str] | None = None, *, console: bool = True
 ) -> tuple[Client, Settings]:
     """The command line's client and settings, on a namespace ready for durafact
     workflows (search attributes registered when missing, or NamespaceNotReady).
 
     With no address configured (neither TEMPORAL_ADDRESS nor a profile) and nothing
-    answering on the embedded port, the embedded stack is started first; with one
-    configured, no server is ever started. Errors are SettingsError, one line each
-    (EmbeddedError when the stack cannot start)."""
+    answering on the embedded port, the embedded stack is started first (without the
+    console when `console` is False: `serve` is the console); with one configured, no
+    server is ever started. Errors are SettingsError, one line each (EmbeddedError
+    when the stack cannot start)."""
     stack = Embedded.from_env(env)
     settings = stack.settings(Settings.from_env(env), env)
     address = settings.temporal_address
@@ -720,7 +724,7 @@ async def open_client(
         note(
             f"nothing answers on {address}: starting the embedded stack (stop it: starter.py down)"
         )
-        await up(stack, settings, note, env)
+        await up(stack, settings, note, env, console=console)
     client = await connect(settings, env=env)
     registered = await ensure_search_attributes(client, register=may_register(env))
     if registered:

@@ -18,7 +18,7 @@ from durafact.runtime.registry import load_registry
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.api.conftest import TOKEN, Served, read_events
-from tests.helpers import ROOT, clean_env, starter
+from tests.helpers import ROOT, clean_env, free_port, read_until, spawn, starter
 from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
 from tests.workflows.test_supervisor import REQUEST, specialist
 from workflows.chat import ChatInput, ChatWorkflow
@@ -481,3 +481,26 @@ async def test_serve_on_a_public_address_without_a_token_is_one_line_and_starts_
         "127.0.0.1"
     ]
     assert not (tmp_path / ".durafact").exists()  # no embedded stack either
+
+
+async def test_serve_connects_like_every_command_and_answers_with_the_token(
+    client: Client, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = clean_env(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host, DURAFACT_API_TOKEN=TOKEN
+    )
+    process = await spawn("serve", "--port", str(port), env=env, cwd=tmp_path)
+    try:
+        assert process.stdout is not None
+        lines = await read_until(process.stdout, "console: ")
+        assert lines[-1] == (
+            f"console: http://127.0.0.1:{port}/ (API docs: /docs; task queue 'durafact')"
+        )
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            recipes = await http.get("/api/recipes", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert "SupervisorWorkflow" in {r["type"] for r in recipes.json()}
+            assert (await http.get("/api/recipes")).status_code == 401
+    finally:
+        process.terminate()
+        await process.wait()
