@@ -15,7 +15,13 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from temporalio.client import Client
 
-from durafact.api import approvals, chats, console, errors, events, runs
+from durafact.api.approvals import router as approvals
+from durafact.api.chats import router as chats
+from durafact.api.console import STATIC
+from durafact.api.console import router as pages
+from durafact.api.errors import install as answer_errors_in_one_shape
+from durafact.api.events import router as events
+from durafact.api.runs import router as runs
 from durafact.api.security import Guard, require_token
 from durafact.api.services import Services
 from durafact.runtime.registry import Registry
@@ -43,14 +49,14 @@ def create_app(
     )
     app.state.services = Services(client, settings, registry)
     app.state.token = token
-    errors.install(app)
+    answer_errors_in_one_shape(app)
     app.add_middleware(Guard)
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
-    for part in (runs, events, approvals, chats):
-        api.include_router(part.router)
+    for routes in (runs, events, approvals, chats):
+        api.include_router(routes)
     app.include_router(api)
-    app.include_router(console.router)
-    app.mount("/static/console", StaticFiles(directory=console.STATIC), name="console")
+    app.include_router(pages)
+    app.mount("/static/console", StaticFiles(directory=STATIC), name="console")
 
     @app.get("/health", include_in_schema=False)
     async def health() -> dict[str, bool]:

@@ -134,6 +134,13 @@ async def test_a_research_runs_page_shows_the_provenance_tree_down_to_its_source
     await tree.locator('li[data-artifact="source:prices"] > button').first.click()
     await expect(page.locator("#artifact-text")).to_contain_text("prices.csv")
     await page.locator("#provenance-card").screenshot(path=screenshots / "run-provenance.png")
+    # Any artifact opens into the tree of what it rests on.
+    claim = page.locator("details.artifact").filter(has_text="claim:").first
+    await claim.locator("summary").click()
+    await claim.get_by_role("button", name="What it rests on").click()
+    await expect(tree).to_have_count(1)
+    assert (await tree.locator("li").first.get_attribute("data-artifact")).startswith("claim:")
+    await expect(tree).to_contain_text("found_by → source:prices")
 
 
 async def test_model_text_with_markup_shows_as_text_and_no_dialog_opens(

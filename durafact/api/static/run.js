@@ -97,6 +97,8 @@ function onEvent(event) {
     h("li", { class: `kind-${item.kind}` }, badge(item.status, "status"), " ", item.message),
   );
   if (event.name !== "progress") refreshSoon();
+  // What a question is about (a report, a tool call) is in the ledger: show it with it.
+  if (event.name === "question") loadArtifacts().catch(quiet);
 }
 
 async function loadArtifacts() {
@@ -116,6 +118,9 @@ async function loadArtifacts() {
         h("summary", {}, a.id, " ", h("span", { class: "muted" }, `${a.type} v${a.version}`)),
         h("pre", { class: "text" }, a.text),
         ...(out.get(a.id) || []).map((l) => h("p", { class: "link" }, `${l.relation} → ${l.target}`)),
+        out.has(a.id)
+          ? h("button", { type: "button", onclick: () => showTrees([a.id]).catch(showProblem) }, "What it rests on")
+          : null,
       ),
     ),
   );
@@ -127,11 +132,18 @@ async function loadArtifacts() {
     .filter((a) => out.has(a) && !targets.has(a))
     .reverse()
     .slice(0, MAX_TREES);
+  await showTrees(roots);
+}
+
+// The provenance trees of `artifactIds`, each from the artifact down to what it rests on.
+async function showTrees(artifactIds) {
   const trees = await Promise.all(
-    roots.map((root) => api(`${runPath(id)}/provenance/${encodeURIComponent(root)}`)),
+    artifactIds.map((a) => api(`${runPath(id)}/provenance/${encodeURIComponent(a)}`)),
   );
   $("provenance-card").hidden = trees.length === 0;
   $("provenance").replaceChildren(...trees.map((view) => h("ul", { class: "tree" }, node(view.tree))));
+  $("artifact-text").hidden = true;
+  if (artifactIds.length === 1) $("provenance-card").scrollIntoView({ block: "start" });
 }
 
 function node(tree) {
@@ -166,4 +178,8 @@ page(async () => {
   };
   await refresh();
   stop = follow(`${runPath(id)}/events`, onEvent);
+  loadArtifacts().catch(quiet);
 });
+
+// The ledger so far, when the run answers for it; else it comes with the run's end.
+function quiet() {}
