@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -273,3 +274,55 @@ async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 3
         assert line, f"output ended before {text!r}: {lines}"
         lines.append(line.decode().rstrip("\n"))
     return lines
+
+
+# --- the console: a served app and a real browser ------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """The ASGI app on uvicorn on a free loopback port, in this event loop: its URL."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "the API server did not start"
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+CHROMIUM_ENV = "DURAFACT_CHROMIUM"
+# Headless, and nothing that reaches out: this machine is offline, and Chromium's own
+# background connections are refused here.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    """The system Chromium (Playwright cannot download its own browser here); a
+    RuntimeError saying how to install it when there is none."""
+    found = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium")
+    found = found or shutil.which("chromium-browser")
+    if not found:
+        raise RuntimeError(
+            "Chromium is missing: `apt-get install chromium` (make test does it as root), or "
+            f"set {CHROMIUM_ENV} to a Chrome or Chromium binary"
+        )
+    return found

@@ -17,18 +17,13 @@ from temporalio.service import RPCError
 
 from durafact.cli.commands import describe
 from durafact.cli.follow import ARTIFACTS_TIMEOUT, unanswered
-from durafact.cli.output import Failed, indent, say, say_json
+from durafact.cli.output import Unanswered, indent, say, say_json
 from durafact.ledger import Ledger
 from durafact.runtime.codec import PayloadDecryptError
 
 
 async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
-    handle = client.get_workflow_handle(workflow_id)
-    description = await describe(handle)
-    try:
-        ledger = await handle.query("artifacts", result_type=Ledger, rpc_timeout=ARTIFACTS_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError, PayloadDecryptError) as exc:
-        raise Failed(f"workflow {workflow_id}: {unanswered('artifacts', exc)}") from None
+    description, ledger = await read_ledger(client, workflow_id)
     state = description.status.name if description.status else "UNKNOWN"
     if as_json:
         document = {
@@ -48,6 +43,17 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
         say("")
         say(block)
     return 0
+
+
+async def read_ledger(client: Any, workflow_id: str) -> tuple[Any, Ledger]:
+    """The run's description and its ledger (the `artifacts` query), or one line why not."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    try:
+        ledger = await handle.query("artifacts", result_type=Ledger, rpc_timeout=ARTIFACTS_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError, PayloadDecryptError) as exc:
+        raise Unanswered(f"workflow {workflow_id}: {unanswered('artifacts', exc)}") from None
+    return description, ledger
 
 
 def render(ledger: Ledger) -> list[str]:

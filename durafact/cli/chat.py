@@ -120,16 +120,18 @@ async def chat(client: Any, settings: Settings, args: argparse.Namespace) -> int
 
 
 async def open_chat(
-    client: Any, settings: Settings, workflow_id: str, input: ChatInput
+    client: Any, settings: Settings, workflow_id: str, input: ChatInput, attach: bool = True
 ) -> tuple[Any, bool]:
-    """The chat's handle, and whether it was started now (else it was running)."""
+    """The chat's handle, and whether it was started now (else it was running, and
+    without `attach` that is WorkflowAlreadyStartedError)."""
+    conflict = WorkflowIDConflictPolicy.USE_EXISTING if attach else WorkflowIDConflictPolicy.FAIL
     try:
         handle = await client.start_workflow(
             ChatWorkflow.run,
             input,
             id=workflow_id,
             task_queue=settings.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_conflict_policy=conflict,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
             search_attributes=TypedSearchAttributes(
                 [SearchAttributePair(RECIPE_ATTRIBUTE, ChatWorkflow.recipe_name)]
@@ -137,6 +139,8 @@ async def open_chat(
             static_summary=f"chat {workflow_id}",
         )
     except WorkflowAlreadyStartedError:
+        if not attach:
+            raise
         raise Failed(f"chat {workflow_id} has ended; start another with a new id") from None
     response = getattr(handle, "_start_workflow_response", None)
     return client.get_workflow_handle(workflow_id), bool(getattr(response, "started", True))

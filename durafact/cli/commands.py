@@ -17,6 +17,7 @@ from durafact.cli.follow import QUERY_TIMEOUT, unanswered, wait_and_print, warn_
 from durafact.cli.output import (
     ANSWER_HINT,
     Failed,
+    NotFound,
     assignments,
     decide_hint,
     failure_text,
@@ -110,11 +111,14 @@ async def pending_questions(handle: Any) -> list[ApprovalQuestion]:
     )
 
 
-async def pending(client: Any, as_json: bool) -> int:
+async def waiting(
+    client: Any, where: str = ""
+) -> list[tuple[Any, list[ApprovalQuestion], str | None]]:
     """Every running workflow whose DurafactStatus is awaiting_approval (visibility, so it
-    survives restarts), with its pending questions (the query)."""
+    survives restarts; `where` narrows the query), with its pending questions (the
+    query) or why they could not be read."""
     query = f'{STATUS_ATTRIBUTE.name}="{AWAITING_APPROVAL}" AND ExecutionStatus="Running"'
-    executions = [execution async for execution in client.list_workflows(query)]
+    executions = [e async for e in client.list_workflows(f"{query} {where}".strip())]
 
     async def questions_of(execution: Any) -> tuple[list[ApprovalQuestion], str | None]:
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
@@ -125,7 +129,12 @@ async def pending(client: Any, as_json: bool) -> int:
 
     answers = await asyncio.gather(*(questions_of(e) for e in executions))
     # Answered since the visibility store saw them: nothing waits any more.
-    rows = [(e, qs, err) for e, (qs, err) in zip(executions, answers, strict=True) if qs or err]
+    return [(e, qs, err) for e, (qs, err) in zip(executions, answers, strict=True) if qs or err]
+
+
+async def pending(client: Any, as_json: bool) -> int:
+    """`pending`: every question that waits for a person (see `waiting`)."""
+    rows = await waiting(client)
     if as_json:
         document = {
             "workflows": [
@@ -173,14 +182,7 @@ async def approve(
         raise Failed(f"workflow {workflow_id}: {unanswered('pending_questions', exc)}") from None
     if not questions:
         raise Failed(f"workflow {workflow_id} has no pending question")
-    fields = CORRECTABLE.get(description.workflow_type)
-    unknown = sorted(set(changes) - set(fields)) if fields is not None else []
-    if unknown:
-        raise Failed(
-            f"--set {unknown[0]}: not a fact of {description.workflow_type} "
-            f"(facts: {', '.join(fields or ())})",
-            code=2,
-        )
+    check_changes(description.workflow_type, changes)
     question = questions[0]
     await handle.signal(
         "answer",
@@ -199,6 +201,18 @@ async def approve(
     return 0
 
 
+def check_changes(workflow_type: str, changes: dict[str, str], where: str = "--set") -> None:
+    """Refuse (exit code 2) a correction to what is not a fact of `workflow_type`."""
+    fields = CORRECTABLE.get(workflow_type)
+    unknown = sorted(set(changes) - set(fields)) if fields is not None else []
+    if unknown:
+        raise Failed(
+            f"{where} {unknown[0]}: not a fact of {workflow_type} "
+            f"(facts: {', '.join(fields or ())})",
+            code=2,
+        )
+
+
 async def decide(
     client: Any,
     settings: Settings,
@@ -212,15 +226,20 @@ async def decide(
     description = await running(handle)
     await warn_if_no_worker(client, settings, description.task_queue)
     answer = ApprovalAnswer(question_id=question_id, approved=approved, reason=reason, by=person())
-    try:
-        outcome = await handle.execute_update("decide", answer, result_type=ApprovalOutcome)
-    except WorkflowUpdateFailedError as exc:
-        raise Failed(f"decide refused: {failure_text(exc)}") from None
+    outcome = await send_decision(handle, answer)
     verdict = "approved" if outcome.approved else "rejected"
     why = f": {outcome.reason}" if outcome.reason else ""
     say(f"{outcome.question_id} {verdict}{why}")
     say(f"result: python starter.py result {quoted(workflow_id)}")
     return 0
+
+
+async def send_decision(handle: Any, answer: ApprovalAnswer) -> ApprovalOutcome:
+    """The `decide` update's outcome; Failed with the workflow's reason when it refuses."""
+    try:
+        return await handle.execute_update("decide", answer, result_type=ApprovalOutcome)
+    except WorkflowUpdateFailedError as exc:
+        raise Failed(f"decide refused: {failure_text(exc)}") from None
 
 
 async def running(handle: Any) -> Any:
@@ -245,7 +264,7 @@ async def describe(handle: Any) -> Any:
         return await handle.describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise Failed(f"no workflow with id {handle.id!r}") from None
+            raise NotFound(f"no workflow with id {handle.id!r}") from None
         raise
 
 

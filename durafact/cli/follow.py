@@ -147,6 +147,17 @@ async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) ->
         )
 
 
+async def progress_page(handle: Any, offset: int) -> Progress | None:
+    """The run's announcements from `offset` on (the `progress` query); None when it
+    cannot answer yet (no workflow task done) or no worker did: ask again later."""
+    try:
+        return await handle.query(
+            "progress", offset, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+        )
+    except Exception:
+        return None
+
+
 class ProgressFeed:
     """Polls the `progress` query and prints each new announcement as one line,
     labelled with the recipe status it was made under."""
@@ -156,12 +167,9 @@ class ProgressFeed:
         self.offset = 0
 
     async def poll(self) -> None:
-        try:
-            page: Progress = await self.handle.query(
-                "progress", self.offset, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
-            )
-        except Exception:
-            return  # not answerable yet (no workflow task done) or no worker: try again
+        page = await progress_page(self.handle, self.offset)
+        if page is None:
+            return
         for event in page.events:
             label = f"  [{event.status}] "
             if event.kind in BRIEF_KINDS:

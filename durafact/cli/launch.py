@@ -32,6 +32,7 @@ from durafact.cli.follow import wait_and_print, warn_if_no_worker
 from durafact.cli.output import (
     ANSWER_HINT,
     Failed,
+    NotFound,
     emit_json,
     note,
     one_line,
@@ -83,32 +84,45 @@ class Launch:
 
 def launch_of_type(registry: Registry, type_name: str, given: str | None) -> Launch:
     """`start TYPE --input ...`: the registered type, its input read and validated."""
+    recipe = registered_type(registry, type_name)
+    kind = input_kind(recipe, given is not None)
+    return launch_of_input(recipe, kind, read_input(given) if given is not None else None)
+
+
+def registered_type(registry: Registry, type_name: str) -> Registered:
     recipe = registry.get(type_name)
     if recipe is None:
-        raise Failed(
+        raise NotFound(
             f"unknown workflow type {type_name!r} (registered: {', '.join(registry.names())}; "
             "register yours with --recipes MODULE or DURAFACT_RECIPES)",
             code=2,
         )
+    return recipe
+
+
+def input_kind(recipe: Registered, given: bool, where: str = "--input") -> Any:
+    """The type of the recipe's one input (None: it takes none), or one line saying that
+    the input is missing, or given to a recipe that takes none."""
     inputs = recipe.inputs or []
     if len(inputs) > 1:
-        raise Failed(f"{type_name} takes {len(inputs)} inputs; start gives it one", code=2)
-    args: list[Any] = []
-    data = None
-    if inputs:
-        if given is None:
-            raise Failed(f"{type_name} needs --input: {type_label(inputs[0])} as JSON", code=2)
-        data = read_input(given)
-        args = [validated(inputs[0], data)]
-    elif given is not None:
-        raise Failed(f"{type_name} takes no input: leave out --input", code=2)
+        raise Failed(f"{recipe.name} takes {len(inputs)} inputs; start gives it one", code=2)
+    if inputs and not given:
+        raise Failed(f"{recipe.name} needs {where}: {type_label(inputs[0])} as JSON", code=2)
+    if not inputs and given:
+        raise Failed(f"{recipe.name} takes no input: leave out {where}", code=2)
+    return inputs[0] if inputs else None
+
+
+def launch_of_input(recipe: Registered, kind: Any, data: Any, where: str = "--input") -> Launch:
+    """The launch of `recipe` on `data` (parsed JSON) validated as `kind` (see `input_kind`)."""
+    args = [validated(kind, data, where)] if kind is not None else []
     shown = json.dumps(data, ensure_ascii=False, indent=2)
     return Launch(
         recipe,
         args,
-        command=f"start {type_name}",
-        id_prefix=type_name,
-        summary=f"{type_name}: {summarize(subject(args[0]))}" if args else type_name,
+        command=f"start {recipe.name}",
+        id_prefix=recipe.name,
+        summary=f"{recipe.name}: {summarize(subject(args[0]))}" if args else recipe.name,
         details=f"**Input:**\n\n```json\n{shown[:DETAILS_LIMIT]}\n```",
     )
 
@@ -188,9 +202,18 @@ def check_sendable(launch: Launch) -> None:
         )
 
 
-def validated(kind: Any, data: Any) -> Any:
+class InvalidInput(Failed):
+    """Input that does not fit the recipe's input model (exit code 2); `errors` are
+    pydantic's, which the HTTP API returns with its 422."""
+
+    def __init__(self, message: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(message, code=2)
+        self.errors = errors
+
+
+def validated(kind: Any, data: Any, where: str = "--input") -> Any:
     """`data` as an instance of `kind` (the run method's type hint), or one line saying
-    which field is wrong and why."""
+    which field is wrong and why (`where` names the input: the option, or the API's field)."""
     try:
         adapter = TypeAdapter(kind)
     except Exception:
@@ -200,12 +223,13 @@ def validated(kind: Any, data: Any) -> Any:
     except ValidationError as exc:
         errors = exc.errors()
         error = errors[0]
-        where = ".".join(str(part) for part in error["loc"])
+        path = ".".join(str(part) for part in error["loc"])
         reason = str(error.get("ctx", {}).get("error") or error["msg"])
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        field = f"{where}: " if where else ""
-        raise Failed(
-            f"--input does not fit {type_label(kind)}: {field}{one_line(reason)}{more}", code=2
+        field = f"{path}: " if path else ""
+        raise InvalidInput(
+            f"{where} does not fit {type_label(kind)}: {field}{one_line(reason)}{more}",
+            exc.errors(include_url=False, include_context=False, include_input=False),
         ) from None
 
 
@@ -224,6 +248,74 @@ def subject(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+@dataclass
+class Started:
+    """A run `start_run` started, or the one already holding the id it attached to."""
+
+    handle: Any
+    run_id: str
+    started: bool
+    description: Any
+    """Taken before the first workflow task was watched: while a short run still runs,
+    so its progress is followed."""
+
+
+async def start_run(
+    client: Any,
+    settings: Settings,
+    launch: Launch,
+    workflow_id: str,
+    model_deadline: timedelta | None = None,
+    *,
+    attach: bool = True,
+    started_by: str | None = None,
+) -> Started:
+    """Start the launch; `model_deadline` is how long its model calls may retry, instead
+    of the recipe's default. With `attach`, a run holding the id is the one to follow;
+    without, it is WorkflowAlreadyStartedError. Raises Failed with the fix when the
+    worker refuses the type (durafact/cli/registered.py)."""
+    memo: dict[str, Any] = {}
+    if encrypts(client.data_converter):
+        # Encrypted payloads: ids built from the goal's text must not leak it either.
+        memo[OPAQUE_IDS_MEMO] = True
+    if model_deadline is not None:
+        memo[MODEL_DEADLINE_MEMO] = model_deadline.total_seconds()
+    by = started_by or f"`starter.py {launch.command}`"
+    try:
+        handle = await client.start_workflow(
+            launch.recipe.run_fn,
+            args=launch.args,
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            result_type=launch.recipe.result_type,
+            # With `attach` the same id while it runs attaches to that run; after it
+            # completed the id is taken (its result is shown); after a failure it runs again.
+            id_conflict_policy=(
+                WorkflowIDConflictPolicy.USE_EXISTING if attach else WorkflowIDConflictPolicy.FAIL
+            ),
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(RECIPE_ATTRIBUTE, launch.recipe_name)]
+            ),
+            static_summary=launch.summary,
+            # The input itself travels once, in args; the details show only its start.
+            static_details=f"{shorten(launch.details, DETAILS_LIMIT)}\n\nStarted by {by}.",
+            memo=memo or None,
+        )
+        run_id = handle.result_run_id
+        response = getattr(handle, "_start_workflow_response", None)
+        started = bool(getattr(response, "started", True))
+    except WorkflowAlreadyStartedError as exc:
+        if not attach:
+            raise
+        handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
+        run_id, started = exc.run_id, False
+    description = await handle.describe()
+    if started:
+        await refuse_if_unregistered(client, handle, settings.task_queue, launch.recipe)
+    return Started(handle, run_id, started, description)
+
+
 async def start(
     client: Any,
     settings: Settings,
@@ -236,42 +328,8 @@ async def start(
     """Start the launch (or attach to the run with that id) and follow it; `model_deadline`
     is how long its model calls may retry, instead of the recipe's default."""
     summary = launch.summary
-    memo: dict[str, Any] = {}
-    if encrypts(client.data_converter):
-        # Encrypted payloads: ids built from the goal's text must not leak it either.
-        memo[OPAQUE_IDS_MEMO] = True
-    if model_deadline is not None:
-        memo[MODEL_DEADLINE_MEMO] = model_deadline.total_seconds()
-    try:
-        handle = await client.start_workflow(
-            launch.recipe.run_fn,
-            args=launch.args,
-            id=workflow_id,
-            task_queue=settings.task_queue,
-            result_type=launch.recipe.result_type,
-            # The same --id while it runs attaches to that run; after it completed the
-            # id is taken and its result is shown; after a failure, it runs again.
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(RECIPE_ATTRIBUTE, launch.recipe_name)]
-            ),
-            static_summary=summary,
-            # The input itself travels once, in args; the details show only its start.
-            static_details=f"{shorten(launch.details, DETAILS_LIMIT)}\n\n"
-            f"Started by `starter.py {launch.command}`.",
-            memo=memo or None,
-        )
-        run_id = handle.result_run_id
-        response = getattr(handle, "_start_workflow_response", None)
-        started = bool(getattr(response, "started", True))
-    except WorkflowAlreadyStartedError as exc:
-        handle = client.get_workflow_handle(workflow_id, run_id=exc.run_id)
-        run_id, started = exc.run_id, False
-
-    description = await handle.describe()  # while it runs: its progress is then followed
-    if started:
-        await refuse_if_unregistered(client, handle, settings.task_queue, launch.recipe)
+    run = await start_run(client, settings, launch, workflow_id, model_deadline)
+    handle, run_id, started, description = run.handle, run.run_id, run.started, run.description
     state = description.status.name if description.status else "UNKNOWN"
     url = settings.workflow_url(workflow_id, run_id)
     if not started:

@@ -51,6 +51,16 @@ class Failed(Exception):
         self.code = code
 
 
+class NotFound(Failed):
+    """What the command names does not exist: a workflow id, a workflow type (the HTTP
+    API answers 404)."""
+
+
+class Unanswered(Failed):
+    """A query no worker answered in time: none runs, or none took it (the HTTP API
+    answers 503)."""
+
+
 # Control characters but newline and tab. Model or tool text holding them would act on
 # the terminal that prints it: `\x1b]0;...\x07` retitles it, `\x1b[2J` clears it.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

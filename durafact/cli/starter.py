@@ -23,6 +23,7 @@
     python starter.py result ID [--json] [--recipes MODULE[,MODULE...]]
     python starter.py resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
     python starter.py artifacts ID [--json]     # every artifact of a run, texts included
+    python starter.py serve [--host H] [--port P]   # the HTTP API and web console (127.0.0.1:8000)
     python starter.py up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
     python starter.py down      # stop what `up` started
 
@@ -54,6 +55,7 @@ from durafact.cli.launch import check_sendable, launch_of_type, start
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
 from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
 from durafact.cli.resume import resume
+from durafact.cli.serve import add_serve_command, check_serve_args, serve
 from durafact.runtime import embedded
 from durafact.runtime.embedded import Embedded, EmbeddedError, open_client
 from durafact.runtime.registry import (
@@ -89,6 +91,7 @@ COMMANDS = (
     "result",
     "resume",
     "artifacts",
+    "serve",
     "up",
     "down",
 )
@@ -186,6 +189,7 @@ def parser() -> Parser:
     artifacts.add_argument("id")
     artifacts.add_argument("--json", action="store_true", help="print one JSON object")
 
+    add_serve_command(commands, [registration])
     commands.add_parser(
         "up", parents=[registration], help="start the embedded stack in the background"
     )
@@ -240,6 +244,11 @@ async def main(argv: Sequence[str] | None = None) -> int:
             return await start(
                 client, settings, launch, workflow_id, args.no_wait, args.json, args.model_deadline
             )
+        if args.command == "serve":
+            registry = registry_of(args)
+            token = check_serve_args(args.host, args.port)
+            client, settings = await connect(console=False)  # this command is the console
+            return await serve(client, settings, registry, args.host, args.port, token)
         if args.command == "chat":
             check_chat_args(args)
             client, settings = await connect()
@@ -285,12 +294,12 @@ async def main(argv: Sequence[str] | None = None) -> int:
 # --- connecting, with the embedded default ---------------------------------------------
 
 
-async def connect() -> tuple[Any, Settings]:
+async def connect(console: bool = True) -> tuple[Any, Settings]:
     """A client for the configured server, on a namespace ready for durafact workflows;
     the embedded stack starts first when no address is configured
-    (durafact/runtime/embedded.py)."""
+    (durafact/runtime/embedded.py), with its console unless `console` is False."""
     try:
-        return await open_client(note)
+        return await open_client(note, console=console)
     except SettingsError as exc:
         raise Failed(str(exc)) from None
 

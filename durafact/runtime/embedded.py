@@ -8,6 +8,10 @@ current directory; `down` stops exactly the processes those pid files name, from
 anywhere. The tests use `temporal_binary()` and
 `DEV_SERVER_TUNING` to run the same dev server. Never used by workflow code.
 
+`up` also starts the console, `durafact serve` (durafact/api/): the HTTP API and web
+console on http://127.0.0.1:8000 (`DURAFACT_API_PORT`; another free port when that
+one is taken and the port was not configured), and prints its URL next to the Web UI's.
+
 The stack is for when no Temporal address is configured (see durafact/runtime/settings.py); with
 one, `up` starts no server: it checks that the configured one answers and that its
 namespace has durafact's search attributes (durafact/runtime/search_attributes.py),
@@ -65,6 +69,8 @@ MODEL_TIMEOUT = 180.0  # loading the model file can take a while on a slow disk
 WORKER_TIMEOUT = 30.0
 CODEC_TIMEOUT = 15.0
 CODEC_PORT_ENV = "DURAFACT_CODEC_PORT"
+API_TIMEOUT = 30.0
+API_PORT_ENV = "DURAFACT_API_PORT"
 # A live worker re-polls at least every ~70 s (the long-poll timeout); a poller the
 # server saw longer ago than this has gone away.
 POLLER_FRESHNESS = timedelta(minutes=2)
@@ -101,6 +107,7 @@ class Embedded:
     ui_port: int = 8233
     model_port: int = 8765
     codec_port: int = 8081
+    api_port: int = 8000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Embedded:
@@ -111,6 +118,7 @@ class Embedded:
             ui_port=_port(env, "DURAFACT_UI_PORT", 8233),
             model_port=_port(env, "DURAFACT_MODEL_PORT", 8765),
             codec_port=_port(env, CODEC_PORT_ENV, 8081),
+            api_port=_port(env, API_PORT_ENV, 8000),
         )
 
     @property
@@ -166,6 +174,7 @@ PIECES = {
     "temporal": "the Temporal dev server",
     "model": "the local model",
     "worker": "a worker",
+    "api": "the console",
 }
 
 
@@ -318,7 +327,7 @@ def stop_process(pid: int, argv: list[str], timeout: float) -> None:
 
 
 # The worker drains first.
-STOP_TIMEOUTS = {"worker": 15.0, "model": 10.0, "temporal": 10.0, "codec": 5.0}
+STOP_TIMEOUTS = {"api": 5.0, "worker": 15.0, "model": 10.0, "temporal": 10.0, "codec": 5.0}
 
 
 async def has_live_poller(
@@ -363,9 +372,11 @@ async def up(
     settings: Settings,
     say: Say,
     env: Mapping[str, str] | None = None,
+    *,
+    console: bool = True,
 ) -> None:
-    """Start whatever of the stack is not running yet; raise EmbeddedError if a piece
-    cannot start, after stopping what this call started."""
+    """Start whatever of the stack is not running yet (the console only with `console`);
+    raise EmbeddedError if a piece cannot start, after stopping what this call started."""
     env = dict(os.environ if env is None else env)
     settings = stack.settings(settings, env)
     started: list[tuple[Piece, subprocess.Popen]] = []
@@ -375,13 +386,16 @@ async def up(
             codec_url = await _up_codec(stack, settings, env, say, started)
         await _up_server(stack, settings, say, started, codec_url)
         await _ensure_search_attributes(settings, say, env)
-        worker_env = {**env, "TEMPORAL_ADDRESS": settings.temporal_address}
+        client_env = {**env, "TEMPORAL_ADDRESS": settings.temporal_address}
         # The starter stores large payloads under the same directory, relative to its own.
-        worker_env.setdefault(PAYLOADS_ENV, f"file:{stack.state_dir / 'payloads'}")
+        client_env.setdefault(PAYLOADS_ENV, f"file:{stack.state_dir / 'payloads'}")
+        worker_env = dict(client_env)
         if uses_local_model(env):
             await _up_model(stack, say, started)
             worker_env |= {"OPENAI_BASE_URL": stack.model_url, "DURAFACT_MODEL": LOCAL_MODEL_ID}
         await _up_worker(stack, settings, worker_env, say, started)
+        client_env["DURAFACT_UI_URL"] = settings.ui_url  # its links lead to this Web UI
+        url = await _up_api(stack, client_env, say, started) if console else None
     except BaseException:
         for piece, process in reversed(started):
             stop_process(process.pid, list(process.args), STOP_TIMEOUTS[piece.name])  # type: ignore[arg-type]
@@ -389,6 +403,8 @@ async def up(
             piece.pid_file.unlink(missing_ok=True)
         raise
     say(f"Web UI: {settings.ui_url}")
+    if url:
+        say(f"Console: {url}")
 
 
 async def _up_server(
@@ -465,23 +481,17 @@ async def _up_codec(
 ) -> str:
     """Start the codec server (unless it runs) and return its URL for the Web UI."""
     piece = stack.piece("codec")
-    pid = piece.running_pid()
-    if pid:
-        url = f"http://127.0.0.1:{_flag(piece, '--port')}"
-        say(f"{piece.label} is already running on {url} (pid {pid})")
-        return url
+    running = _running_url(piece, say)
+    if running:
+        return running
     # A dev server that still runs keeps the codec endpoint it was started with.
     endpoint = _flag(stack.piece("temporal"), "--ui-codec-endpoint")
     port = stack.codec_port
     if endpoint and stack.piece("temporal").running_pid():
         port = int(endpoint.rpartition(":")[2])
-    if port_open(f"127.0.0.1:{port}"):
-        if env.get(CODEC_PORT_ENV) or endpoint:
-            raise EmbeddedError(
-                f"port {port} for {piece.label} is in use by another program "
-                f"(set {CODEC_PORT_ENV} to a free port)"
-            )
-        port = _free_port()
+    port = _usable_port(
+        piece, port, CODEC_PORT_ENV, fixed=bool(env.get(CODEC_PORT_ENV) or endpoint)
+    )
     argv = [sys.executable, "-m", "durafact.runtime.codec_server", "--port", str(port)]
     if not env.get(ORIGINS_ENV):
         for origin in dict.fromkeys(
@@ -504,6 +514,52 @@ async def _up_codec(
             f'--codec-auth "Bearer ${TOKEN_ENV}"'
         )
     return url
+
+
+async def _up_api(
+    stack: Embedded, env: Mapping[str, str], say: Say, started: list[tuple[Piece, subprocess.Popen]]
+) -> str:
+    """Start the console, `durafact serve` (unless it runs), and return its URL."""
+    piece = stack.piece("api")
+    running = _running_url(piece, say, "/")
+    if running:
+        return running
+    port = _usable_port(piece, stack.api_port, API_PORT_ENV, fixed=bool(env.get(API_PORT_ENV)))
+    argv = [sys.executable, "-m", "durafact.cli.starter", "serve", "--port", str(port)]
+    # Where `up` was run, as the worker: recipes modules there are found (registry.py).
+    process = piece.start(argv, env, Path.cwd())
+    started.append((piece, process))
+    url = f"http://127.0.0.1:{port}/"
+
+    async def serving() -> bool:
+        return await _healthy(f"{url}health")
+
+    await piece.wait_for(process, serving, f"serve {url}", API_TIMEOUT)
+    say(f"started {piece.label} on {url} (pid {process.pid}, log {piece.log_name})")
+    return url
+
+
+def _running_url(piece: Piece, say: Say, path: str = "") -> str | None:
+    """The URL of a server piece that runs already (its recorded --port), said once."""
+    pid = piece.running_pid()
+    if not pid:
+        return None
+    url = f"http://127.0.0.1:{_flag(piece, '--port')}{path}"
+    say(f"{piece.label} is already running on {url} (pid {pid})")
+    return url
+
+
+def _usable_port(piece: Piece, port: int, env_name: str, fixed: bool) -> int:
+    """`port`, or a free one when another program holds it; that is an error when the
+    port is `fixed` (configured, or promised to another piece already)."""
+    if not port_open(f"127.0.0.1:{port}"):
+        return port
+    if fixed:
+        raise EmbeddedError(
+            f"port {port} for {piece.label} is in use by another program "
+            f"(set {env_name} to a free port)"
+        )
+    return _free_port()
 
 
 def _origin(url: str) -> str:
@@ -651,15 +707,16 @@ def down(stack: Embedded, say: Say) -> None:
 
 
 async def open_client(
-    note: Callable[[str], None], env: Mapping[str, str] | None = None
+    note: Callable[[str], None], env: Mapping[str, str] | None = None, *, console: bool = True
 ) -> tuple[Client, Settings]:
     """The command line's client and settings, on a namespace ready for durafact
     workflows (search attributes registered when missing, or NamespaceNotReady).
 
     With no address configured (neither TEMPORAL_ADDRESS nor a profile) and nothing
-    answering on the embedded port, the embedded stack is started first; with one
-    configured, no server is ever started. Errors are SettingsError, one line each
-    (EmbeddedError when the stack cannot start)."""
+    answering on the embedded port, the embedded stack is started first (without the
+    console when `console` is False: `serve` is the console); with one configured, no
+    server is ever started. Errors are SettingsError, one line each (EmbeddedError
+    when the stack cannot start)."""
     stack = Embedded.from_env(env)
     settings = stack.settings(Settings.from_env(env), env)
     address = settings.temporal_address
@@ -667,7 +724,7 @@ async def open_client(
         note(
             f"nothing answers on {address}: starting the embedded stack (stop it: starter.py down)"
         )
-        await up(stack, settings, note, env)
+        await up(stack, settings, note, env, console=console)
     client = await connect(settings, env=env)
     registered = await ensure_search_attributes(client, register=may_register(env))
     if registered:

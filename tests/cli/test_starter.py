@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.client import Client
 
@@ -300,7 +301,7 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
         "(commands: start, plan, reflect, answer, route, research, react, chat, pending, approve, "
-        "decide, status, result, resume, artifacts, up, down)"
+        "decide, status, result, resume, artifacts, serve, up, down)"
     ]
 
 
@@ -341,6 +342,7 @@ def stack_env(model: ScriptedModel) -> dict[str, str]:
     return clean_env(
         DURAFACT_TEMPORAL_PORT=str(free_port()),
         DURAFACT_UI_PORT=str(free_port()),
+        DURAFACT_API_PORT=str(free_port()),
         DURAFACT_TASK_QUEUE=f"embedded-{uuid.uuid4().hex[:6]}",
         OPENAI_BASE_URL=model.url,
     )
@@ -355,14 +357,22 @@ async def test_up_starts_server_and_worker_in_background_and_down_stops_exactly_
     for directory in (here, there, elsewhere):
         directory.mkdir()
     port, ui_port = int(stack_env["DURAFACT_TEMPORAL_PORT"]), stack_env["DURAFACT_UI_PORT"]
+    console = f"http://127.0.0.1:{stack_env['DURAFACT_API_PORT']}/"
     try:
         up = await starter("up", env=stack_env, cwd=here)
         assert up.code == 0, up.err
         assert f"started the Temporal dev server on 127.0.0.1:{port}" in up.out
         assert "started a worker on task queue" in up.out
-        assert up.out.splitlines()[-1] == f"Web UI: http://localhost:{ui_port}"
+        assert f"started the console on {console}" in up.out
+        assert up.out.splitlines()[-2:] == [
+            f"Web UI: http://localhost:{ui_port}",
+            f"Console: {console}",
+        ]
         server, worker = recorded_pid(state, "temporal"), recorded_pid(state, "worker")
-        assert alive(server) and alive(worker) and port_open(port)
+        api = recorded_pid(state, "api")
+        assert alive(server) and alive(worker) and alive(api) and port_open(port)
+        health = await asyncio.to_thread(httpx.get, f"{console}health", timeout=10)
+        assert health.json() == {"ok": True}
         assert not (state / "model.pid").exists()  # OPENAI_BASE_URL is set
         assert (state / "temporal.db").exists()
 
@@ -381,10 +391,11 @@ async def test_up_starts_server_and_worker_in_background_and_down_stops_exactly_
         down = await starter("down", env=stack_env, cwd=elsewhere)
     assert down.code == 0, down.err
     assert down.out.splitlines() == [
+        f"stopped the console (pid {api})",
         f"stopped a worker (pid {worker})",
         f"stopped the Temporal dev server (pid {server})",
     ]
-    assert not alive(server) and not alive(worker) and not port_open(port)
+    assert not alive(server) and not alive(worker) and not alive(api) and not port_open(port)
     assert list(state.glob("*.pid")) == []
 
     nothing = await starter("down", env=stack_env, cwd=here)
@@ -414,6 +425,7 @@ async def test_up_fails_with_the_local_models_reason_and_leaves_nothing_running(
         DURAFACT_TEMPORAL_PORT=str(port),
         DURAFACT_UI_PORT=str(free_port()),
         DURAFACT_MODEL_PORT=str(free_port()),
+        DURAFACT_API_PORT=str(free_port()),
         DURAFACT_LOCAL_MODEL_PATH=str(tmp_path / "missing.gguf"),
     )
     up = await starter("up", env=env, cwd=tmp_path)

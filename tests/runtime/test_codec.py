@@ -513,6 +513,7 @@ async def test_up_starts_the_codec_server_and_the_web_ui_decodes_through_it(
         DURAFACT_TEMPORAL_PORT=str(temporal_port),
         DURAFACT_UI_PORT=str(ui_port),
         DURAFACT_CODEC_PORT=str(codec_port),
+        DURAFACT_API_PORT=str(free_port()),
         DURAFACT_TASK_QUEUE=f"embedded-{uuid.uuid4().hex[:6]}",
         OPENAI_BASE_URL=model.url,
         DURAFACT_KEYS=K1,

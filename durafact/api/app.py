@@ -1,0 +1,65 @@
+"""The ASGI app of `durafact serve`: the HTTP API under `/api`, its OpenAPI document
+(`/openapi.json`, read at `/docs`, served from this machine: no CDN), and the web
+console at `/`.
+
+A thin client, like the command line: it starts, answers and reads workflows through
+a Temporal client made by `connect` (the plugin's data converter), and the command
+line's own functions (durafact/cli/), so a run started here is the same as one started
+there.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
+from temporalio.client import Client
+
+from durafact.api.approvals import router as approvals
+from durafact.api.chats import router as chats
+from durafact.api.console import STATIC
+from durafact.api.console import router as pages
+from durafact.api.errors import install as answer_errors_in_one_shape
+from durafact.api.events import router as events
+from durafact.api.runs import router as runs
+from durafact.api.security import Guard, require_token
+from durafact.api.services import Services
+from durafact.runtime.registry import Registry
+from durafact.runtime.settings import Settings
+
+DESCRIPTION = """Start durafact recipes, follow them, answer their questions and chat.
+
+Every `/api` call needs `Authorization: Bearer <DURAFACT_API_TOKEN>` when the server has
+a token. Errors are `{"error": {"type", "message"}}` (a 422 adds pydantic's `errors`).
+Events are Server-Sent Events; reconnect with `Last-Event-ID` to miss nothing."""
+
+
+def create_app(
+    client: Client, settings: Settings, registry: Registry, token: str | None = None
+) -> FastAPI:
+    """The app over `client` (its namespace), starting runs on `settings.task_queue`;
+    with `token`, every API call needs it."""
+    app = FastAPIOffline(
+        title="durafact",
+        description=DESCRIPTION,
+        version="1",
+        docs_url="/docs",
+        redoc_url=None,
+        static_url="/static/docs",
+    )
+    app.state.services = Services(client, settings, registry)
+    app.state.token = token
+    answer_errors_in_one_shape(app)
+    app.add_middleware(Guard)
+    api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
+    for routes in (runs, events, approvals, chats):
+        api.include_router(routes)
+    app.include_router(api)
+    app.include_router(pages)
+    app.mount("/static/console", StaticFiles(directory=STATIC), name="console")
+
+    @app.get("/health", include_in_schema=False)
+    async def health() -> dict[str, bool]:
+        return {"ok": True}
+
+    return app

@@ -1,0 +1,283 @@
+"""`/api/runs`: start any registered recipe, list runs, read one (status, result,
+usage, artifacts, provenance), cancel it. Starting goes through the command line's own
+path (`durafact/cli/launch.py`): the same checks, search attributes, memo and summary,
+but an id in use is refused (409) instead of attached to."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, Body, Depends, Query, Response
+from pydantic import TypeAdapter
+from temporalio.client import WorkflowExecution, WorkflowFailureError
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from durafact.api.errors import ApiError
+from durafact.api.models import (
+    Artifacts,
+    ArtifactView,
+    Canceled,
+    CancelRequest,
+    ProvenanceView,
+    RecipeType,
+    RunDetail,
+    RunPage,
+    RunRow,
+    RunStarted,
+    StartRun,
+)
+from durafact.api.services import Services, jsonable, services
+from durafact.cli.artifacts import read_ledger
+from durafact.cli.commands import CORRECTABLE, describe, pending_questions
+from durafact.cli.follow import QUERY_TIMEOUT
+from durafact.cli.launch import (
+    MAX_INPUT_DEPTH,
+    check_sendable,
+    depth,
+    input_kind,
+    launch_of_input,
+    registered_type,
+    start_run,
+    type_label,
+)
+from durafact.cli.output import Failed, failure_text
+from durafact.cli.trouble import troubles
+from durafact.ledger import LedgerError
+from durafact.llm import Usage
+from workflows.recipe import AWAITING_APPROVAL, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+
+router = APIRouter(tags=["runs"])
+
+# Visibility's names for Temporal's states, by the names the API shows.
+STATES = {
+    "RUNNING": "Running",
+    "COMPLETED": "Completed",
+    "FAILED": "Failed",
+    "CANCELED": "Canceled",
+    "TERMINATED": "Terminated",
+    "CONTINUED_AS_NEW": "ContinuedAsNew",
+    "TIMED_OUT": "TimedOut",
+}
+# Filters are put into a visibility query: only names, never quotes.
+TYPE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+STATUS_PATTERN = r"^[a-z][a-z0-9_]*$"
+
+
+@router.get("/recipes", response_model=list[RecipeType], summary="The registered recipes")
+async def recipes(s: Annotated[Services, Depends(services)]) -> list[RecipeType]:
+    """Every workflow type `POST /api/runs` starts, with the JSON schema of its input."""
+    return [recipe_view(s, name) for name in s.registry.names()]
+
+
+def recipe_view(s: Services, name: str) -> RecipeType:
+    recipe = s.registry.workflows[name]
+    inputs = recipe.inputs or []
+    schema = None
+    if len(inputs) == 1:
+        try:
+            schema = TypeAdapter(inputs[0]).json_schema()
+        except Exception:  # a type pydantic cannot describe: name it
+            schema = {"title": type_label(inputs[0])}
+    label = getattr(recipe.cls, "recipe_name", None) or name
+    return RecipeType(type=name, recipe=label, input_schema=schema)
+
+
+@router.post(
+    "/runs",
+    status_code=201,
+    response_model=RunStarted,
+    summary="Start any registered recipe",
+    responses={404: {"description": "unknown type"}, 409: {"description": "the id is in use"}},
+)
+async def start(
+    body: StartRun, response: Response, s: Annotated[Services, Depends(services)]
+) -> RunStarted:
+    """Validated against the type's input model before anything starts: 422 with
+    pydantic's errors when it does not fit."""
+    recipe = registered_type(s.registry, body.type)
+    kind = input_kind(recipe, "input" in body.model_fields_set, where="input")
+    if depth(body.input) > MAX_INPUT_DEPTH:
+        raise ApiError(400, "BadRequest", f"input is nested more than {MAX_INPUT_DEPTH} deep")
+    launch = launch_of_input(recipe, kind, body.input, where="input")
+    if body.id is not None and "/" in body.id:
+        raise ApiError(400, "BadRequest", "the id holds '/', which no URL of this API can name")
+    workflow_id = launch.workflow_id(body.id)
+    check_sendable(launch)
+    try:
+        run = await start_run(
+            s.client, s.settings, launch, workflow_id, attach=False, started_by="the HTTP API"
+        )
+    except WorkflowAlreadyStartedError:
+        taken = await describe(s.client.get_workflow_handle(workflow_id))
+        state = taken.status.name if taken.status else "UNKNOWN"
+        raise ApiError(
+            409, "Conflict", f"workflow id {workflow_id!r} is taken by a {state} run"
+        ) from None
+    except Failed as exc:  # the worker on the queue does not have the type
+        raise ApiError(503, "NotRegistered", str(exc)) from None
+    response.headers["Location"] = f"/api/runs/{quote(workflow_id, safe='')}"
+    return RunStarted(
+        id=workflow_id,
+        run_id=run.run_id,
+        type=recipe.name,
+        ui_url=s.settings.workflow_url(workflow_id, run.run_id),
+    )
+
+
+@router.get("/runs", response_model=RunPage, summary="Runs, newest first")
+async def runs(
+    s: Annotated[Services, Depends(services)],
+    type: Annotated[str | None, Query(pattern=TYPE_PATTERN, description="workflow type")] = None,
+    status: Annotated[str | None, Query(pattern=STATUS_PATTERN, description="phase")] = None,
+    state: Annotated[Literal[tuple(STATES)] | None, Query(description="Temporal's")] = None,  # type: ignore[valid-type]
+    page_token: str | None = None,
+    page_size: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> RunPage:
+    """The runs on this server's task queue, from visibility (so a filter on the
+    search attributes DurafactStatus and WorkflowType costs no worker): running ones
+    first, then the most recently closed."""
+    where = [s.on_queue]
+    if type:
+        where.append(f'WorkflowType="{type}"')
+    if status:
+        where.append(f'{STATUS_ATTRIBUTE.name}="{status}"')
+    if state:
+        where.append(f'ExecutionStatus="{STATES[state]}"')
+    listing = s.client.list_workflows(
+        " AND ".join(where), page_size=page_size, next_page_token=token_bytes(page_token)
+    )
+    await listing.fetch_next_page()
+    token = listing.next_page_token
+    return RunPage(
+        runs=[row(e) for e in listing.current_page or []],
+        next_page_token=base64.urlsafe_b64encode(token).decode() if token else None,
+    )
+
+
+def token_bytes(page_token: str | None) -> bytes | None:
+    if not page_token:
+        return None
+    try:
+        return base64.b64decode(page_token.encode(), altchars=b"-_", validate=True) or None
+    except (binascii.Error, ValueError):
+        raise ApiError(400, "BadRequest", "page_token is not one this API gave") from None
+
+
+def row(execution: WorkflowExecution) -> RunRow:
+    attributes = execution.typed_search_attributes
+    return RunRow(
+        id=execution.id,
+        run_id=execution.run_id,
+        type=execution.workflow_type,
+        recipe=attributes.get(RECIPE_ATTRIBUTE),
+        status=attributes.get(STATUS_ATTRIBUTE),
+        state=execution.status.name if execution.status else "UNKNOWN",
+        started_at=execution.start_time,
+        closed_at=execution.close_time,
+    )
+
+
+@router.get("/runs/{workflow_id}", response_model=RunDetail, summary="One run")
+async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> RunDetail:
+    """Temporal's status and the recipe's, the result or why it ended, usage, what waits
+    for a person, what holds it, and its Web UI link."""
+    handle = s.client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    running = description.status is not None and description.status.name == "RUNNING"
+    result, failure = (None, None) if running else await ending(s, description)
+    status = await recipe_status(handle, description) if running else None
+    questions = []
+    if status == AWAITING_APPROVAL:
+        questions = await pending_questions(handle)
+    usage = getattr(result, "usage", None)
+    return RunDetail(
+        **row(description).model_dump(),
+        summary=await description.static_summary(),
+        recipe_status=status,
+        result=jsonable(result),
+        failure=failure,
+        usage=usage if isinstance(usage, Usage) else None,
+        questions=questions,
+        correctable=list(CORRECTABLE.get(description.workflow_type, ())),
+        troubles=[t.line for t in await troubles(s.client, description)] if running else [],
+        ui_url=s.settings.workflow_url(workflow_id, description.run_id),
+    )
+
+
+async def ending(s: Services, description: Any) -> tuple[Any, str | None]:
+    """A closed run's result (decoded as its type's), or the reason it did not complete."""
+    handle = s.client.get_workflow_handle(
+        description.id,
+        run_id=description.run_id,
+        result_type=s.result_type(description.workflow_type),
+    )
+    try:
+        return await handle.result(follow_runs=False), None
+    except WorkflowFailureError as exc:
+        return None, failure_text(exc)
+
+
+async def recipe_status(handle: Any, description: Any) -> str | None:
+    """The `status` query; the DurafactStatus search attribute when no worker answers."""
+    try:
+        return await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
+    except Exception:
+        return description.typed_search_attributes.get(STATUS_ATTRIBUTE)
+
+
+@router.get("/runs/{workflow_id}/artifacts", response_model=Artifacts, summary="The ledger")
+async def artifacts(workflow_id: str, s: Annotated[Services, Depends(services)]) -> Artifacts:
+    """Every artifact of the run, running or closed (a closed run's is read by a worker
+    replaying it), with its text, and the links between them."""
+    description, ledger = await read_ledger(s.client, workflow_id)
+    return Artifacts(
+        id=workflow_id,
+        run_id=description.run_id,
+        type=description.workflow_type,
+        state=description.status.name if description.status else "UNKNOWN",
+        artifacts=[
+            ArtifactView(id=a.id, type=a.type, version=a.version, text=a.text(), data=a.data)
+            for a in ledger.all()
+        ],
+        links=ledger.links,
+    )
+
+
+@router.get(
+    "/runs/{workflow_id}/provenance/{artifact:path}",
+    response_model=ProvenanceView,
+    summary="What an artifact rests on",
+)
+async def provenance(
+    workflow_id: str, artifact: str, s: Annotated[Services, Depends(services)]
+) -> ProvenanceView:
+    """The tree from the artifact down its links: for a research answer, to the claims,
+    the evidence, the documents and the `source:...` they were found in."""
+    _, ledger = await read_ledger(s.client, workflow_id)
+    try:
+        tree = ledger.provenance(artifact)
+    except LedgerError:
+        raise ApiError(404, "NotFound", f"run {workflow_id} has no artifact {artifact!r}") from None
+    return ProvenanceView(tree=tree.model_dump(mode="json"), rendered=tree.render())
+
+
+@router.post(
+    "/runs/{workflow_id}/cancel", status_code=202, response_model=Canceled, summary="Cancel a run"
+)
+async def cancel(
+    workflow_id: str,
+    s: Annotated[Services, Depends(services)],
+    body: Annotated[CancelRequest | None, Body()] = None,
+) -> Canceled:
+    """Temporal's cancellation: the run is asked to stop and ends CANCELED once it sees
+    the request. A run that is not running is 409."""
+    handle = s.client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    if state != "RUNNING":
+        raise ApiError(409, "Conflict", f"run {workflow_id} is {state}: there is nothing to cancel")
+    await handle.cancel(reason=body.reason if body else "")
+    return Canceled(id=workflow_id, run_id=description.run_id, state="CANCEL_REQUESTED")

@@ -1,0 +1,239 @@
+// What every page of the console shares: the API client (it sends the token the page
+// asked for), a reader of Server-Sent Events over fetch (EventSource cannot send a
+// token), and element builders that only ever write text: model and tool text is
+// never parsed as markup.
+
+const TOKEN_KEY = "durafact.token";
+let restart = null;
+
+export class ApiError extends Error {
+  constructor(status, type, message) {
+    super(message);
+    this.status = status;
+    this.type = type;
+  }
+}
+
+function headers(extra = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+}
+
+export async function api(path, { method = "GET", body } = {}) {
+  const init = { method, headers: headers({ Accept: "application/json" }) };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  const data = await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = (data && data.error) || { type: "Error", message: response.statusText };
+    if (response.status === 401) askForToken();
+    throw new ApiError(response.status, error.type, error.message);
+  }
+  return data;
+}
+
+// Follow an SSE endpoint: each event goes to `onEvent({id, name, data})`. A dropped
+// connection is made again with Last-Event-ID, so nothing is missed or repeated; the
+// event `end` ends it. Returns a function that stops following.
+export function follow(path, onEvent) {
+  let lastId = null;
+  let stopped = false;
+  let controller = null;
+  const run = async () => {
+    while (!stopped) {
+      controller = new AbortController();
+      try {
+        const extra = { Accept: "text/event-stream" };
+        if (lastId !== null) extra["Last-Event-ID"] = lastId;
+        const response = await fetch(path, { headers: headers(extra), signal: controller.signal });
+        if (response.status === 401) {
+          askForToken();
+          return;
+        }
+        if (response.status < 500 && !response.ok) {
+          // A request that cannot succeed (an unknown run): asking again will not help.
+          const data = await response.json().catch(() => null);
+          showProblem(new Error((data && data.error && data.error.message) || response.statusText));
+          return;
+        }
+        if (!response.ok) throw new Error(`${response.status}`);
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          let match;
+          while ((match = /\r\n\r\n|\n\n|\r\r/.exec(buffer))) {
+            const event = parseEvent(buffer.slice(0, match.index));
+            buffer = buffer.slice(match.index + match[0].length);
+            if (!event) continue;
+            if (event.id !== null) lastId = event.id;
+            onEvent(event);
+            if (event.name === "end") {
+              stopped = true;
+              controller.abort();
+              return;
+            }
+          }
+        }
+      } catch (error) {
+        if (stopped) return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  };
+  run();
+  return () => {
+    stopped = true;
+    if (controller) controller.abort();
+  };
+}
+
+function parseEvent(block) {
+  const event = { id: null, name: "message", data: "" };
+  const data = [];
+  for (const line of block.split(/\r\n|\r|\n/)) {
+    if (!line || line.startsWith(":")) continue;
+    const at = line.indexOf(":");
+    const field = at < 0 ? line : line.slice(0, at);
+    const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+    if (field === "id") event.id = value;
+    else if (field === "event") event.name = value;
+    else if (field === "data") data.push(value);
+  }
+  if (!data.length) return null;
+  event.data = JSON.parse(data.join("\n"));
+  return event;
+}
+
+// An element; strings among `children` become text nodes, never markup.
+export function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) element.addEventListener(key.slice(2), value);
+    else if (key === "class") element.className = value;
+    else if (key === "href") element.setAttribute("href", safeHref(value));
+    else element.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(child instanceof Node ? child : String(child));
+  }
+  return element;
+}
+
+function safeHref(value) {
+  const text = String(value);
+  return /^(https?:\/\/|\/)/i.test(text) ? text : "#";
+}
+
+export const runLink = (id) => `/runs/${encodeURIComponent(id)}`;
+export const runPath = (id) => `/api/runs/${encodeURIComponent(id)}`;
+
+export function when(stamp) {
+  return stamp ? new Date(stamp).toLocaleString() : "";
+}
+
+export function badge(text, kind = "") {
+  return h("span", { class: `badge ${kind || String(text).toLowerCase()}` }, text);
+}
+
+export function showProblem(error) {
+  const problem = document.getElementById("problem");
+  if (!error) {
+    problem.hidden = true;
+    return;
+  }
+  if (error instanceof ApiError && error.status === 401) return; // the token form says it
+  problem.textContent = error.message || String(error);
+  problem.hidden = false;
+}
+
+function askForToken() {
+  const form = document.getElementById("token-form");
+  form.hidden = false;
+  document.querySelector("main").hidden = true;
+  form.querySelector("input").focus();
+}
+
+// Run the page's `start` once the token (if the API asks for one) is known.
+export function page(start) {
+  restart = start;
+  const form = document.getElementById("token-form");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, form.querySelector("input").value.trim());
+    form.hidden = true;
+    document.querySelector("main").hidden = false;
+    showProblem(null);
+    restart().catch(showProblem);
+  });
+  start().catch(showProblem);
+}
+
+// A question that waits for a person, with the form that answers it (the decide
+// update): approve, or reject with a reason and corrected facts.
+export function questionCard(run, question, onAnswered) {
+  const facts = run.correctable.map((name) =>
+    h("label", {}, name, h("input", { name: `fact:${name}`, autocomplete: "off" })),
+  );
+  const outcome = h("p", { class: "outcome", role: "status" });
+  const form = h(
+    "form",
+    { class: "answer" },
+    h("label", {}, "Reason", h("textarea", { name: "reason", rows: 2 })),
+    facts.length
+      ? h("fieldset", {}, h("legend", {}, "Corrected facts (with a rejection)"), facts)
+      : null,
+    h(
+      "div",
+      { class: "buttons" },
+      h("button", { type: "submit", name: "approve", value: "1" }, "Approve"),
+      h("button", { type: "submit", name: "reject", value: "0", class: "reject" }, "Reject"),
+    ),
+    outcome,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const approve = event.submitter && event.submitter.name === "approve";
+    const changes = {};
+    for (const input of form.querySelectorAll("input[name^='fact:']")) {
+      if (input.value.trim()) changes[input.name.slice(5)] = input.value.trim();
+    }
+    const reason = form.elements.reason.value;
+    const body = { approve, reason, changes: approve ? {} : changes, by: "web console" };
+    for (const button of form.querySelectorAll("button")) button.disabled = true;
+    try {
+      const path = `${runPath(run.id)}/approvals/${encodeURIComponent(question.id)}`;
+      const answer = await api(path, { method: "POST", body });
+      const edits = Object.keys(answer.changes).length
+        ? ` (corrected: ${Object.entries(answer.changes).map(([k, v]) => `${k}=${v}`).join(", ")})`
+        : "";
+      outcome.textContent = `${answer.approved ? "Approved" : "Rejected"}${edits}`;
+      outcome.className = `outcome ${answer.approved ? "approved" : "rejected"}`;
+      if (onAnswered) onAnswered(answer);
+    } catch (error) {
+      outcome.textContent = error.message;
+      outcome.className = "outcome refused";
+      for (const button of form.querySelectorAll("button")) button.disabled = false;
+    }
+  });
+  const kind =
+    question.kind === "escalate"
+      ? badge(`escalation: ${question.escalates || "an earlier question"} timed out`, "escalate")
+      : badge(question.n > 1 ? `asked again (${question.n})` : "approval", "approve");
+  return h(
+    "article",
+    { class: "question", "data-question": question.id },
+    h("header", {}, h("a", { href: runLink(run.id) }, run.id), " ", kind),
+    run.summary ? h("p", { class: "summary" }, run.summary) : null,
+    h("p", { class: "qid" }, question.id),
+    h("pre", { class: "text" }, question.text),
+    form,
+  );
+}

@@ -1,0 +1,185 @@
+// A run's page: its status, live progress (SSE, resumed with Last-Event-ID), the
+// questions it waits on, and once it ends the result, the artifacts and the
+// provenance trees from the result down to its sources.
+import {
+  api,
+  badge,
+  follow,
+  h,
+  page,
+  questionCard,
+  runPath,
+  showProblem,
+  when,
+} from "/static/console/console.js";
+
+const id = document.body.dataset.id;
+const $ = (name) => document.getElementById(name);
+const MAX_TREES = 3;
+let artifacts = new Map();
+let stop = null;
+let refreshing = null;
+
+function fact(term, value) {
+  return value === null || value === undefined || value === ""
+    ? []
+    : [h("dt", {}, term), h("dd", {}, value)];
+}
+
+async function refresh() {
+  const run = await api(runPath(id));
+  $("title").textContent = run.id;
+  $("summary").textContent = run.summary || "";
+  const usage = run.usage ? `${run.usage.total_tokens} tokens` : null;
+  $("facts").replaceChildren(
+    ...fact("State", badge(run.state)),
+    ...fact("Status", run.recipe_status || run.status ? badge(run.recipe_status || run.status) : null),
+    ...fact("Recipe", `${run.recipe || ""} (${run.type})`),
+    ...fact("Started", when(run.started_at)),
+    ...fact("Closed", when(run.closed_at)),
+    ...fact("Usage", usage),
+  );
+  $("ui-link").setAttribute("href", run.ui_url);
+  $("cancel").hidden = run.state !== "RUNNING";
+  $("troubles").replaceChildren(...run.troubles.map((line) => h("li", {}, line)));
+  $("questions-card").hidden = run.questions.length === 0;
+  const shown = new Set([...$("questions").children].map((card) => card.dataset.question));
+  if (run.questions.some((q) => !shown.has(q.id)) || run.questions.length !== shown.size) {
+    $("questions").replaceChildren(...run.questions.map((q) => questionCard(run, q)));
+  }
+  if (run.result !== null || run.failure) showResult(run.result, run.failure);
+  return run;
+}
+
+// One refresh at a time, and one more if events came in meanwhile.
+function refreshSoon() {
+  if (refreshing) {
+    refreshing.again = true;
+    return;
+  }
+  refreshing = { again: false };
+  refresh()
+    .catch(showProblem)
+    .finally(() => {
+      const again = refreshing.again;
+      refreshing = null;
+      if (again) refreshSoon();
+    });
+}
+
+function headline(result) {
+  if (!result || typeof result !== "object") return null;
+  const candidates = [
+    result.answer && result.answer.text,
+    result.answer,
+    result.reply && result.reply.text,
+    result.final && result.final.text,
+    result.reason,
+  ];
+  return candidates.find((c) => typeof c === "string" && c) || null;
+}
+
+function showResult(result, failure) {
+  $("result-card").hidden = false;
+  const text = failure ? `Ended without a result: ${failure}` : headline(result);
+  $("answer").replaceChildren(text ? h("p", { class: failure ? "problem" : "" }, text) : "");
+  $("result").textContent = JSON.stringify(result, null, 2);
+}
+
+function onEvent(event) {
+  if (event.name === "end") {
+    refreshSoon();
+    loadArtifacts().catch(showProblem);
+    return;
+  }
+  const item = event.data;
+  $("progress").append(
+    h("li", { class: `kind-${item.kind}` }, badge(item.status, "status"), " ", item.message),
+  );
+  if (event.name !== "progress") refreshSoon();
+  // What a question is about (a report, a tool call) is in the ledger: show it with it.
+  if (event.name === "question") loadArtifacts().catch(quiet);
+}
+
+async function loadArtifacts() {
+  const ledger = await api(`${runPath(id)}/artifacts`);
+  artifacts = new Map(ledger.artifacts.map((a) => [a.id, a]));
+  const out = new Map();
+  for (const link of ledger.links) {
+    if (!out.has(link.source)) out.set(link.source, []);
+    out.get(link.source).push(link);
+  }
+  $("artifacts-card").hidden = ledger.artifacts.length === 0;
+  $("artifacts").replaceChildren(
+    ...ledger.artifacts.map((a) =>
+      h(
+        "details",
+        { class: "artifact" },
+        h("summary", {}, a.id, " ", h("span", { class: "muted" }, `${a.type} v${a.version}`)),
+        h("pre", { class: "text" }, a.text),
+        ...(out.get(a.id) || []).map((l) => h("p", { class: "link" }, `${l.relation} → ${l.target}`)),
+        out.has(a.id)
+          ? h("button", { type: "button", onclick: () => showTrees([a.id]).catch(showProblem) }, "What it rests on")
+          : null,
+      ),
+    ),
+  );
+  // The trees start where nothing points: the newest first (the answer, the reply),
+  // before, say, search results nobody chose.
+  const targets = new Set(ledger.links.map((l) => l.target));
+  const roots = ledger.artifacts
+    .map((a) => a.id)
+    .filter((a) => out.has(a) && !targets.has(a))
+    .reverse()
+    .slice(0, MAX_TREES);
+  await showTrees(roots);
+}
+
+// The provenance trees of `artifactIds`, each from the artifact down to what it rests on.
+async function showTrees(artifactIds) {
+  const trees = await Promise.all(
+    artifactIds.map((a) => api(`${runPath(id)}/provenance/${encodeURIComponent(a)}`)),
+  );
+  $("provenance-card").hidden = trees.length === 0;
+  $("provenance").replaceChildren(...trees.map((view) => h("ul", { class: "tree" }, node(view.tree))));
+  $("artifact-text").hidden = true;
+  if (artifactIds.length === 1) $("provenance-card").scrollIntoView({ block: "start" });
+}
+
+function node(tree) {
+  const label = h(
+    "button",
+    { type: "button", class: "node", onclick: () => read(tree.id) },
+    tree.relation ? h("span", { class: "relation" }, `${tree.relation} → `) : "",
+    tree.id,
+    " ",
+    h("span", { class: "muted" }, `(${tree.type})`),
+  );
+  const children = tree.children.length ? h("ul", {}, tree.children.map(node)) : null;
+  return h("li", { "data-artifact": tree.id }, label, children);
+}
+
+function read(artifactId) {
+  const artifact = artifacts.get(artifactId);
+  $("artifact-text").hidden = false;
+  $("artifact-text").textContent = artifact ? `${artifact.id}\n\n${artifact.text}` : artifactId;
+}
+
+page(async () => {
+  if (stop) stop();
+  $("progress").replaceChildren();
+  $("cancel").onclick = async () => {
+    try {
+      await api(`${runPath(id)}/cancel`, { method: "POST", body: { reason: "cancelled in the console" } });
+      refreshSoon();
+    } catch (error) {
+      showProblem(error);
+    }
+  };
+  await refresh();
+  stop = follow(`${runPath(id)}/events`, onEvent);
+  loadArtifacts().catch(quiet);
+});
+
+// The ledger so far, when the run answers for it; else it comes with the run's end.
+function quiet() {}

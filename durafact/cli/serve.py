@@ -1,0 +1,70 @@
+"""`durafact serve [--host H] [--port P]`: the HTTP API and the web console
+(durafact/api/) on uvicorn, on 127.0.0.1:8000 by default.
+
+It connects like every other command (envconfig profile, codec keys, payload store,
+the embedded stack when nothing is configured) and starts runs on the task queue the
+settings name. A non-loopback address needs `DURAFACT_API_TOKEN`: without one, anyone
+who reaches it could start and approve runs, so `serve` refuses in one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from durafact.cli.output import Failed, say
+from durafact.runtime.registry import Registry
+from durafact.runtime.settings import Settings
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+def add_serve_command(commands: Any, parents: list[Any]) -> None:
+    serve = commands.add_parser(
+        "serve", parents=parents, help="the HTTP API and the web console (DURAFACT_API_TOKEN)"
+    )
+    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (%(default)s)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (%(default)s)")
+
+
+def check_serve_args(host: str, port: int) -> str | None:
+    """The token (DURAFACT_API_TOKEN), or None; a one-line refusal (exit code 2) for an
+    address that must not be served without one, or a port that is not one."""
+    from durafact.api.security import TOKEN_ENV, check_bind
+
+    if not 0 < port < 65536:
+        raise Failed(f"--port {port} is not a port number", code=2)
+    token = os.environ.get(TOKEN_ENV)
+    refusal = check_bind(host, token)
+    if refusal:
+        raise Failed(refusal, code=2)
+    return token
+
+
+async def serve(
+    client: Any, settings: Settings, registry: Registry, host: str, port: int, token: str | None
+) -> int:
+    """Serve until interrupted (SIGINT, SIGTERM)."""
+    # Imported here: the other commands never pay for importing the web stack.
+    import uvicorn
+
+    from durafact.api import create_app
+
+    app = create_app(client, settings, registry, token=token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.05)
+    if server.started:  # else uvicorn said why (the port is in use, say) and gave up
+        shown = f"[{host}]" if ":" in host else host
+        queue = settings.task_queue
+        say(f"console: http://{shown}:{port}/ (API docs: /docs; task queue {queue!r})")
+        if token:
+            say("every API call needs `Authorization: Bearer $DURAFACT_API_TOKEN`")
+    await serving
+    if not server.started:
+        raise Failed(f"cannot serve on {host}:{port}")
+    return 0

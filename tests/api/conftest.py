@@ -1,0 +1,129 @@
+"""Fixtures of the API and console tests: one `durafact serve` app per module, on a
+real uvicorn server on loopback, over the session's dev server, with a worker of the
+module's own task queue on the scripted model; and the token every call sends."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.async_api import Browser, BrowserContext, async_playwright
+from temporalio.client import Client
+
+from durafact.api import create_app
+from durafact.runtime.registry import load_registry
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
+from durafact.testing import ScriptedModel
+from tests.helpers import CHROMIUM_ARGS, chromium_path, serving
+
+TOKEN = "test-token-3f9c"  # the same in every xdist worker: it names tests
+
+
+@dataclass
+class Served:
+    url: str
+    settings: Settings
+
+    def auth(self, token: str = TOKEN) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+async def served(client: Client, scripted_server: ScriptedModel) -> AsyncIterator[Served]:
+    settings = Settings(
+        openai_base_url=scripted_server.url,
+        openai_api_key="test",
+        model="scripted",
+        task_queue=f"api-{uuid.uuid4().hex[:8]}",
+    )
+    app = create_app(client, settings, load_registry(entry_points=False), token=TOKEN)
+    async with build_worker(client, settings), serving(app) as url:
+        yield Served(url, settings)
+
+
+@pytest.fixture
+async def http(served: Served) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the API that sends the token."""
+    async with httpx.AsyncClient(base_url=served.url, headers=served.auth(), timeout=30) as c:
+        yield c
+
+
+@dataclass
+class Event:
+    id: str | None
+    name: str
+    data: Any
+
+
+async def read_events(
+    http: httpx.AsyncClient, path: str, *, last_event_id: str | None = None, count: int = 0
+) -> list[Event]:
+    """The SSE events of `path` until the stream ends (or, with `count`, the first
+    `count` of them, then the connection is dropped)."""
+    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    events: list[Event] = []
+    async with http.stream("GET", path, headers=headers, timeout=60) as response:
+        assert response.status_code == 200, await response.aread()
+        fields: dict[str, str] = {}
+        async for line in response.aiter_lines():
+            if line:
+                name, _, value = line.partition(":")
+                if name:  # a line starting with ':' is a comment (the keep-alive ping)
+                    fields[name] = value.removeprefix(" ")
+                continue
+            if "data" in fields:
+                events.append(
+                    Event(
+                        fields.get("id"), fields.get("event", "message"), json.loads(fields["data"])
+                    )
+                )
+                if count and len(events) == count:
+                    break
+            fields = {}
+    return events
+
+
+# --- a real browser ---------------------------------------------------------------------
+
+SCREENSHOTS_ENV = "DURAFACT_SCREENSHOTS"
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        try:
+            path = chromium_path()
+        except RuntimeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        launched = await playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+async def console(browser: Browser, served: Served) -> AsyncIterator[BrowserContext]:
+    """A browser context at 1280 px whose tabs already hold the token, as after a person
+    gave it once."""
+    context = await browser.new_context(
+        base_url=served.url, viewport={"width": 1280, "height": 900}
+    )
+    await context.add_init_script(f"sessionStorage.setItem('durafact.token', {TOKEN!r})")
+    yield context
+    await context.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where the tests' screenshots go: DURAFACT_SCREENSHOTS (README's come from
+    `DURAFACT_SCREENSHOTS=docs/console`), else the test's tmp_path."""
+    where = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where

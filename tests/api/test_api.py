@@ -1,0 +1,506 @@
+"""The HTTP API on the dev server and the scripted model: each endpoint's success and
+its errors, all in one JSON shape; nothing starts on bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from durafact.api import create_app
+from durafact.runtime.registry import load_registry
+from durafact.runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel, default_reply
+from tests.api.conftest import TOKEN, Served, read_events
+from tests.helpers import ROOT, clean_env, free_port, read_until, spawn, starter
+from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
+from tests.workflows.test_supervisor import REQUEST, specialist
+from workflows.chat import ChatInput, ChatWorkflow
+
+GOAL = {"text": "Plan a weekend in Kraków", "max_steps": 2}
+
+
+def plans_and_routes(call: Call) -> str | dict:
+    """Plans as the default model does, routes and reports as a specialist."""
+    return default_reply(call) if call.schema_name == "Plan" else specialist()(call)
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The one error shape, with `status`."""
+    assert response.status_code == status, response.text
+    document = response.json()
+    assert set(document) == {"error"}
+    assert document["error"]["message"]
+    return document["error"]
+
+
+async def start(http: httpx.AsyncClient, kind: str, input: Any, **extra: Any) -> str:
+    response = await http.post("/api/runs", json={"type": kind, "input": input, **extra})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+async def finished(http: httpx.AsyncClient, workflow_id: str) -> dict[str, Any]:
+    for _ in range(300):
+        run = (await http.get(f"/api/runs/{workflow_id}")).json()
+        if run["state"] != "RUNNING":
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id} never ended")
+
+
+async def waiting_question(http: httpx.AsyncClient, workflow_id: str, n: int = 1) -> dict:
+    for _ in range(300):
+        run = (await http.get(f"/api/runs/{workflow_id}")).json()
+        if [q["n"] for q in run["questions"]] == [n]:
+            return run["questions"][0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"question {n} of {workflow_id} never came")
+
+
+async def test_a_run_starts_and_reads_back_with_result_usage_artifacts_and_provenance(
+    http: httpx.AsyncClient, served: Served, model: ScriptedModel
+) -> None:
+    recipes = {r["type"]: r for r in (await http.get("/api/recipes")).json()}
+    assert recipes["PlanExecuteWorkflow"]["recipe"] == "plan_execute"
+    assert recipes["PlanExecuteWorkflow"]["input_schema"]["title"] == "Goal"
+    workflow_id = f"plan-{uuid.uuid4().hex[:8]}"
+    response = await http.post(
+        "/api/runs", json={"type": "PlanExecuteWorkflow", "input": GOAL, "id": workflow_id}
+    )
+    assert response.status_code == 201, response.text
+    started = response.json()
+    assert (started["id"], started["type"]) == (workflow_id, "PlanExecuteWorkflow")
+    assert response.headers["location"] == f"/api/runs/{workflow_id}"
+    assert started["ui_url"].endswith(f"/workflows/{workflow_id}/{started['run_id']}/history")
+
+    run = await finished(http, workflow_id)
+    assert (run["state"], run["recipe"], run["status"]) == (
+        "COMPLETED",
+        "plan_execute",
+        "completed",
+    )
+    assert run["summary"] == "PlanExecuteWorkflow: Plan a weekend in Kraków"
+    assert run["result"]["answer"]["text"].startswith("done: ")
+    assert run["usage"]["total_tokens"] == run["result"]["usage"]["total_tokens"] > 0
+    assert run["failure"] is None and run["questions"] == []
+
+    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
+    ids = [a["id"] for a in ledger["artifacts"]]
+    final = next(i for i in ids if i.startswith("final:"))
+    assert any(i.startswith("step:") for i in ids) and ledger["links"]
+    tree = (await http.get(f"/api/runs/{workflow_id}/provenance/{final}")).json()
+    assert tree["tree"]["id"] == final
+    assert tree["rendered"].splitlines()[0] == f"{final} (FinalAnswer)"
+    assert "supported_by -> result:step:" in tree["rendered"]
+
+    missing = await http.get(f"/api/runs/{workflow_id}/provenance/final:nothing")
+    assert "no artifact 'final:nothing'" in error_of(missing, 404)["message"]
+
+
+async def test_bad_input_is_refused_and_starts_nothing(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    workflow_id = f"bad-{uuid.uuid4().hex[:8]}"
+    bad = await http.post(
+        "/api/runs",
+        json={
+            "type": "PlanExecuteWorkflow",
+            "input": {"text": "x", "max_steps": "many"},
+            "id": workflow_id,
+        },
+    )
+    error = error_of(bad, 422)
+    assert error["type"] == "InvalidInput"
+    assert error["message"].startswith("input does not fit Goal: max_steps: ")
+    assert [e["loc"] for e in error["errors"]] == [["max_steps"]]
+
+    unknown = await http.post("/api/runs", json={"type": "NoSuchWorkflow", "input": {}})
+    assert "unknown workflow type 'NoSuchWorkflow'" in error_of(unknown, 404)["message"]
+    missing = await http.post("/api/runs", json={"type": "PlanExecuteWorkflow"})
+    assert error_of(missing, 400)["message"] == "PlanExecuteWorkflow needs input: Goal as JSON"
+    malformed = await http.post(
+        "/api/runs", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert error_of(malformed, 422)["type"] == "InvalidRequest"
+    deep = await http.post(
+        "/api/runs", json={"type": "PlanExecuteWorkflow", "input": {"text": [[[[[[[]]]]]]] * 1}}
+    )
+    assert error_of(deep, 422)["type"] == "InvalidInput"
+
+    assert (await http.get(f"/api/runs/{workflow_id}")).status_code == 404
+    assert [e async for e in client.list_workflows(f'WorkflowId="{workflow_id}"')] == []
+
+
+async def test_an_id_in_use_is_409_and_an_unknown_id_is_404(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    again = await http.post(
+        "/api/runs",
+        json={"type": "SupervisorWorkflow", "input": {"request": REQUEST}, "id": workflow_id},
+    )
+    assert (
+        error_of(again, 409)["message"] == f"workflow id '{workflow_id}' is taken by a RUNNING run"
+    )
+    for path in ("", "/artifacts", "/events", "/provenance/x"):
+        gone = await http.get(f"/api/runs/nobody-{uuid.uuid4().hex[:6]}{path}")
+        assert error_of(gone, 404)["type"] == "NotFound"
+    assert error_of(await http.post("/api/runs/nobody/cancel"), 404)["type"] == "NotFound"
+    await http.post(f"/api/runs/{workflow_id}/cancel")
+
+
+async def test_runs_are_listed_from_visibility_filtered_and_paged(
+    http: httpx.AsyncClient, model: ScriptedModel, client: Client, served: Served
+) -> None:
+    model.reply(plans_and_routes)
+    waiting = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    done = await start(http, "PlanExecuteWorkflow", GOAL)
+    await finished(http, done)
+    await waiting_question(http, waiting)
+
+    async def listed(**query: str) -> list[str]:
+        for _ in range(100):  # visibility follows a moment behind
+            response = await http.get("/api/runs", params=query)
+            assert response.status_code == 200, response.text
+            ids = [run["id"] for run in response.json()["runs"]]
+            if waiting in ids or done in ids:
+                return ids
+            await asyncio.sleep(0.1)
+        return []
+
+    assert waiting in await listed(type="SupervisorWorkflow")
+    assert done not in await listed(type="SupervisorWorkflow")
+    assert waiting in await listed(status="awaiting_approval")
+    assert done in await listed(state="COMPLETED")
+    assert waiting not in await listed(state="COMPLETED")
+    first = (await http.get("/api/runs", params={"page_size": 1})).json()
+    second = (
+        await http.get("/api/runs", params={"page_size": 1, "page_token": first["next_page_token"]})
+    ).json()
+    assert first["runs"][0]["id"] != second["runs"][0]["id"]
+    assert first["runs"][0]["state"] == "RUNNING"  # running runs first
+
+    injected = await http.get("/api/runs", params={"status": 'x" OR WorkflowId!="'})
+    assert error_of(injected, 422)["message"].startswith("query.status: ")
+    assert error_of(await http.get("/api/runs", params={"page_token": "%%"}), 400)
+    await http.post(f"/api/runs/{waiting}/cancel")
+
+
+async def test_events_tell_progress_status_questions_and_the_end_and_resume_by_last_event_id(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    question = await waiting_question(http, workflow_id)
+    first = await read_events(http, f"/api/runs/{workflow_id}/events", count=4)
+    outcome = await http.post(
+        f"/api/runs/{workflow_id}/approvals/{question['id']}",
+        json={"approve": True, "reason": "fine"},
+    )
+    assert outcome.status_code == 200, outcome.text
+    rest = await read_events(http, f"/api/runs/{workflow_id}/events", last_event_id=first[-1].id)
+    whole = await read_events(http, f"/api/runs/{workflow_id}/events")
+
+    assert [e.id for e in first + rest] == [e.id for e in whole]  # each event once
+    assert len({e.id for e in whole}) == len(whole)
+    names = [e.name for e in whole]
+    assert names[0] == "status" and names[-1] == "end" and names.count("end") == 1
+    asked = next(e for e in whole if e.name == "question")
+    assert asked.data["message"].startswith(f"{question['id']} (approve): Approve the ")
+    assert [e.data["message"] for e in whole if e.name == "approval"] == [
+        f"{question['id']} approved by http api: fine"
+    ]
+    assert whole[-1].data["state"] == "COMPLETED"
+    assert whole[-1].data["result"]["reply"]["approved"] is True
+    assert whole[-1].id.endswith(":end")
+    # After the end there is nothing more, and a malformed id is refused.
+    assert (
+        await read_events(http, f"/api/runs/{workflow_id}/events", last_event_id=whole[-1].id) == []
+    )
+    bad = await http.get(f"/api/runs/{workflow_id}/events", headers={"Last-Event-ID": "nonsense"})
+    assert error_of(bad, 400)["message"] == "Last-Event-ID 'nonsense' is not one we sent"
+
+
+async def test_approvals_list_every_question_and_decide_returns_the_outcome_or_409(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    question = await waiting_question(http, workflow_id)
+    inbox = (await http.get("/api/approvals")).json()["runs"]
+    mine = next(run for run in inbox if run["id"] == workflow_id)
+    assert mine["type"] == "SupervisorWorkflow"
+    assert mine["summary"] == f"SupervisorWorkflow: {REQUEST}"
+    assert mine["correctable"] == ["scope", "budget", "deadline"]
+    assert [q["id"] for q in mine["questions"]] == [question["id"]]
+    path = f"/api/runs/{workflow_id}/approvals"
+
+    unknown = await http.post(f"{path}/approval:nothing:1", json={"approve": True})
+    assert error_of(unknown, 409)["message"] == (
+        "decide refused: InvalidAnswer: no question 'approval:nothing:1' was asked"
+    )
+    not_a_fact = await http.post(
+        f"{path}/{question['id']}", json={"approve": False, "changes": {"colour": "red"}}
+    )
+    assert error_of(not_a_fact, 400)["message"].startswith("changes: colour: not a fact of ")
+    with_changes = await http.post(
+        f"{path}/{question['id']}", json={"approve": True, "changes": {"budget": "5000 EUR"}}
+    )
+    assert "changes go with a rejection only" in error_of(with_changes, 409)["message"]
+
+    rejected = await http.post(
+        f"{path}/{question['id']}",
+        json={"approve": False, "reason": "more money", "changes": {"budget": "5000 EUR"}},
+    )
+    assert rejected.status_code == 200, rejected.text
+    assert rejected.json() == {
+        "question_id": question["id"],
+        "approved": False,
+        "reason": "more money",
+        "changes": {"budget": "5000 EUR"},
+        "timed_out": False,
+    }
+    second = await waiting_question(http, workflow_id, n=2)
+    assert second["thread"] == question["thread"]
+    approved = await http.post(f"{path}/{second['id']}", json={"approve": True, "by": "ann"})
+    assert approved.json()["approved"] is True
+    run = await finished(http, workflow_id)
+    assert run["result"]["reply"]["approved"] is True
+    late = await http.post(f"{path}/{second['id']}", json={"approve": True})
+    assert error_of(late, 409)["message"] == (
+        f"workflow {workflow_id} is COMPLETED: nothing waits for an answer"
+    )
+    assert error_of(
+        await http.post(f"/api/runs/nobody/approvals/{second['id']}", json={"approve": True}), 404
+    )
+
+
+async def test_cancel_ends_a_running_run_and_refuses_a_closed_one(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    await waiting_question(http, workflow_id)
+    response = await http.post(f"/api/runs/{workflow_id}/cancel", json={"reason": "not needed"})
+    assert response.status_code == 202, response.text
+    assert response.json()["state"] == "CANCEL_REQUESTED"
+    run = await finished(http, workflow_id)
+    assert run["state"] == "CANCELED"
+    assert run["failure"].startswith("CancelledError")
+    again = await http.post(f"/api/runs/{workflow_id}/cancel")
+    assert (
+        error_of(again, 409)["message"]
+        == f"run {workflow_id} is CANCELED: there is nothing to cancel"
+    )
+
+
+async def test_a_research_runs_provenance_goes_down_to_its_sources(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(sum_script())
+    sources = [s.model_dump(mode="json") for s in sample_sources()]
+    workflow_id = await start(
+        http, "ResearchWorkflow", {"question": SUM_QUESTION, "sources": sources}
+    )
+    run = await finished(http, workflow_id)
+    assert run["result"]["status"] == "answered", run
+    answer = f"answer:{run['result']['turn']}"
+    tree = (await http.get(f"/api/runs/{workflow_id}/provenance/{answer}")).json()
+    rendered = tree["rendered"]
+    assert "found_by -> source:prices (SourceSpec)" in rendered
+    assert "computed_from -> resolved:" in rendered
+
+
+async def test_a_chat_answers_streams_and_shows_its_transcript_and_memory(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.pace = 0.01
+    created = await http.post(
+        "/api/chats", json={"settings": {"memory": {"kind": "window_pruner"}}}
+    )
+    assert created.status_code == 201, created.text
+    chat_id = created.json()["id"]
+    path = f"/api/chats/{chat_id}"
+    reader = asyncio.create_task(read_events(http, f"{path}/stream?offset=0", count=4))
+    reply = await http.post(f"{path}/messages", json={"text": "hello there friend", "id": "m1"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"id": "m1", "seq": 0, "text": "done: hello there friend", "run": 0}
+    events = await asyncio.wait_for(reader, 30)
+    assert [e.name for e in events][0] == "message"
+    assert events[0].data == {"kind": "user", "key": "m1", "seq": 0, "text": "hello there friend"}
+    tokens = [e for e in events if e.name == "token"]
+    assert tokens and all(e.data["key"] == "m1" for e in tokens)
+    assert [int(e.id) for e in events] == sorted(int(e.id) for e in events)
+
+    again = await http.post(f"{path}/messages", json={"text": "anything", "id": "m1"})
+    assert again.json()["text"] == "done: hello there friend"  # the first reply, no new turn
+    transcript = (await http.get(f"{path}/transcript")).json()
+    assert [(line["role"], line["content"]) for line in transcript["lines"]] == [
+        ("user", "hello there friend"),
+        ("assistant", "done: hello there friend"),
+    ]
+    memory = (await http.get(f"{path}/memory")).json()
+    assert (memory["policy"], memory["turns"]) == ("window_pruner", 1)
+
+    empty = await http.post(f"{path}/messages", json={"text": "   "})
+    assert error_of(empty, 409)["message"] == "InvalidMessage: the message is empty"
+    taken = await http.post("/api/chats", json={"id": chat_id})
+    assert error_of(taken, 409)["message"] == f"chat id '{chat_id}' is taken"
+    bad = await http.post("/api/chats", json={"settings": {"memory": {"kind": "forget"}}})
+    assert error_of(bad, 422)["message"].startswith("settings does not fit ChatInput: memory: ")
+    unknown = await http.post("/api/chats/nobody/messages", json={"text": "hi"})
+    assert error_of(unknown, 404)["message"] == "no workflow with id 'nobody'"
+    for path in ("stream", "transcript", "memory"):
+        assert error_of(await http.get(f"/api/chats/nobody/{path}"), 404)["type"] == "NotFound"
+
+
+async def test_without_the_token_every_api_call_is_401_and_pages_load(
+    served: Served,
+) -> None:
+    async with httpx.AsyncClient(base_url=served.url) as anonymous:
+        for method, path in (
+            ("GET", "/api/runs"),
+            ("POST", "/api/runs"),
+            ("GET", "/api/approvals"),
+        ):
+            response = await anonymous.request(method, path)
+            error = error_of(response, 401)
+            assert error["message"] == (
+                "this API needs its token: send `Authorization: Bearer <DURAFACT_API_TOKEN>`"
+            )
+            assert response.headers["www-authenticate"] == "Bearer"
+        wrong = await anonymous.get("/api/runs", headers=served.auth("wrong"))
+        assert error_of(wrong, 401)["message"] == "the token is wrong"
+        page = await anonymous.get("/")
+        assert page.status_code == 200 and "token-form" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert (await anonymous.get("/openapi.json")).status_code == 200
+        assert (await anonymous.get("/health")).json() == {"ok": True}
+
+
+async def test_request_bodies_are_capped(http: httpx.AsyncClient) -> None:
+    huge = {"type": "PlanExecuteWorkflow", "input": {"text": "x" * 1_100_000}}
+    error = error_of(await http.post("/api/runs", json=huge), 413)
+    assert error == {
+        "type": "TooLarge",
+        "message": "the request body is over 1,048,576 bytes, the most taken",
+    }
+
+    async def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    chunked = await http.post(
+        "/api/runs", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert error_of(chunked, 413)["type"] == "TooLarge"
+
+
+@pytest.mark.parametrize(
+    ("host", "token", "refused"),
+    [
+        ("127.0.0.1", None, False),
+        ("localhost", None, False),
+        ("::1", None, False),
+        ("0.0.0.0", None, True),
+        ("192.168.1.20", None, True),
+        ("0.0.0.0", TOKEN, False),
+        ("127.0.0.1", " ", True),
+    ],
+)
+def test_serve_refuses_a_non_loopback_address_without_a_token(
+    host: str, token: str | None, refused: bool
+) -> None:
+    from durafact.api.security import check_bind
+
+    assert (check_bind(host, token) is not None) == refused
+
+
+async def test_a_query_no_worker_answers_is_503(http: httpx.AsyncClient, client: Client) -> None:
+    chat_id = f"chat-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(
+        ChatWorkflow.run, ChatInput(), id=chat_id, task_queue=f"nobody-{uuid.uuid4().hex[:6]}"
+    )
+    try:
+        response = await http.get(f"/api/chats/{chat_id}/transcript")
+        assert error_of(response, 503)["message"].startswith(f"chat {chat_id}: ")
+    finally:
+        await handle.terminate("test done")
+
+
+def test_the_readme_api_table_matches_the_openapi_document() -> None:
+    app = create_app(None, Settings(), load_registry(entry_points=False))  # type: ignore[arg-type]
+
+    def shape(path: str) -> str:
+        return re.sub(r"\{[^}]*\}", "{}", path)
+
+    served = {(m.upper(), shape(p)) for p, ops in app.openapi()["paths"].items() for m in ops}
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### The HTTP API") : readme.index("## Security")]
+    rows = re.findall(r"^\| `(GET|POST)` \| `([^`]+)` \|", table, re.MULTILINE)
+    assert len(rows) == len(set(rows))
+    assert {(method, shape(path)) for method, path in rows} == served
+
+
+async def test_an_escalation_shows_in_the_inbox_with_the_question_that_timed_out(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    request = {"request": REQUEST, "approval_timeout": 3, "on_timeout": "escalate"}
+    workflow_id = await start(http, "SupervisorWorkflow", request)
+    first = await waiting_question(http, workflow_id)
+    escalation = await waiting_question(http, workflow_id, n=2)  # after 3 s of silence
+    inbox = (await http.get("/api/approvals")).json()["runs"]
+    shown = next(run for run in inbox if run["id"] == workflow_id)["questions"]
+    await http.post(f"/api/runs/{workflow_id}/cancel")
+    assert [(q["kind"], q["escalates"]) for q in shown] == [("escalate", first["id"])]
+    assert escalation["id"] == shown[0]["id"]
+    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
+    statuses = {
+        a["id"]: a["data"]["status"] for a in ledger["artifacts"] if a["type"] == "ApprovalQuestion"
+    }
+    assert statuses[first["id"]] == "timed_out"
+
+
+async def test_serve_on_a_public_address_without_a_token_is_one_line_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    run = await starter("serve", "--host", "0.0.0.0", env=clean_env(), cwd=tmp_path)
+    assert run.code == 2
+    assert run.err_lines == [
+        "starter: serving on 0.0.0.0 would let anyone who reaches it start and approve runs: "
+        "set DURAFACT_API_TOKEN (clients send it as `Authorization: Bearer ...`), or serve on "
+        "127.0.0.1"
+    ]
+    assert not (tmp_path / ".durafact").exists()  # no embedded stack either
+
+
+async def test_serve_connects_like_every_command_and_answers_with_the_token(
+    client: Client, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = clean_env(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host, DURAFACT_API_TOKEN=TOKEN
+    )
+    process = await spawn("serve", "--port", str(port), env=env, cwd=tmp_path)
+    try:
+        assert process.stdout is not None
+        lines = await read_until(process.stdout, "console: ")
+        assert lines[-1] == (
+            f"console: http://127.0.0.1:{port}/ (API docs: /docs; task queue 'durafact')"
+        )
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            recipes = await http.get("/api/recipes", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert "SupervisorWorkflow" in {r["type"] for r in recipes.json()}
+            assert (await http.get("/api/recipes")).status_code == 401
+    finally:
+        process.terminate()
+        await process.wait()

@@ -1,0 +1,230 @@
+"""The web console in a real browser (the system Chromium, driven by Playwright) on the
+live server: what a person does with runs, approvals and chats."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+from playwright.async_api import BrowserContext, Page, expect
+
+from durafact.testing import Call, ScriptedModel
+from tests.api.conftest import TOKEN, Served
+from tests.api.test_api import start, waiting_question
+from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
+from tests.workflows.test_supervisor import REQUEST, specialist
+
+MARKUP = "<script>alert(1)</script><img src=x onerror=alert(2)> and <b>bold</b>"
+PHONE = {"width": 390, "height": 844}
+
+
+async def fits(page: Page) -> bool:
+    """Whether the page needs no sideways scrolling at its width."""
+    return await page.evaluate(
+        "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+    )
+
+
+async def test_a_person_approves_in_the_inbox_and_watches_the_run_complete_on_its_page(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel, screenshots: Path
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    question = await waiting_question(http, workflow_id)
+
+    run = await console.new_page()
+    await run.goto(f"/runs/{workflow_id}")
+    facts = run.locator("#facts")
+    await expect(facts).to_contain_text("awaiting_approval")
+    await run.evaluate("window.stillTheSamePage = true")  # gone if the page reloads
+
+    inbox = await console.new_page()
+    await inbox.goto("/approvals")
+    card = inbox.locator(f'article[data-question="{question["id"]}"]')
+    await expect(card).to_contain_text("Approve the budget report")
+    await expect(card.locator("header a")).to_have_text(workflow_id)
+    await inbox.screenshot(path=screenshots / "inbox.png", full_page=True)
+    await card.locator("textarea[name=reason]").fill("within the budget")
+    await card.get_by_role("button", name="Approve").click()
+    await expect(card.locator(".outcome")).to_have_text("Approved")
+
+    await expect(facts).to_contain_text("COMPLETED", timeout=15_000)
+    assert await run.evaluate("window.stillTheSamePage === true")
+    progress = run.locator("#progress")
+    await expect(progress).to_contain_text(
+        f"{question['id']} approved by web console: within the budget"
+    )
+    await expect(run.locator("#answer")).to_contain_text("Approved: the budget report")
+    await expect(run.locator("#questions-card")).to_be_hidden()
+
+
+async def test_rejecting_with_a_corrected_budget_rebuilds_and_asks_again_in_the_same_thread(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    first = await waiting_question(http, workflow_id)
+    inbox = await console.new_page()
+    await inbox.goto("/approvals")
+    card = inbox.locator(f'article[data-question="{first["id"]}"]')
+    await card.locator("textarea[name=reason]").fill("the budget grew")
+    await card.locator("input[name='fact:budget']").fill("5000 EUR")
+    await card.get_by_role("button", name="Reject").click()
+    await expect(card.locator(".outcome")).to_have_text("Rejected (corrected: budget=5000 EUR)")
+
+    second_id = first["id"].removesuffix(":1") + ":2"  # the same thread, question 2
+    again = inbox.locator(f'article[data-question="{second_id}"]')
+    await expect(again).to_contain_text("asked again (2)", timeout=15_000)
+    await expect(again.locator("pre")).to_contain_text("budget=5000 EUR")
+    assert model.calls_for("llm:report:")[-1].activity_id.endswith(":2")  # rebuilt
+
+
+async def test_a_chat_reply_streams_into_the_page_in_more_than_one_piece(
+    console: BrowserContext, model: ScriptedModel, screenshots: Path
+) -> None:
+    reply = "Durable chats keep every turn: this reply is written a word at a time, slowly."
+
+    def chat(call: Call) -> str:
+        return reply if call.activity_id.startswith("llm:chat:") else "a digest"
+
+    model.reply(chat)
+    model.pace = 0.08  # seconds between the words the scripted model streams
+    page = await console.new_page()
+    await page.goto("/chats")
+    await page.get_by_role("button", name="New chat").click()
+    await page.wait_for_url("**/chats/chat-*")
+    await expect(page.locator("#memory")).to_contain_text("rolling_digest")
+    # Every text the reply's bubble shows, as the page changes it.
+    await page.evaluate(
+        """() => {
+        window.seen = [];
+        new MutationObserver(() => {
+          const bubble = document.querySelector('.bubble.assistant');
+          if (bubble && bubble.textContent) window.seen.push(bubble.textContent);
+        }).observe(document.getElementById('messages'),
+                   {childList: true, subtree: true, characterData: true});
+      }"""
+    )
+    await page.locator("#text").fill("How do durable chats work?")
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator(".bubble.assistant")).to_have_text(reply, timeout=20_000)
+    seen = await page.evaluate("window.seen")
+    pieces = [text for text in dict.fromkeys(seen) if text != reply]
+    assert len(pieces) >= 2, seen  # it grew in the page before the whole reply came
+    assert all(reply.startswith(text) for text in pieces)
+    await expect(page.locator("#transcript")).to_contain_text(reply)
+    await page.screenshot(path=screenshots / "chat.png", full_page=True)
+
+
+async def test_a_research_runs_page_shows_the_provenance_tree_down_to_its_sources(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel, screenshots: Path
+) -> None:
+    model.reply(sum_script())
+    sources = [s.model_dump(mode="json") for s in sample_sources()]
+    workflow_id = await start(
+        http, "ResearchWorkflow", {"question": SUM_QUESTION, "sources": sources}
+    )
+    page = await console.new_page()
+    await page.goto(f"/runs/{workflow_id}")
+    tree = page.locator("#provenance .tree")
+    await expect(tree.first).to_contain_text("found_by → source:prices", timeout=20_000)
+    await expect(tree.first).to_contain_text("supported_by → claim:")
+    await expect(page.locator("#answer")).to_contain_text("20.50 EUR per day")
+    await tree.locator('li[data-artifact="source:prices"] > button').first.click()
+    await expect(page.locator("#artifact-text")).to_contain_text("prices.csv")
+    await page.locator("#provenance-card").screenshot(path=screenshots / "run-provenance.png")
+    # Any artifact opens into the tree of what it rests on.
+    claim = page.locator("details.artifact").filter(has_text="claim:").first
+    await claim.locator("summary").click()
+    await claim.get_by_role("button", name="What it rests on").click()
+    await expect(tree).to_have_count(1)
+    assert (await tree.locator("li").first.get_attribute("data-artifact")).startswith("claim:")
+    await expect(tree).to_contain_text("found_by → source:prices")
+
+
+async def test_model_text_with_markup_shows_as_text_and_no_dialog_opens(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(lambda call: {"steps": [MARKUP]} if call.schema_name == "Plan" else MARKUP)
+    dialogs: list[str] = []
+    page = await console.new_page()
+    page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    plan = await start(http, "PlanExecuteWorkflow", {"text": MARKUP, "max_steps": 1})
+    await page.goto(f"/runs/{plan}")
+    await expect(page.locator("#answer")).to_have_text(MARKUP, timeout=15_000)
+    await expect(page.locator("#progress")).to_contain_text("planning: <script>alert(1)</script>")
+    await expect(page.locator("#artifacts")).to_contain_text(MARKUP)
+
+    await page.goto("/chats")
+    await page.get_by_role("button", name="New chat").click()
+    await page.wait_for_url("**/chats/chat-*")
+    await page.locator("#text").fill(MARKUP)
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator(".bubble.assistant")).to_have_text(MARKUP, timeout=15_000)
+    await expect(page.locator(".bubble.user")).to_have_text(MARKUP)
+    await asyncio.sleep(0.5)  # time for a script or an onerror handler to have run
+    assert await page.locator("main img, main script, main b").count() == 0
+    assert dialogs == []
+
+
+async def test_without_the_token_the_api_answers_401_and_the_page_asks_for_it(
+    browser, served: Served, http: httpx.AsyncClient, model: ScriptedModel, screenshots: Path
+) -> None:
+    model.reply(specialist())
+    waiting = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    await waiting_question(http, waiting)
+    async with httpx.AsyncClient(base_url=served.url) as anonymous:
+        assert (await anonymous.get("/api/runs")).status_code == 401
+
+    context = await browser.new_context(
+        base_url=served.url, viewport={"width": 1280, "height": 800}
+    )
+    try:
+        page = await context.new_page()
+        await page.goto("/")
+        form = page.locator("#token-form")
+        await expect(form).to_be_visible()
+        await expect(page.locator("main")).to_be_hidden()
+        await page.locator("#token").fill(TOKEN)
+        await page.get_by_role("button", name="Use token").click()
+        await expect(form).to_be_hidden()
+        row = page.locator(f'#runs tr[data-id="{waiting}"]')
+        await expect(row).to_contain_text("awaiting_approval")
+        await page.screenshot(path=screenshots / "runs.png", full_page=True)
+        # Kept for the tab: another page of the console does not ask again.
+        await page.goto("/approvals")
+        await expect(page.locator('article[data-question^="approval:"]').first).to_be_visible()
+        await expect(form).to_be_hidden()
+        # The API's docs need no token and nothing from the internet.
+        await page.goto("/docs")
+        await expect(page.locator(".opblock-summary-path").first).to_be_visible()
+        assert await page.locator(".opblock").count() == 15
+    finally:
+        await context.close()
+    await http.post(f"/api/runs/{waiting}/cancel")
+
+
+async def test_every_page_fits_a_phone(
+    browser, served: Served, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    waiting = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    await waiting_question(http, waiting)
+    chat = (await http.post("/api/chats", json={})).json()["id"]
+    context = await browser.new_context(base_url=served.url, viewport=PHONE, is_mobile=True)
+    await context.add_init_script(f"sessionStorage.setItem('durafact.token', {TOKEN!r})")
+    try:
+        page = await context.new_page()
+        for path, ready in (
+            ("/", f'#runs tr[data-id="{waiting}"]'),
+            (f"/runs/{waiting}", "#questions article"),
+            ("/approvals", "#inbox article"),
+            (f"/chats/{chat}", "#memory p"),
+        ):
+            await page.goto(path)
+            await expect(page.locator(ready).first).to_be_visible()
+            assert await fits(page), path
+    finally:
+        await context.close()
+    await http.post(f"/api/runs/{waiting}/cancel")
