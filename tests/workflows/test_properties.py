@@ -73,7 +73,7 @@ def test_a_valid_batch_loads_as_written(document: Any, form: str) -> None:
     items = check_answer_batch(batch)
     assert [item.id for item in items] == [q["id"] for q in written]
     assert [item.source_status for item in items] == [
-        "ready" if (q.get("source") or "").strip() else "unavailable" for q in written
+        "ready" if (q.get("source") or "").strip() else "none" for q in written
     ]
 
 
