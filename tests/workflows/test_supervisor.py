@@ -257,7 +257,7 @@ async def test_a_waiting_supervisor_survives_a_worker_kill_and_a_dev_server_rest
     first = second = None
     server = await own_dev_server(database, port)
     try:
-        first = start_worker(server.client, settings)  # `python worker.py`
+        first = start_worker(server.client, settings)  # `durafact-worker`
         handle = await start(server.client, settings)
         asked = await question_waiting(handle, timeout=60)
         first.kill()  # SIGKILL: no graceful shutdown while the question waits
