@@ -230,6 +230,8 @@ async def decide(
     handle = client.get_workflow_handle(workflow_id)
     description = await running(handle)
     await warn_if_no_worker(client, settings, description.task_queue)
+    if question_id.isdigit():
+        question_id = await numbered(handle, workflow_id, int(question_id))
     answer = ApprovalAnswer(question_id=question_id, approved=approved, reason=reason, by=person())
     outcome = await send_decision(handle, answer)
     verdict = "approved" if outcome.approved else "rejected"
@@ -237,6 +239,23 @@ async def decide(
     say(f"{outcome.question_id} {verdict}{why}")
     say(f"result: durafact result {quoted(workflow_id)}")
     return 0
+
+
+async def numbered(handle: Any, workflow_id: str, n: int) -> str:
+    """The id of the pending question that is number `n` of its thread; Failed when
+    none is, or when questions of several threads are."""
+    try:
+        matching = [q.id for q in await pending_questions(handle) if q.n == n]
+    except (RPCError, PayloadDecryptError) as exc:
+        raise Failed(f"workflow {workflow_id}: {unanswered('pending_questions', exc)}") from None
+    if len(matching) == 1:
+        return matching[0]
+    if not matching:
+        raise Failed(f"workflow {workflow_id}: no pending question is number {n} of its thread")
+    raise Failed(
+        f"workflow {workflow_id}: question {n} of several threads waits "
+        f"({', '.join(matching)}): name it by its id"
+    )
 
 
 async def send_decision(handle: Any, answer: ApprovalAnswer) -> ApprovalOutcome:

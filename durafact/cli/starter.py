@@ -18,7 +18,7 @@
     durafact chat ID --send TEXT [--json]   # one message, its reply
     durafact pending [--json]          # every workflow waiting for a person
     durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
-    durafact decide ID QUESTION_ID --approve|--reject [--reason TEXT]
+    durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
     durafact status ID
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
@@ -161,7 +161,11 @@ def parser() -> Parser:
         "decide", help="answer a named question and print the outcome (the `decide` update)"
     )
     decide.add_argument("id", help="the workflow id")
-    decide.add_argument("question_id", metavar="QUESTION_ID", help="e.g. approval:THREAD:1")
+    decide.add_argument(
+        "question_id",
+        metavar="QUESTION_ID",
+        help="e.g. approval:THREAD:1, or the question's number in its thread: 1",
+    )
     verdict = decide.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", action="store_true", help="approve")
     verdict.add_argument("--reject", action="store_true", help="reject")

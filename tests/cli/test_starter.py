@@ -662,6 +662,20 @@ async def test_decide_prints_the_outcome_or_the_validators_reason_without_touchi
     ]
 
 
+async def test_decide_takes_the_questions_number_in_its_thread(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id, question = await route_waiting(starter_env, client, model, tmp_path)
+    none = await starter("decide", workflow_id, "2", "--approve", env=starter_env, cwd=tmp_path)
+    assert none.err_lines == [
+        f"starter: workflow {workflow_id}: no pending question is number 2 of its thread"
+    ]
+    decided = await starter("decide", workflow_id, "1", "--approve", env=starter_env, cwd=tmp_path)
+    assert decided.code == 0, decided.err
+    assert decided.out.splitlines()[0] == f"{question.id} approved"
+    assert SupervisorResult.model_validate(await client.get_workflow_handle(workflow_id).result())
+
+
 async def test_approve_and_decide_say_in_one_line_when_nothing_can_be_answered(
     starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -1114,16 +1128,16 @@ async def test_ids_in_suggested_commands_are_shell_quoted(
     )
     assert run.code == 0, run.err
     suggested = run.out[run.out.index("result: ") + len("result: ") :]
-    assert shlex.split(suggested)[:4] == ["python", "starter.py", "result", workflow_id]
+    assert shlex.split(suggested)[:3] == ["durafact", "result", workflow_id]
     await client.get_workflow_handle(workflow_id).result()
 
-    # A question id holds the request's words: status prints a decide command to paste.
+    # A question id needs no quoting, however long the request's words.
     route_id, question = await route_waiting(starter_env, client, model, tmp_path)
     status = await starter("status", route_id, env=starter_env, cwd=tmp_path)
     [line] = [line for line in status.out.splitlines() if line.startswith("  decide: ")]
-    assert " " in question.id
-    assert shlex.split(line.removeprefix("  decide: "))[:5] == [
-        "python", "starter.py", "decide", route_id, question.id
+    assert question.id == shlex.quote(question.id) and len(question.id) <= 40
+    assert shlex.split(line.removeprefix("  decide: "))[:4] == [
+        "durafact", "decide", route_id, question.id
     ]  # fmt: skip
     await client.get_workflow_handle(route_id).signal(
         SupervisorWorkflow.answer, ApprovalAnswer(approved=True, by="test")
