@@ -99,8 +99,26 @@ def rewrite_scope(draft: str, round_: int) -> str:
 
 
 def approval_id(thread: str, n: int) -> str:
-    """The `n`th question (from 1) of an approval thread."""
+    """The `n`th question (from 1) of an approval thread, short enough to type at a
+    shell prompt: `approval:Renovate-the-kitc+5f2a9c:1`."""
+    return f"approval:{typeable_key(thread)}:{n}"
+
+
+def long_approval_id(thread: str, n: int) -> str:
+    """The question id of runs started before `approval_id` was made typeable."""
     return f"approval:{text_key(thread)}:{n}"
+
+
+def typeable_key(text: str, limit: int = 24) -> str:
+    """`text_key` for ids a person types: letters, digits, `.`, `_` and `-` only (no
+    quoting needed), at most `limit` characters; a text that had to be cut or changed
+    gets a hash suffix, so two texts never share a key."""
+    folded = re.sub(r"\s+", " ", text.strip())
+    plain = re.sub(r"[^A-Za-z0-9._-]+", "-", folded).strip("-")
+    if plain == folded and len(plain) <= limit:
+        return plain
+    digest = hashlib.sha256(folded.encode()).hexdigest()[:6]
+    return f"{plain[: limit - 7].rstrip('-')}+{digest}"
 
 
 def request_id(request: str) -> str:

@@ -46,6 +46,7 @@ from durafact.ids import (
     OPAQUE_IDS_MEMO,
     activity_id,
     approval_id,
+    long_approval_id,
     opaque_id,
     prompt_id,
     text_key,
@@ -78,6 +79,9 @@ STATUS_BY_PHASE = "durafact-status-by-phase"
 # A message at least this long that an earlier call of the run sent goes by reference
 # (`RecipeContext.sent_once`); a reference costs about 40 characters.
 REPEAT_MIN_CHARS = 120
+# Runs started since this patch name questions with `approval_id`, short enough to type;
+# older runs keep the ids they were asked with (`long_approval_id`).
+TYPEABLE_APPROVAL_IDS = "durafact-typeable-approval-ids"
 # DurafactStatus while any question waits: what `starter.py pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
 # The error type of an answer the `decide` update refuses.
@@ -452,8 +456,9 @@ class RecipeContext:
         escalates: ApprovalQuestion | None = None,
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
+        typeable = workflow.patched(TYPEABLE_APPROVAL_IDS)
         question = ApprovalQuestion(
-            id=approval_id(thread, n),
+            id=approval_id(thread, n) if typeable else long_approval_id(thread, n),
             thread=thread,
             n=n,
             kind=kind,

@@ -1,4 +1,4 @@
-"""`starter.py artifacts ID [--json]`: the whole ledger of a run, texts included.
+"""`durafact artifacts ID [--json]`: the whole ledger of a run, texts included.
 
 A ready workflow's result names the artifacts behind its answer by id and version
 instead of carrying their texts again (each text is stored in history once); this

@@ -1,7 +1,7 @@
 """`chat [ID]`: talk to a ChatWorkflow, the reply printed as the model writes it.
 
-    python starter.py chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
-    python starter.py chat ID --send TEXT [--json]
+    durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+    durafact chat ID --send TEXT [--json]
 
 Interactive, each line is sent with the update `send`; `/memory`, `/transcript` and
 `/quit` (or end of input) are commands. The chat starts when its id is new and is
@@ -34,7 +34,16 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from durafact.cli.follow import warn_if_no_worker
-from durafact.cli.output import Failed, failure_text, say, say_json
+from durafact.cli.output import (
+    Failed,
+    emit_json,
+    failure_text,
+    indent,
+    note,
+    quoted,
+    say,
+    say_json,
+)
 from durafact.llm import TextChunk
 from durafact.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
 from durafact.runtime.settings import Settings
@@ -93,8 +102,6 @@ def chat_input(args: argparse.Namespace) -> ChatInput:
 def check_chat_args(args: argparse.Namespace) -> None:
     if args.json and args.send is None:
         raise Failed("--json goes with --send", code=2)
-    if args.send is not None and args.id is None:
-        raise Failed("--send needs the chat's id: python starter.py chat ID --send TEXT", code=2)
     if args.send is not None and not args.send.strip():
         raise Failed("the message is empty", code=2)
 
@@ -106,6 +113,8 @@ async def chat(client: Any, settings: Settings, args: argparse.Namespace) -> int
     description = await handle.describe()
     await warn_if_no_worker(client, settings, description.task_queue)
     if args.send is not None:
+        if started and not args.json:  # the id to send the next message to
+            note(f"new chat {workflow_id}: durafact chat {quoted(workflow_id)} --send TEXT")
         return await send_one(client, handle, args.send, args.json)
     opened = "new chat" if started else "attached to chat"
     say(f"{opened} {workflow_id} (/memory, /transcript, /quit)")
@@ -144,6 +153,27 @@ async def open_chat(
         raise Failed(f"chat {workflow_id} has ended; start another with a new id") from None
     response = getattr(handle, "_start_workflow_response", None)
     return client.get_workflow_handle(workflow_id), bool(getattr(response, "started", True))
+
+
+async def chat_result(handle: Any, description: Any, url: str, as_json: bool) -> int:
+    """`result` of a chat: a conversation has no result and never ends by itself, so
+    instead of waiting for one, its last reply (from this run's transcript)."""
+    page = await handle.query(ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage)
+    replies = [line for line in page.lines if line.role == "assistant" and not line.tool_calls]
+    last = replies[-1] if replies else None
+    state = description.status.name if description.status else "UNKNOWN"
+    if as_json:
+        reply = {"seq": last.seq, "text": last.content} if last else None
+        emit_json(handle.id, description.run_id, state, {"chat": True, "last_reply": reply}, url)
+        return 0
+    say(f"{handle.id} is a chat: it has no result and goes on until it is ended")
+    if last is None:
+        say("no reply yet")
+    else:
+        say(f"its last reply (message {last.seq}):")
+        say(indent(last.content, "  "))
+    say(f"talk to it: durafact chat {quoted(handle.id)}")
+    return 0
 
 
 class Printer:

@@ -13,6 +13,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.cli.chat import chat_result
 from durafact.cli.follow import QUERY_TIMEOUT, unanswered, wait_and_print, warn_if_no_worker
 from durafact.cli.output import (
     ANSWER_HINT,
@@ -31,6 +32,7 @@ from durafact.cli.trouble import RESUMABLE, end_failure, troubles
 from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
+from workflows.chat import ChatWorkflow
 from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
 from workflows.supervisor import Facts
 
@@ -72,12 +74,12 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
             for question in await pending_questions(handle):
                 say(f"waiting for a person: {question.id} ({question.kind})")
                 say(f"  decide: {decide_hint(workflow_id, question.id)}")
-        say(f"answer: python starter.py approve {quoted(workflow_id)} {ANSWER_HINT}")
+        say(f"answer: durafact approve {quoted(workflow_id)} {ANSWER_HINT}")
     if state in RESUMABLE:
         failure = await end_failure(client, workflow_id, description.run_id)
         if failure:
             say(f"failure: {failure}")
-        say(f"resume: python starter.py resume {quoted(workflow_id)}")
+        say(f"resume: durafact resume {quoted(workflow_id)}")
     say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
     return 0
 
@@ -89,6 +91,9 @@ async def result(
     handle = client.get_workflow_handle(workflow_id)
     description = await describe(handle)
     url = settings.workflow_url(workflow_id, description.run_id)
+    running = description.status is not None and description.status.name == "RUNNING"
+    if description.workflow_type == ChatWorkflow.__name__ and running:
+        return await chat_result(handle, description, url, as_json)
     recipe = registry.get(description.workflow_type)
     return await wait_and_print(
         client,
@@ -164,7 +169,7 @@ async def pending(client: Any, as_json: bool) -> int:
             say(f"  decide: {decide_hint(execution.id, question.id)}")
     say(
         f"{count} question(s) in {len(rows)} workflow(s) wait; answer one: "
-        f"python starter.py approve ID {ANSWER_HINT}"
+        f"durafact approve ID {ANSWER_HINT}"
     )
     return 0
 
@@ -197,7 +202,7 @@ async def approve(
     verdict = "rejected" if reject else "approved"
     edits = f" with {assignments(changes)}" if changes else ""
     say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
-    say(f"result: python starter.py result {quoted(workflow_id)}")
+    say(f"result: durafact result {quoted(workflow_id)}")
     return 0
 
 
@@ -225,13 +230,32 @@ async def decide(
     handle = client.get_workflow_handle(workflow_id)
     description = await running(handle)
     await warn_if_no_worker(client, settings, description.task_queue)
+    if question_id.isdigit():
+        question_id = await numbered(handle, workflow_id, int(question_id))
     answer = ApprovalAnswer(question_id=question_id, approved=approved, reason=reason, by=person())
     outcome = await send_decision(handle, answer)
     verdict = "approved" if outcome.approved else "rejected"
     why = f": {outcome.reason}" if outcome.reason else ""
     say(f"{outcome.question_id} {verdict}{why}")
-    say(f"result: python starter.py result {quoted(workflow_id)}")
+    say(f"result: durafact result {quoted(workflow_id)}")
     return 0
+
+
+async def numbered(handle: Any, workflow_id: str, n: int) -> str:
+    """The id of the pending question that is number `n` of its thread; Failed when
+    none is, or when questions of several threads are."""
+    try:
+        matching = [q.id for q in await pending_questions(handle) if q.n == n]
+    except (RPCError, PayloadDecryptError) as exc:
+        raise Failed(f"workflow {workflow_id}: {unanswered('pending_questions', exc)}") from None
+    if len(matching) == 1:
+        return matching[0]
+    if not matching:
+        raise Failed(f"workflow {workflow_id}: no pending question is number {n} of its thread")
+    raise Failed(
+        f"workflow {workflow_id}: question {n} of several threads waits "
+        f"({', '.join(matching)}): name it by its id"
+    )
 
 
 async def send_decision(handle: Any, answer: ApprovalAnswer) -> ApprovalOutcome:

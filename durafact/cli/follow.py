@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -36,7 +37,7 @@ from durafact.runtime import embedded
 from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.embedded import Embedded
 from durafact.runtime.settings import Settings
-from workflows.recipe import Progress
+from workflows.recipe import Announcement, Progress
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
@@ -57,15 +58,17 @@ async def wait_and_print(
     url: str,
     as_json: bool,
     result_type: Any = None,
+    before: Sequence[Announcement] = (),
 ) -> int:
     """Wait for the run's result, printing progress unless `as_json`; the result is
-    decoded as `result_type` (the registered workflow's, or plain JSON)."""
+    decoded as `result_type` (the registered workflow's, or plain JSON). `before`: what
+    the run a resumed one resumes had announced (see ProgressFeed)."""
     running = description.status is not None and description.status.name == "RUNNING"
     if running:
         await warn_if_no_worker(client, settings, description.task_queue)
     handle = client.get_workflow_handle(handle.id, run_id=run_id, result_type=result_type)
     outcome = asyncio.ensure_future(handle.result())
-    feed = None if as_json or not running else ProgressFeed(handle)
+    feed = None if as_json or not running else ProgressFeed(handle, before)
     # What holds the run (retries, a failing workflow task), beside the progress lines;
     # on stderr when stdout is the one JSON document.
     watch = TroubleFeed(client, handle, as_json) if running else None
@@ -87,10 +90,7 @@ async def wait_and_print(
         raise Failed(f"workflow {handle.id} failed: {failure_text(exc)}{why}") from None
     except asyncio.CancelledError:
         outcome.cancel()
-        note(
-            "starter: stopped waiting; the workflow goes on: "
-            f"python starter.py result {quoted(handle.id)}"
-        )
+        note(f"starter: stopped waiting; the workflow goes on: durafact result {quoted(handle.id)}")
         raise
     if as_json:
         emit_json(handle.id, run_id, "COMPLETED", value, url)
@@ -116,7 +116,7 @@ def unanswered(query: str, exc: Exception) -> str:
         return f"a worker answered the {query} query, but its answer does not decrypt here: {exc}"
     if isinstance(exc, WorkflowQueryFailedError):  # e.g. a workflow type without that query
         return f"the {query} query failed: {exc.message}"
-    return f"no worker answered the {query} query; is a worker running? python starter.py up"
+    return f"no worker answered the {query} query; is a worker running? durafact up"
 
 
 async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:
@@ -133,7 +133,7 @@ async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) ->
         note(
             f"starter: warning: the embedded worker (pid {recorded[0]}) is not running "
             f"(see {worker.log_name}); unless another worker polls {task_queue!r}, nobody will "
-            "run this workflow: run python starter.py up (or python worker.py)"
+            "run this workflow: run durafact up (or durafact-worker)"
         )
         return
     try:
@@ -143,7 +143,7 @@ async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) ->
     if not polled:
         note(
             f"starter: warning: no worker polls task queue {task_queue!r}, so nobody will run "
-            "this workflow: run python worker.py (or python starter.py up)"
+            "this workflow: run durafact-worker (or durafact up)"
         )
 
 
@@ -160,11 +160,14 @@ async def progress_page(handle: Any, offset: int) -> Progress | None:
 
 class ProgressFeed:
     """Polls the `progress` query and prints each new announcement as one line,
-    labelled with the recipe status it was made under."""
+    labelled with the recipe status it was made under. A resumed run first replays
+    what the run it resumes had announced (`before`): as long as its announcements are
+    those, they are marked `(kept)`, done before, not again."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, before: Sequence[Announcement] = ()) -> None:
         self.handle = handle
         self.offset = 0
+        self.before = [(a.kind, a.status, a.message) for a in before]
 
     async def poll(self) -> None:
         page = await progress_page(self.handle, self.offset)
@@ -172,17 +175,26 @@ class ProgressFeed:
             return
         for event in page.events:
             label = f"  [{event.status}] "
+            kept = " (kept)" if self._kept(event) else ""
             if event.kind in BRIEF_KINDS:
-                say(label + brief(event.message, max(BRIEF_WIDTH - len(label), 40)))
+                width = max(BRIEF_WIDTH - len(label) - len(kept), 40)
+                say(label + brief(event.message, width) + kept)
             else:
-                say(indent(event.message, label))
-            if event.kind == "question":
+                say(indent(event.message + kept, label))
+            if event.kind == "question" and not kept:
                 # Once per question: a person must act before the workflow goes on.
                 say(
-                    f"  waiting for a person: python starter.py approve {quoted(self.handle.id)} "
+                    f"  waiting for a person: durafact approve {quoted(self.handle.id)} "
                     f"{ANSWER_HINT}"
                 )
         self.offset = page.next_offset
+
+    def _kept(self, event: Announcement) -> bool:
+        same = event.seq < len(self.before)
+        if same and self.before[event.seq] == (event.kind, event.status, event.message):
+            return True
+        self.before = []  # the runs parted: everything from here on happens now
+        return False
 
 
 class TroubleFeed:
@@ -234,7 +246,7 @@ async def gave_up(client: Any, workflow_id: str, run_id: str, exc: WorkflowFailu
             deadline = f" of {span(timeout)}"
     return (
         f" ({cause.activity_id} was retried until its deadline{deadline} passed; once the "
-        f"cause is fixed: python starter.py resume {quoted(workflow_id)})"
+        f"cause is fixed: durafact resume {quoted(workflow_id)})"
     )
 
 

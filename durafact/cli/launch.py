@@ -280,7 +280,7 @@ async def start_run(
         memo[OPAQUE_IDS_MEMO] = True
     if model_deadline is not None:
         memo[MODEL_DEADLINE_MEMO] = model_deadline.total_seconds()
-    by = started_by or f"`starter.py {launch.command}`"
+    by = started_by or f"`durafact {launch.command}`"
     try:
         handle = await client.start_workflow(
             launch.recipe.run_fn,
@@ -347,9 +347,9 @@ async def start(
             else:
                 say(f"workflow {workflow_id} already exists ({state}, run {run_id})")
             say(f"Web UI: {url}")
-            say(f"result: python starter.py result {quoted(workflow_id)}")
+            say(f"result: durafact result {quoted(workflow_id)}")
             if launch.asks_approval:
-                say(f"answer: python starter.py approve {quoted(workflow_id)} {ANSWER_HINT}")
+                say(f"answer: durafact approve {quoted(workflow_id)} {ANSWER_HINT}")
         return 0
     if not as_json:
         if started:

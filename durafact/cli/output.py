@@ -38,7 +38,7 @@ def quoted(word: str) -> str:
 def decide_hint(workflow_id: str, question_id: str) -> str:
     """The command that answers one named question."""
     return (
-        f"python starter.py decide {quoted(workflow_id)} {quoted(question_id)} "
+        f"durafact decide {quoted(workflow_id)} {quoted(question_id)} "
         "--approve|--reject [--reason TEXT]"
     )
 
@@ -172,7 +172,7 @@ def print_result(value: Any, workflow_id: str, ledger: Ledger | None) -> None:
     if printer is not None:
         printer(value, ledger)
         say(f"usage: {value.usage.total_tokens} tokens")
-        command = f"python starter.py artifacts {quoted(workflow_id)}"
+        command = f"durafact artifacts {quoted(workflow_id)}"
         if ledger is None:
             command = f"not shown (no worker answered the artifacts query); later: {command}"
         say(f"artifacts: {command}")

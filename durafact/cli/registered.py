@@ -1,4 +1,4 @@
-"""Is a recipe registered where it will run? And if not, the exact command that fixes it.
+"""Is a recipe registered, and are its tools there, where it will run? If not, the fix.
 
 A worker that lacks a workflow type fails each of its workflow tasks ("Workflow class
 TripPlanner is not registered on this worker"), again and again, while the run waits:
@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import ActivityFailureError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from activities.tools import UNKNOWN_TOOL
 from durafact.cli.output import Failed, quoted
 from durafact.cli.trouble import events_newest_first
 from durafact.runtime.embedded import Embedded, has_live_poller, is_our_process
@@ -26,6 +32,7 @@ from durafact.runtime.registry import (
     load_registry,
     recipe_modules,
 )
+from durafact.tools import ToolListRequest
 
 NOT_REGISTERED = "is not registered on this worker"
 # How long to watch the first workflow task: a worker that has the type completes it
@@ -89,3 +96,34 @@ async def first_task_refused(client: Any, workflow_id: str, run_id: str) -> bool
                 return NOT_REGISTERED in attributes.failure.message
         await asyncio.sleep(0.1)
     return False
+
+
+# How long `react` waits for a worker to list its tools before it starts the run anyway
+# (the run's own `list_tools` then says the same).
+TOOLS_CHECK = timedelta(seconds=10)
+
+
+async def refuse_unknown_tools(client: Any, task_queue: str, request: ToolListRequest) -> None:
+    """Raise Failed (exit code 2), naming the worker's tools, when the worker polling
+    `task_queue` lacks a tool or MCP server `request` names. The worker answers itself:
+    the `list_tools` activity, run on its own (a standalone activity). A worker that does
+    not answer in time, or a server without standalone activities, is no refusal."""
+    try:
+        if not await has_live_poller(client, client.namespace, task_queue):
+            return  # nobody to ask: the command warns that nobody will run it either
+        await client.execute_activity(
+            "list_tools",
+            request,
+            id=f"check-tools-{uuid.uuid4().hex}",
+            task_queue=task_queue,
+            schedule_to_close_timeout=TOOLS_CHECK,
+            retry_policy=RetryPolicy(maximum_attempts=1),
+            summary="list tools: check a run's tools before it starts",
+            rpc_timeout=TOOLS_CHECK,
+        )
+    except ActivityFailureError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == UNKNOWN_TOOL:
+            raise Failed(f"--tools: {cause.message}", code=2) from None
+    except (RPCError, TimeoutError):
+        pass

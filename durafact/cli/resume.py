@@ -1,4 +1,4 @@
-"""`starter.py resume ID`: a failed, timed-out or terminated run goes on where it stopped.
+"""`durafact resume ID`: a failed, timed-out or terminated run goes on where it stopped.
 
 Temporal's reset starts a new run of the same workflow id whose history is the old
 run's up to one workflow task; the workflow code runs on from there. So every
@@ -40,7 +40,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.cli.commands import describe
-from durafact.cli.follow import wait_and_print
+from durafact.cli.follow import progress_page, wait_and_print
 from durafact.cli.output import Failed, emit_json, quoted, say
 from durafact.cli.trouble import RESUMABLE, events_newest_first
 from durafact.runtime.registry import Registry
@@ -66,6 +66,7 @@ async def resume(
     run like `result` does."""
     async with resume_lock(client, workflow_id):
         state, old_run, event_id, run_id = await reset_latest(client, workflow_id)
+    shown = await progress_page(client.get_workflow_handle(workflow_id, run_id=old_run), 0)
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     new = await handle.describe()
     url = settings.workflow_url(workflow_id, run_id)
@@ -77,11 +78,15 @@ async def resume(
         if as_json:
             emit_json(workflow_id, run_id, new.status.name if new.status else "RUNNING", None, url)
         else:
-            say(f"result: python starter.py result {quoted(workflow_id)}")
+            say(f"result: durafact result {quoted(workflow_id)}")
         return 0
     recipe = registry.get(new.workflow_type)
     result_type = recipe.result_type if recipe else None
-    return await wait_and_print(client, settings, handle, new, run_id, url, as_json, result_type)
+    # The new run replays what the old one announced: printed again, marked as kept.
+    before = shown.events if shown is not None else []
+    return await wait_and_print(
+        client, settings, handle, new, run_id, url, as_json, result_type, before
+    )
 
 
 @contextlib.asynccontextmanager
@@ -97,7 +102,7 @@ async def resume_lock(client: Any, workflow_id: str) -> AsyncIterator[None]:
                 execution_timeout=LOCK_TIMEOUT,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                static_summary=f"starter.py resume {workflow_id} is checking and resetting it",
+                static_summary=f"durafact resume {workflow_id} is checking and resetting it",
             )
             break
         except WorkflowAlreadyStartedError:
@@ -137,7 +142,7 @@ async def reset_latest(client: Any, workflow_id: str) -> tuple[str, str, int, st
         ResetWorkflowExecutionRequest(
             namespace=client.namespace,
             workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=old_run),
-            reason=f"starter.py resume: the {state} run {old_run} goes on from event {event_id}",
+            reason=f"durafact resume: the {state} run {old_run} goes on from event {event_id}",
             workflow_task_finish_event_id=event_id,
             # The same for each reset of this run to this event: a server before 1.31
             # answers a repeated one with the run the first one made.
@@ -164,7 +169,7 @@ def check_resumable(workflow_id: str, description: Any) -> None:
 
 def refusal(workflow_id: str, state: str) -> str:
     """Why a run in `state` is not resumed, and what to do instead."""
-    follow = f"python starter.py result {quoted(workflow_id)}"
+    follow = f"durafact result {quoted(workflow_id)}"
     if state == "RUNNING":
         return f"workflow {workflow_id} is running: nothing to resume (follow it: {follow})"
     if state == "COMPLETED":

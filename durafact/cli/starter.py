@@ -1,33 +1,33 @@
 """Start durafact workflows and watch them, from the command line.
 
-    python starter.py start TYPE --input JSON|@FILE     # any registered recipe
-    python starter.py plan "Plan a weekend in Kraków" [--max-steps N]
-    python starter.py reflect "Why durable workflows" [--accept-at X] [--max-rounds N]
-    python starter.py answer questions.json [--max-repairs N] [--review off|optional|required]
+    durafact start TYPE --input JSON|@FILE     # any registered recipe
+    durafact plan "Plan a weekend in Kraków" [--max-steps N]
+    durafact reflect "Why durable workflows" [--accept-at X] [--max-rounds N]
+    durafact answer questions.json [--max-repairs N] [--review off|optional|required]
                                             [--budget-tokens N]
-    python starter.py route "Renovate the kitchen for 3000 EUR" [--approval-timeout DURATION]
+    durafact route "Renovate the kitchen for 3000 EUR" [--approval-timeout DURATION]
                                                               [--on-timeout reject|escalate]
-    python starter.py research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
+    durafact research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
                       [--csv-key COLUMN] [--url URL ...] [--search-endpoint URL] [--allow-private]
                       [--allow-network CIDR ...] [--limit N] [--max-docs N]
-    python starter.py react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
+    durafact react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
          [--recipes MODULE[,MODULE...]])
-    python starter.py chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
-    python starter.py chat ID --send TEXT [--json]   # one message, its reply
-    python starter.py pending [--json]          # every workflow waiting for a person
-    python starter.py approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
-    python starter.py decide ID QUESTION_ID --approve|--reject [--reason TEXT]
-    python starter.py status ID
-    python starter.py result ID [--json] [--recipes MODULE[,MODULE...]]
-    python starter.py resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
-    python starter.py artifacts ID [--json]     # every artifact of a run, texts included
-    python starter.py serve [--host H] [--port P]   # the HTTP API and web console (127.0.0.1:8000)
-    python starter.py up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
-    python starter.py down      # stop what `up` started
+    durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+    durafact chat ID --send TEXT [--json]   # one message, its reply
+    durafact pending [--json]          # every workflow waiting for a person
+    durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
+    durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
+    durafact status ID
+    durafact result ID [--json] [--recipes MODULE[,MODULE...]]
+    durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
+    durafact artifacts ID [--json]     # every artifact of a run, texts included
+    durafact serve [--host H] [--port P]   # the HTTP API and web console (127.0.0.1:8000)
+    durafact up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
+    durafact down      # stop what `up` started
 
-Installed, the same command line is `durafact`. `start` runs any registered workflow
+In a checkout, `python starter.py` is the same command line. `start` runs any registered workflow
 type: the built-ins (PlanExecuteWorkflow, ...) and the recipes modules named by
 `--recipes` (repeatable, or comma-separated), DURAFACT_RECIPES and the entry points
 of the group `durafact.recipes` (durafact/runtime/registry.py); `--input` is validated against
@@ -54,6 +54,7 @@ from durafact.cli.commands import approve, corrections, decide, pending, result,
 from durafact.cli.launch import check_sendable, launch_of_type, start
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
 from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
+from durafact.cli.registered import refuse_unknown_tools
 from durafact.cli.resume import resume
 from durafact.cli.serve import add_serve_command, check_serve_args, serve
 from durafact.runtime import embedded
@@ -66,6 +67,7 @@ from durafact.runtime.registry import (
     recipe_modules,
 )
 from durafact.runtime.settings import Settings, SettingsError
+from durafact.tools import ToolListRequest
 
 
 class Parser(argparse.ArgumentParser):
@@ -76,7 +78,7 @@ class Parser(argparse.ArgumentParser):
             choice = message.split("invalid choice:", 1)[1].split("(")[0].strip()
             message = f"unknown command {choice} (commands: {', '.join(COMMANDS)})"
         else:
-            message = f"{message} (see: python {self.prog} --help)"
+            message = f"{message} (see: {self.prog} --help)"
         raise Failed(message, code=2)
 
 
@@ -100,7 +102,7 @@ LAUNCH_COMMANDS = ("start", *RECIPE_COMMANDS)
 
 
 def parser() -> Parser:
-    top = Parser(prog="starter.py", description=__doc__.splitlines()[0])
+    top = Parser(prog="durafact", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Which recipes modules to load besides the built-ins and the entry points.
     registration = Parser(add_help=False)
@@ -159,7 +161,11 @@ def parser() -> Parser:
         "decide", help="answer a named question and print the outcome (the `decide` update)"
     )
     decide.add_argument("id", help="the workflow id")
-    decide.add_argument("question_id", metavar="QUESTION_ID", help="e.g. approval:THREAD:1")
+    decide.add_argument(
+        "question_id",
+        metavar="QUESTION_ID",
+        help="e.g. approval:THREAD:1, or the question's number in its thread: 1",
+    )
     verdict = decide.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", action="store_true", help="approve")
     verdict.add_argument("--reject", action="store_true", help="reject")
@@ -241,6 +247,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
             workflow_id = launch.workflow_id(args.id)
             check_sendable(launch)
             client, settings = await connect()
+            if args.command == "react":
+                asked = launch.args[0]
+                needed = ToolListRequest(tools=asked.tools, mcp_servers=asked.mcp_servers)
+                await refuse_unknown_tools(client, settings.task_queue, needed)
             return await start(
                 client, settings, launch, workflow_id, args.no_wait, args.json, args.model_deadline
             )

@@ -45,7 +45,7 @@ ROUTINE_TASK_FAILURES = frozenset(
 )
 
 
-# The states a run ends in that `starter.py resume` continues (durafact/cli/resume.py).
+# The states a run ends in that `durafact resume` continues (durafact/cli/resume.py).
 RESUMABLE = ("FAILED", "TIMED_OUT", "TERMINATED")
 
 

@@ -1,7 +1,7 @@
 """Run every registered durafact workflow and activity on the task queue.
 
     durafact-worker [--recipes MODULE[,MODULE...]] [--mcp NAME=COMMAND|URL] ...
-                                                    (in a checkout: python worker.py)
+                                                    (in a checkout: durafact-worker)
 
 A worker with `DurafactPlugin` (durafact/plugin.py) on the task queue
 DURAFACT_TASK_QUEUE: the built-in recipes, the recipes modules named by `--recipes`
@@ -161,7 +161,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
 
 def run() -> NoReturn:
-    """The console script `durafact-worker` and `python worker.py`."""
+    """The console script `durafact-worker` and `durafact-worker`."""
     try:
         asyncio.run(main())
     except RuntimeError as exc:  # e.g. the server cannot be reached

@@ -429,7 +429,7 @@ async def _up_server(
         if codec_url and _flag(piece, "--ui-codec-endpoint") != codec_url:
             say(
                 "its Web UI was started without this codec server and shows payloads "
-                "encrypted: run `starter.py down` and `up` again"
+                "encrypted: run `durafact down` and `up` again"
             )
         return
     if port_open(stack.address):
@@ -721,9 +721,7 @@ async def open_client(
     settings = stack.settings(Settings.from_env(env), env)
     address = settings.temporal_address
     if not settings.temporal_address_explicit and not port_open(address):
-        note(
-            f"nothing answers on {address}: starting the embedded stack (stop it: starter.py down)"
-        )
+        note(f"nothing answers on {address}: starting the embedded stack (stop it: durafact down)")
         await up(stack, settings, note, env, console=console)
     client = await connect(settings, env=env)
     registered = await ensure_search_attributes(client, register=may_register(env))

@@ -144,14 +144,14 @@ async def test_without_a_worker_the_result_still_prints_and_artifacts_says_why_n
     assert "steps: 3 (their texts: see artifacts)" in lines
     assert (
         "artifacts: not shown (no worker answered the artifacts query); later: "
-        f"python starter.py artifacts {workflow_id}"
+        f"durafact artifacts {workflow_id}"
     ) in lines
 
     missing = await starter("artifacts", workflow_id, env=env, cwd=tmp_path)
     assert missing.code == 1
     [line] = missing.err_lines
     assert line.startswith(f"starter: workflow {workflow_id}: no worker answered the artifacts")
-    assert line.endswith("; is a worker running? python starter.py up")
+    assert line.endswith("; is a worker running? durafact up")
 
 
 async def test_artifacts_of_an_unknown_workflow_is_one_line(

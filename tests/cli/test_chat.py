@@ -90,11 +90,39 @@ async def test_interactive_session_and_a_second_terminal_see_one_conversation(
                 await process.wait()
 
 
+async def test_send_without_an_id_starts_a_chat_and_says_its_id(
+    starter_env: dict[str, str],
+) -> None:
+    run = await starter("chat", "--send", "hello", env=starter_env, cwd=ROOT)
+    assert run.code == 0, run.err
+    [line] = run.err_lines
+    chat_id = line.removeprefix("new chat ").split(":")[0]
+    assert line == f"new chat {chat_id}: durafact chat {chat_id} --send TEXT"
+    again = await starter("chat", chat_id, "--send", "again", "--json", env=starter_env, cwd=ROOT)
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["workflow_id"] == chat_id
+
+
+async def test_result_of_a_chat_says_it_is_one_and_shows_its_last_reply(
+    starter_env: dict[str, str],
+) -> None:
+    chat_id = f"chat-{uuid.uuid4().hex[:6]}"
+    sent = await starter("chat", chat_id, "--send", "hello", env=starter_env, cwd=ROOT)
+    assert sent.code == 0, sent.err
+    run = await starter("result", chat_id, env=starter_env, cwd=ROOT, timeout=30)
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [
+        f"{chat_id} is a chat: it has no result and goes on until it is ended",
+        "its last reply (message 1):",
+        "  done: hello",
+        f"talk to it: durafact chat {chat_id}",
+    ]
+
+
 async def test_chat_usage_mistakes_are_one_line(
     starter_env: dict[str, str],
 ) -> None:
     for args, reason in (
-        (["--send", "hi"], "--send needs the chat's id"),
         (["x", "--json"], "--json goes with --send"),
         (["x", "--send", "  "], "the message is empty"),
     ):

@@ -3,8 +3,8 @@
 The package is written to a temporary directory: a PlanExecute recipe whose `plan`
 asks the (scripted) model for its own output model. It is registered by module path
 (`--recipes`, DURAFACT_RECIPES) or by an entry point of an installed distribution,
-run by a worker process (`durafact-worker`, `python worker.py`), and started with
-`python starter.py start TYPE --input ...` and the `durafact start ...` console
+run by a worker process (`durafact-worker`, `durafact-worker`), and started with
+`durafact start TYPE --input ...` and the `durafact start ...` console
 script. Bad input and bad registration are one line and start nothing.
 """
 

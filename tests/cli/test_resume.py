@@ -54,12 +54,12 @@ async def test_a_run_failed_at_its_model_deadline_resumes_without_repeating_comp
     )
     assert (
         f"({step_two} was retried until its deadline of 3 s passed; once the cause is fixed: "
-        f"python starter.py resume {workflow_id})"
+        f"durafact resume {workflow_id})"
     ) in failed.err
     status = await starter("status", workflow_id, env=starter_env, cwd=tmp_path)
     assert f"workflow {workflow_id}: FAILED" in status.out
     assert "failure: ServerError: model endpoint answered 503" in status.out
-    assert f"resume: python starter.py resume {workflow_id}" in status.out
+    assert f"resume: durafact resume {workflow_id}" in status.out
     before = Counter(call.activity_id for call in model.calls)
 
     down.clear()  # the endpoint is back
@@ -67,6 +67,11 @@ async def test_a_run_failed_at_its_model_deadline_resumes_without_repeating_comp
     assert resumed.code == 0, resumed.err
     assert resumed.out.startswith(f"resumed workflow {workflow_id}: run ")
     assert f"  {ANSWER}" in resumed.out.splitlines()
+    # What the failed run had announced is shown as kept, not as if it ran again.
+    progress = [line for line in resumed.out.splitlines() if line.startswith("  [")]
+    assert "  [executing:1/3] step 1/3 done (kept)" in progress, progress
+    assert "  [executing:2/3] step 2/3 done" in progress  # it ran now, after the resume
+    assert [line for line in progress if line.endswith("(kept)")] == progress[:5]
     after = Counter(call.activity_id for call in model.calls)
 
     # Every call that had completed before the outage (the plan, step 1) was made once;
@@ -128,12 +133,12 @@ async def test_resume_refuses_a_running_or_completed_run_and_an_unknown_id(
     assert (running.code, running.out) == (1, "")
     assert running.err_lines == [
         f"starter: workflow {workflow_id} is running: nothing to resume "
-        f"(follow it: python starter.py result {workflow_id})"
+        f"(follow it: durafact result {workflow_id})"
     ]
     assert (completed.code, completed.out) == (1, "")
     assert completed.err_lines == [
         f"starter: workflow {workflow_id} completed: nothing to resume "
-        f"(its result: python starter.py result {workflow_id})"
+        f"(its result: durafact result {workflow_id})"
     ]
     assert missing.err_lines == [f"starter: no workflow with id '{workflow_id}-nope'"]
     assert len(model.calls_for("llm:plan:")) == 1

@@ -202,7 +202,7 @@ async def test_progress_lines_appear_live_while_the_workflow_runs(
     assert lines[lines.index("answer:") + 1] == f"  {ANSWER}"
     assert "  1. Gather facts" in lines
     workflow_id = lines[0].split()[2]
-    assert lines[-2] == f"artifacts: python starter.py artifacts {workflow_id}"
+    assert lines[-2] == f"artifacts: durafact artifacts {workflow_id}"
     assert lines[-1].startswith("Web UI: http://localhost:8233/namespaces/default/workflows/plan-")
 
 
@@ -216,7 +216,7 @@ async def test_no_wait_returns_at_once_then_status_and_result_follow_the_workflo
     )
     assert started.code == 0, started.err
     assert f"started workflow {workflow_id}" in started.out
-    assert f"python starter.py result {workflow_id}" in started.out
+    assert f"durafact result {workflow_id}" in started.out
     await asyncio.to_thread(model.wait_for, is_plan_call)
 
     status = await starter("status", workflow_id, env=starter_env, cwd=tmp_path)
@@ -272,7 +272,7 @@ async def test_warns_when_no_worker_polls_the_task_queue(
         await process.wait()
         await client.get_workflow_handle(workflow_id).terminate("test cleanup")
     assert f"no worker polls task queue {queue!r}" in warning[-1]
-    assert "python worker.py" in warning[-1]
+    assert "durafact-worker" in warning[-1]
 
 
 # --- mistakes -------------------------------------------------------------------------
@@ -540,7 +540,7 @@ async def route_waiting(
     )
     assert started.code == 0, started.err
     assert f"started workflow {workflow_id}" in started.out
-    assert f"answer: python starter.py approve {workflow_id} [--reject]" in started.out
+    assert f"answer: durafact approve {workflow_id} [--reject]" in started.out
     return workflow_id, await question_waiting(client.get_workflow_handle(workflow_id))
 
 
@@ -568,7 +568,7 @@ async def test_route_waits_in_pending_until_approve_signals_it_through_a_rebuild
     assert lines[lines.index(f"{workflow_id}  {first.id}  approve") + 1] == (
         f"  Approve the budget report for {REQUEST!r}?"
     )
-    assert lines[-1].endswith("answer one: python starter.py approve ID " + ANSWER_HINT)
+    assert lines[-1].endswith("answer one: durafact approve ID " + ANSWER_HINT)
     status = await starter("status", workflow_id, env=starter_env, cwd=tmp_path)
     assert "recipe status: awaiting_approval" in status.out
     assert f"waiting for a person: {first.id} (approve)" in status.out
@@ -617,7 +617,7 @@ async def test_route_says_once_that_it_waits_for_a_person_and_how_to_answer(
     lines = seen + rest.decode().splitlines()
 
     assert process.returncode == 0, err
-    hint = f"  waiting for a person: python starter.py approve {workflow_id} {ANSWER_HINT}"
+    hint = f"  waiting for a person: durafact approve {workflow_id} {ANSWER_HINT}"
     assert lines.count(hint) == 1
     asked = lines.index(hint) - 3  # the question, its facts and report lines, then the hint
     assert lines[asked] == (
@@ -660,6 +660,20 @@ async def test_decide_prints_the_outcome_or_the_validators_reason_without_touchi
     assert again.err_lines == [
         f"starter: workflow {workflow_id} is COMPLETED: nothing waits for an answer"
     ]
+
+
+async def test_decide_takes_the_questions_number_in_its_thread(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    workflow_id, question = await route_waiting(starter_env, client, model, tmp_path)
+    none = await starter("decide", workflow_id, "2", "--approve", env=starter_env, cwd=tmp_path)
+    assert none.err_lines == [
+        f"starter: workflow {workflow_id}: no pending question is number 2 of its thread"
+    ]
+    decided = await starter("decide", workflow_id, "1", "--approve", env=starter_env, cwd=tmp_path)
+    assert decided.code == 0, decided.err
+    assert decided.out.splitlines()[0] == f"{question.id} approved"
+    assert SupervisorResult.model_validate(await client.get_workflow_handle(workflow_id).result())
 
 
 async def test_approve_and_decide_say_in_one_line_when_nothing_can_be_answered(
@@ -989,7 +1003,7 @@ async def test_react_asks_a_person_before_a_destructive_tool_and_says_how_to_ans
     lines = seen + rest.decode().splitlines()
 
     assert process.returncode == 0, err
-    hint = f"  waiting for a person: python starter.py approve {workflow_id} {ANSWER_HINT}"
+    hint = f"  waiting for a person: durafact approve {workflow_id} {ANSWER_HINT}"
     assert lines.count(hint) == 1
     asked = lines[lines.index(hint) - 1]
     assert asked.startswith(f"  [awaiting_approval] {question.id} (approve): Run the destructive")
@@ -1005,6 +1019,10 @@ async def test_react_asks_a_person_before_a_destructive_tool_and_says_how_to_ans
         (["react", "x", "--tools", "calculator,no such"], "starter: --tools: not tool names"),
         (["react", "x", "--mcp", "a/b"], "starter: --mcp: not tool names"),
         (["react", "x", "--protocol", "json"], "starter: argument --protocol: invalid choice"),
+        (
+            ["react", "x", "--tools", "calculator,nosuchtool"],
+            "starter: --tools: unknown tool 'nosuchtool': this worker has [calculator]",
+        ),
     ],
 )
 async def test_bad_react_input_is_one_line_and_starts_nothing(
@@ -1110,16 +1128,16 @@ async def test_ids_in_suggested_commands_are_shell_quoted(
     )
     assert run.code == 0, run.err
     suggested = run.out[run.out.index("result: ") + len("result: ") :]
-    assert shlex.split(suggested)[:4] == ["python", "starter.py", "result", workflow_id]
+    assert shlex.split(suggested)[:3] == ["durafact", "result", workflow_id]
     await client.get_workflow_handle(workflow_id).result()
 
-    # A question id holds the request's words: status prints a decide command to paste.
+    # A question id needs no quoting, however long the request's words.
     route_id, question = await route_waiting(starter_env, client, model, tmp_path)
     status = await starter("status", route_id, env=starter_env, cwd=tmp_path)
     [line] = [line for line in status.out.splitlines() if line.startswith("  decide: ")]
-    assert " " in question.id
-    assert shlex.split(line.removeprefix("  decide: "))[:5] == [
-        "python", "starter.py", "decide", route_id, question.id
+    assert question.id == shlex.quote(question.id) and len(question.id) <= 40
+    assert shlex.split(line.removeprefix("  decide: "))[:4] == [
+        "durafact", "decide", route_id, question.id
     ]  # fmt: skip
     await client.get_workflow_handle(route_id).signal(
         SupervisorWorkflow.answer, ApprovalAnswer(approved=True, by="test")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from pydantic import BaseModel
 
 from durafact import Ledger, find, find_all, text_key
+from durafact.ids import approval_id
 from durafact.ledger import ArtifactRef, LedgerError
 from durafact.llm import ArtifactSpan
 
@@ -122,6 +125,22 @@ def test_text_keys_are_stable_and_bounded() -> None:
     assert text_key(long_a) == text_key(long_a)
     assert text_key(long_a) != text_key(long_b)
     assert len(text_key(long_a)) <= 48
+
+
+def test_approval_ids_are_typed_at_a_shell_prompt_without_quotes() -> None:
+    assert approval_id("release-3", 1) == "approval:release-3:1"
+    ids = {
+        approval_id(thread, 2)
+        for thread in (
+            "Renovate the kitchen for 3000 EUR by March",
+            "Renovate the kitchen",
+            "Renovate-the-kitchen",
+            "tool:Delete 'old' files?",
+            "Ремонт кухни",
+        )
+    }
+    assert len(ids) == 5
+    assert all(shlex.quote(i) == i and len(i) <= 35 for i in ids), ids
 
 
 def test_a_span_names_the_first_artifacts_with_a_prefix_in_creation_order() -> None:

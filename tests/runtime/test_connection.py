@@ -93,7 +93,7 @@ def model_env(model: ScriptedModel, queue: str) -> dict[str, str]:
 
 
 async def worker_until_exit(env: dict[str, str], timeout: float = 30) -> Run:
-    """`python worker.py` that is expected to stop on its own."""
+    """`durafact-worker` that is expected to stop on its own."""
     return await run_command(sys.executable, "worker.py", env=env, cwd=ROOT, timeout=timeout)
 
 

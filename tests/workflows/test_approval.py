@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Replayer
 
     from durafact.approval import validate_answer
+    from durafact.ids import approval_id
     from durafact.plugin import with_passthrough
     from durafact.runtime.settings import Settings
     from durafact.runtime.worker import build_worker
@@ -726,10 +727,10 @@ async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved
 
     assert found == {h.id for h in handles}
     assert {h.id: shown.get(h.id) for h in handles} == {
-        h.id: [f"approval:release {i}:1"] for i, h in enumerate(handles)
+        h.id: [approval_id(f"release {i}", 1)] for i, h in enumerate(handles)
     }
     assert [r.outcomes[0].question_id for r in results] == [
-        f"approval:release {i}:1" for i in range(50)
+        approval_id(f"release {i}", 1) for i in range(50)
     ]
     assert all(r.outcomes[0].approved for r in results)
     assert left == set()

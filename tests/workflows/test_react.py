@@ -22,6 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.tools import tool
 from durafact.approval import ApprovalAnswer, ApprovalPolicy
+from durafact.ids import approval_id, tool_approval_thread
 from durafact.ledger import Ledger
 from durafact.react import Observation
 from durafact.runtime.settings import Settings
@@ -341,7 +342,7 @@ async def test_a_destructive_tool_runs_once_a_person_approves(
     model.reply(turns(act("delete_file", "/tmp/old.txt"), final("deleted")))
     handle = await start(client, react_worker, q, tools=["delete_file"])
     question = await question_waiting(handle, 1)
-    assert question.id == f"approval:tool:{q}:1"
+    assert question.id == approval_id(tool_approval_thread(q), 1)
     assert "delete_file" in question.text and "/tmp/old.txt" in question.text
     assert await status_of(handle) == "awaiting_approval"
     assert DELETED == []

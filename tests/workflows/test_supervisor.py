@@ -18,6 +18,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.ids import approval_id
 from durafact.ledger import Ledger
 from workflows import (
     ApprovalGate,
@@ -112,7 +113,7 @@ async def test_approved_by_signal_the_reply_comes_from_on_approve(
     handle = await start(client, worker)
     question = await question_waiting(handle)
 
-    assert question.id == f"approval:{REQUEST}:1"
+    assert question.id == approval_id(REQUEST, 1)
     assert (question.thread, question.n, question.kind) == (REQUEST, 1, "approve")
     assert question.text.startswith(f"Approve the budget report for {REQUEST!r}?")
     assert "Facts: scope=office kitchen, budget=3000 EUR, deadline=March" in question.text
@@ -257,7 +258,7 @@ async def test_a_waiting_supervisor_survives_a_worker_kill_and_a_dev_server_rest
     first = second = None
     server = await own_dev_server(database, port)
     try:
-        first = start_worker(server.client, settings)  # `python worker.py`
+        first = start_worker(server.client, settings)  # `durafact-worker`
         handle = await start(server.client, settings)
         asked = await question_waiting(handle, timeout=60)
         first.kill()  # SIGKILL: no graceful shutdown while the question waits
@@ -284,7 +285,7 @@ async def test_a_waiting_supervisor_survives_a_worker_kill_and_a_dev_server_rest
 
     assert first is not None and first.returncode == -9  # killed by SIGKILL
     assert second is not None and second.returncode == 0, second.stderr.read().decode()
-    assert pending == asked and pending.id == f"approval:{REQUEST}:1"
+    assert pending == asked and pending.id == approval_id(REQUEST, 1)
     assert status == "awaiting_approval" and found == {handle.id}
     assert result.approved and result.route == "budget"
     assert result.reply.text.startswith("Approved: the budget report (attempt 1)")
@@ -374,7 +375,7 @@ async def test_a_budget_change_reruns_exactly_the_report_and_asks_question_two(
     await handle.signal(SupervisorWorkflow.answer, reject(first, "more money", budget="5000 EUR"))
     second = await question_waiting(handle, 2)
 
-    assert (second.id, second.thread, second.kind) == (f"approval:{REQUEST}:2", REQUEST, "approve")
+    assert (second.id, second.thread, second.kind) == (approval_id(REQUEST, 2), REQUEST, "approve")
     assert "budget=5000 EUR" in second.text
     assert f"Report: report from llm:report:{REQUEST}:2" in second.text
     assert stage_counts(model) == {"facts": 1, "route": 1, "report": 2}
@@ -460,7 +461,7 @@ async def test_reentry_continues_one_chain_and_never_duplicates_a_question(
     ledger = await ledger_of(handle)
 
     ids = [q.id for q in approvals(result, ledger)]
-    assert ids == [f"approval:{REQUEST}:{n}" for n in (1, 2, 3)]
+    assert ids == [approval_id(REQUEST, n) for n in (1, 2, 3)]
     assert {q.thread for q in approvals(result, ledger)} == {REQUEST}
     assert [q.status for q in approvals(result, ledger)] == ["rejected", "rejected", "approved"]
     assert stage_counts(model) == {"facts": 1, "route": 1, "report": 3}
@@ -606,7 +607,7 @@ async def test_a_user_router_and_gate_run_their_hooks_without_a_model(
         ledger.links_from("task:Wrong invoice", "for_request")[0].target == "request:Wrong invoice"
     )
     assert ledger.links_from("reply:Wrong invoice", "rejected_by")[0].target == (
-        "approval:Wrong invoice:1"
+        approval_id("Wrong invoice", 1)
     )
     assert ledger.links_from("reply:Wrong invoice", "based_on") == []  # no report_id given
     assert model.calls == []
@@ -692,8 +693,8 @@ async def test_a_plan_execute_routes_in_plan_and_asks_approval_in_finish(
         "did: fix as billing",
     ]
     # The ApprovalGate stage: one thread, the rejection revised, the second question approved.
-    assert (first.id, first.text) == ("approval:Wrong invoice:1", "Send to billing?")
-    assert (second.id, second.text) == ("approval:Wrong invoice:2", "Send to bugs?")
+    assert (first.id, first.text) == (approval_id("Wrong invoice", 1), "Send to billing?")
+    assert (second.id, second.text) == (approval_id("Wrong invoice", 2), "Send to bugs?")
     assert outcome == ApprovalOutcome(question_id=second.id, approved=True, reason="")
     assert decision == Decision(text="sent to bugs")
     questions = [a.data for a in ledger.find_all(ApprovalQuestion)]
