@@ -237,6 +237,6 @@ def test_react_arguments_are_an_input_or_one_line_with_code_2(
 def test_a_suggested_command_gives_the_shell_back_the_ids_as_they_are(
     workflow_id: str, question_id: str
 ) -> None:
-    assert shlex.split(f"durafact result {quoted(workflow_id)}")[3:] == [workflow_id]
+    assert shlex.split(f"durafact result {quoted(workflow_id)}")[2:] == [workflow_id]
     words = shlex.split(decide_hint(workflow_id, question_id))
-    assert words[3:5] == [workflow_id, question_id]
+    assert words[2:4] == [workflow_id, question_id]
