@@ -30,7 +30,7 @@ class Compact(BaseModel):
             k: v
             for k, v in data.items()
             if not (k in empty and (v is None or v == []))
-            and not (k in defaults and v == defaults[k])
+            and not (k in defaults and getattr(self, k) == defaults[k])
         }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
@@ -68,16 +69,32 @@ class Prompt(BaseModel):
     text: str
 
 
-class Usage(BaseModel):
+class Usage(Compact):
+    """Tokens, and what they cost, of one model call or of a run's calls added up."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = Field(
+        default=0, description="Of `prompt_tokens`, read from the endpoint's prompt cache."
+    )
+    cost: Decimal | None = Field(
+        default=Decimal(0),
+        description="In the worker's currency (`DURAFACT_PRICES`); None when a call's model "
+        "has no price there: unknown, never counted as 0.",
+    )
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cost"}
+    )
 
     def __add__(self, other: Usage) -> Usage:
+        unknown = self.cost is None or other.cost is None
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost=None if unknown else self.cost + other.cost,
         )
 
 
