@@ -94,6 +94,25 @@ async def plan_execute_failed(client: Client, model: ScriptedModel) -> str:
     raise AssertionError("the scenario was meant to fail")
 
 
+async def plan_execute_canceled(client: Client, model: ScriptedModel) -> str:
+    """Cancelled with a reason while the model answers step 2 (under the patch
+    durafact-canceled-status)."""
+    model.hold(lambda call: "Step 2" in call.last_user)
+    handle = await client.start_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text="Stop on the second step"),
+        id="plan_execute_canceled",
+        task_queue=QUEUE,
+    )
+    await asyncio.to_thread(model.wait_for, lambda call: "Step 2" in call.last_user)
+    await handle.cancel(reason="not needed any more")
+    try:
+        await handle.result()
+    except WorkflowFailureError:
+        return "plan_execute_canceled"
+    raise AssertionError("the scenario was meant to be cancelled")
+
+
 def critic(*scores: float) -> Callable[[Call], str | dict]:
     """Critique round r scores `scores[r - 1]`; drafts and rewrites are plain text."""
 
@@ -351,6 +370,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
     plan_execute_failed,
+    plan_execute_canceled,
     reflection,
     reflection_round_limit,
     answer_flow,

@@ -99,7 +99,7 @@ from durafact.ids import (
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
 from durafact.text import shorten
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, reraise_cancellation
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
@@ -684,6 +684,7 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
                 summary=f"request model: review {_count(len(ids), 'answer')}",
             )
         except ActivityError as exc:
+            reraise_cancellation(exc)
             cause = exc.cause
             reason = (
                 f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else exc

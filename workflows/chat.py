@@ -75,7 +75,7 @@ from durafact.memory import (
 from durafact.react import truncate_observation
 from durafact.tools import ToolCall, checked_tool_names
 from workflows.react import ReAct, ReActSettings, _Run
-from workflows.recipe import RecipeContext
+from workflows.recipe import RecipeContext, reraise_cancellation
 
 MESSAGES_TOPIC = "messages"
 TOKENS_TOPIC = "tokens"
@@ -339,6 +339,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         try:
             text = await self._respond(ctx, input, run, p.id, user.seq)
         except ActivityError as exc:
+            reraise_cancellation(exc)
             self._memory = before
             self._transcript = [line for line in self._transcript if line.seq < user.seq]
             p.error = f"the model call failed: {exc.cause or exc}"
@@ -449,6 +450,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 summary=f"request model: fold into {fold.artifact_id}",
             )
         except ActivityError as exc:
+            reraise_cancellation(exc)
             workflow.logger.warning("fold into %s failed: %s", fold.artifact_id, exc.cause)
             return None
 

@@ -22,6 +22,7 @@ drops it with a warning announcement, the update fails at the caller.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 from durafact.approval import (
     TIMED_OUT,
@@ -43,6 +44,7 @@ from durafact.approval import (
     validate_answer,
 )
 from durafact.ids import (
+    CANCELLATION_ID,
     OPAQUE_IDS_MEMO,
     activity_id,
     approval_id,
@@ -82,6 +84,10 @@ REPEAT_MIN_CHARS = 120
 # Runs started since this patch name questions with `approval_id`, short enough to type;
 # older runs keep the ids they were asked with (`long_approval_id`).
 TYPEABLE_APPROVAL_IDS = "durafact-typeable-approval-ids"
+# Runs started since this patch end a cancellation with the status `canceled` and the
+# reason in the ledger; older runs closed CANCELED with their last status.
+CANCELED_STATUS = "durafact-canceled-status"
+CANCELED = "canceled"
 # DurafactStatus while any question waits: what `starter.py pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
 # The error type of an answer the `decide` update refuses.
@@ -125,6 +131,16 @@ class Announcement(BaseModel):
     kind: str
     message: str
     status: str = Field(description="The recipe's status when this was announced.")
+
+
+class Cancellation(BaseModel):
+    """The artifact `cancellation`: a run was cancelled (Temporal's cancellation, e.g.
+    `durafact cancel ID --reason ...`), and why."""
+
+    reason: str = ""
+
+    def prompt_text(self) -> str:
+        return f"canceled: {self.reason}" if self.reason else "canceled"
 
 
 class Progress(BaseModel):
@@ -369,6 +385,13 @@ class RecipeContext:
             self._upsert_phase()
         self.announce(message or status, kind="status")
 
+    def canceled(self, reason: str) -> None:
+        """Record the cancellation and its reason, and set the status `canceled`."""
+        cancellation = Cancellation(reason=reason)
+        if CANCELLATION_ID not in self.ledger:
+            self.ledger.create(CANCELLATION_ID, cancellation)
+        self.set_status(CANCELED, cancellation.prompt_text())
+
     def mark_recipe(self) -> None:
         """DurafactRecipe, if no status has carried it yet (see STATUS_BY_PHASE)."""
         if self.by_phase and not self._recipe_marked:
@@ -523,6 +546,25 @@ class RecipeContext:
             self.set_status(verdict)
 
 
+def run_cancelled(exc: BaseException) -> bool:
+    """Whether `exc` is Temporal's cancellation of this run (directly, or as the cause
+    of an activity or child that it cancelled). Runs started before CANCELED_STATUS
+    took it as a failure, and still do on replay."""
+    return (
+        is_cancelled_exception(exc)
+        and workflow.cancellation_reason() is not None
+        and workflow.patched(CANCELED_STATUS)
+    )
+
+
+def reraise_cancellation(exc: BaseException) -> None:
+    """For code that takes a failed call as an outcome (a failed search is recorded, a
+    failed chat turn rolled back): the run's cancellation goes on up instead, as
+    asyncio's, which no `except Exception` on the way takes for a failure."""
+    if run_cancelled(exc):
+        raise asyncio.CancelledError(workflow.cancellation_reason()) from exc
+
+
 def run_deadline() -> timedelta | None:
     """The model deadline the run was started with (`MODEL_DEADLINE_MEMO`), if any.
 
@@ -617,8 +659,14 @@ class Recipe(Generic[In, Out]):
             workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:
             return await self.lifecycle(ctx, input)
-        except Exception:
-            ctx.set_status("failed")
+        except BaseException as exc:
+            # Temporal's cancellation reached the run (an activity in flight gets it on its
+            # next heartbeat; a child workflow is cancelled with it): say so, then end
+            # CANCELED with the ledger as it is.
+            if run_cancelled(exc):
+                ctx.canceled(workflow.cancellation_reason() or "")
+            elif isinstance(exc, Exception):
+                ctx.set_status("failed")
             raise
         finally:
             ctx.mark_recipe()  # for a lifecycle that set no status

@@ -1,5 +1,5 @@
-"""The commands about workflows that already run: `status`, `result`, and answering a
-person's question (`pending`, `approve`, `decide`)."""
+"""The commands about workflows that already run: `status`, `result`, `cancel`, and
+answering a person's question (`pending`, `approve`, `decide`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ import getpass
 import re
 from typing import Any
 
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
 from durafact.cli.chat import chat_result
-from durafact.cli.follow import QUERY_TIMEOUT, unanswered, wait_and_print, warn_if_no_worker
+from durafact.cli.follow import (
+    QUERY_TIMEOUT,
+    canceled_line,
+    unanswered,
+    wait_and_print,
+    warn_if_no_worker,
+)
 from durafact.cli.output import (
     ANSWER_HINT,
     Failed,
@@ -105,6 +111,28 @@ async def result(
         as_json,
         recipe.result_type if recipe else None,
     )
+
+
+async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> int:
+    """Temporal's cancellation, with `reason`; then, unless `no_wait`, wait for the run
+    to end and say how. A run that is not running is one line and exit 1."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    if state != "RUNNING":
+        raise Failed(f"workflow {workflow_id} is {state}: there is nothing to cancel")
+    await handle.cancel(reason=reason)
+    if no_wait:
+        say(f"cancel requested: durafact status {quoted(workflow_id)}")
+        return 0
+    with contextlib.suppress(WorkflowFailureError):
+        await handle.result()
+    ended = await describe(handle)
+    state = ended.status.name if ended.status else "UNKNOWN"
+    if state != "CANCELED":  # it ended another way before it saw the request
+        raise Failed(f"workflow {workflow_id} ended {state} before it saw the cancellation")
+    say(await canceled_line(handle))
+    return 0
 
 
 # --- human approval ---------------------------------------------------------------------

@@ -20,6 +20,7 @@
     durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
     durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
     durafact status ID
+    durafact cancel ID [--reason TEXT] [--no-wait]
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
     durafact artifacts ID [--json]     # every artifact of a run, texts included
@@ -50,7 +51,15 @@ from typing import Any, NoReturn
 
 from durafact.cli.artifacts import artifacts
 from durafact.cli.chat import add_chat_command, chat, check_chat_args
-from durafact.cli.commands import approve, corrections, decide, pending, result, status
+from durafact.cli.commands import (
+    approve,
+    cancel,
+    corrections,
+    decide,
+    pending,
+    result,
+    status,
+)
 from durafact.cli.launch import check_sendable, launch_of_type, start
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
 from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
@@ -91,6 +100,7 @@ COMMANDS = (
     "decide",
     "status",
     "result",
+    "cancel",
     "resume",
     "artifacts",
     "serve",
@@ -179,6 +189,13 @@ def parser() -> Parser:
     )
     result.add_argument("id")
     result.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    stop = commands.add_parser(
+        "cancel", help="cancel a running workflow (Temporal's cancellation) and say how it ended"
+    )
+    stop.add_argument("id")
+    stop.add_argument("--reason", default="", help="why: kept in the run's ledger")
+    stop.add_argument("--no-wait", action="store_true", help="ask, and return at once")
 
     again = commands.add_parser(
         "resume",
@@ -280,6 +297,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
             return await status(client, settings, args.id)
         if args.command == "artifacts":
             return await artifacts(client, args.id, args.json)
+        if args.command == "cancel":
+            return await cancel(client, args.id, args.reason, args.no_wait)
         assert registry is not None
         if args.command == "resume":
             return await resume(client, settings, registry, args.id, args.no_wait, args.json)
