@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -20,27 +21,31 @@ from durafact.runtime.settings import SettingsError
 from durafact.runtime.tracing import TracingConfigError, otlp_url, provider_from_env
 from durafact.testing import ScriptedModel
 from tests.workflows.test_plan_execute import GOAL, numbered_steps
-from workflows import Goal, PlanExecuteWorkflow
+from tests.workflows.test_react import act, final, turns
+from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
 
 STEP_SYSTEM = "You carry out one step of a plan"
+PLAN = Goal(text=GOAL)
 
 
-async def traced_plan(
-    env: WorkflowEnvironment, model: ScriptedModel, trace_env: dict[str, str]
+async def traced_run(
+    env: WorkflowEnvironment,
+    model: ScriptedModel,
+    trace_env: dict[str, str],
+    run: Any = PlanExecuteWorkflow.run,
+    arg: Any = PLAN,
 ) -> tuple[str, str, Sequence[ReadableSpan]]:
-    """One plan, started and run with tracing on; every workflow task is replayed from
-    the start of the history (no workflow cache), as after a worker restart."""
+    """One run (a plan unless said), started and run with tracing on; every workflow
+    task is replayed from the start of the history (no workflow cache), as after a
+    worker restart."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    model.reply(numbered_steps)
     plugin = model.plugin(tracing=provider, env=trace_env)
     client = await Client.connect(env.client.service_client.config.target_host, plugins=[plugin])
     queue = f"trace-{uuid.uuid4().hex[:8]}"
     async with Worker(client, task_queue=queue, max_cached_workflows=0):
-        handle = await client.start_workflow(
-            PlanExecuteWorkflow.run, Goal(text=GOAL), id=f"plan-{queue}", task_queue=queue
-        )
+        handle = await client.start_workflow(run, arg, id=f"run-{queue}", task_queue=queue)
         await handle.result()
     return handle.id, handle.result_run_id or "", exporter.get_finished_spans()
 
@@ -48,7 +53,8 @@ async def traced_plan(
 async def test_a_plan_makes_a_workflow_span_and_a_genai_span_per_model_call(
     env: WorkflowEnvironment, model: ScriptedModel
 ) -> None:
-    workflow_id, run_id, spans = await traced_plan(env, model, {})
+    model.reply(numbered_steps)
+    workflow_id, run_id, spans = await traced_run(env, model, {})
     by_name: dict[str, list[ReadableSpan]] = {}
     for span in spans:
         by_name.setdefault(span.name, []).append(span)
@@ -86,7 +92,8 @@ async def test_a_plan_makes_a_workflow_span_and_a_genai_span_per_model_call(
 async def test_with_trace_content_the_model_spans_hold_the_messages_and_the_reply(
     env: WorkflowEnvironment, model: ScriptedModel
 ) -> None:
-    _, _, spans = await traced_plan(env, model, {"DURAFACT_TRACE_CONTENT": "1"})
+    model.reply(numbered_steps)
+    _, _, spans = await traced_run(env, model, {"DURAFACT_TRACE_CONTENT": "1"})
     step = next(
         s
         for s in spans
@@ -98,6 +105,26 @@ async def test_with_trace_content_the_model_spans_hold_the_messages_and_the_repl
     assert sent[0]["role"] == "system" and sent[0]["content"].startswith(STEP_SYSTEM)
     [reply] = json.loads(str(attributes["gen_ai.output.messages"]))
     assert reply["role"] == "assistant" and reply["content"].startswith("result of <")
+
+
+async def test_a_tool_call_has_a_span_named_after_the_tool_without_its_arguments(
+    env: WorkflowEnvironment, model: ScriptedModel
+) -> None:
+    model.reply(turns(act("calculator", "17 * 23"), final("391")))
+    question = ReActInput(question="What is 17 times 23?", tools=["calculator"])
+    workflow_id, run_id, spans = await traced_run(env, model, {}, ReActWorkflow.run, question)
+
+    [tool] = [s for s in spans if s.name.startswith("execute_tool")]
+    assert tool.name == "execute_tool calculator"
+    attributes = dict(tool.attributes or {})
+    assert attributes["gen_ai.operation.name"] == "execute_tool"
+    assert attributes["gen_ai.tool.name"] == "calculator"
+    assert (attributes["durafact.workflow_id"], attributes["durafact.run_id"]) == (
+        workflow_id,
+        run_id,
+    )
+    assert "gen_ai.tool.call.arguments" not in attributes
+    assert "17 * 23" not in json.dumps(attributes, default=str)
 
 
 def test_tracing_is_off_without_otel_variables_and_a_bad_exporter_is_one_line() -> None:
