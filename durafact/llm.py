@@ -203,7 +203,12 @@ class LLMResponse(Compact):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     attempts: int = 1
-    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"attempts"})
+    finish_reason: str = Field(
+        default="stop",
+        description="Why the model stopped, as the endpoint said: `stop`, `length`, "
+        "`tool_calls`, ...",
+    )
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"attempts", "finish_reason"})
 
 
 def type_path(model: type[BaseModel]) -> str:
