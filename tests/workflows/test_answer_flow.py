@@ -28,6 +28,7 @@ from durafact.answer_flow import (
     AnswerResult,
     RecoveryResult,
 )
+from durafact.budget import Budget
 from durafact.grounding import NOT_IN_SOURCE, QUOTE_TOO_SHORT, grounding_issues
 from durafact.ledger import ArtifactRef, Ledger
 from workflows.answer_flow import (
@@ -362,7 +363,7 @@ def test_a_batch_file_is_a_list_or_an_object_and_flags_override_it() -> None:
         "review_policy": "off",
     }
     batch = load_answer_batch(document, max_repairs=0, budget_tokens=500)
-    assert (batch.max_repairs, batch.review_policy, batch.budget_tokens) == (0, "off", 500)
+    assert (batch.max_repairs, batch.review_policy, batch.budget) == (0, "off", Budget(tokens=500))
     assert check_answer_batch(batch)[0].source_status == "none"
 
 
