@@ -16,9 +16,16 @@ import re
 from collections.abc import Mapping
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from durafact.llm import Usage
 
@@ -33,8 +40,7 @@ class Budget(BaseModel):
     tokens: int | None = Field(
         default=None, ge=1, description="Tokens (prompt and completion) the run may use."
     )
-    # Not strict: a batch file is read strictly, and JSON has no Decimal.
-    cost: Annotated[Decimal | None, Field(strict=False)] = Field(
+    cost: Decimal | None = Field(
         default=None,
         gt=0,
         description="What the run may cost, in the worker's currency (DURAFACT_PRICES); every "
@@ -45,11 +51,23 @@ class Budget(BaseModel):
         description="`fail`: the run ends `over_budget`; `ask`: a person is asked whether to "
         "extend it (approve: by this budget again, or to the limits the approval sets).",
     )
-    ask_timeout: Annotated[timedelta | None, Field(strict=False)] = Field(
+    ask_timeout: timedelta | None = Field(
         default=None,
         description="`ask`: how long the question waits; then the run ends `over_budget` "
         "(None: as long as it takes).",
     )
+
+    # JSON has no Decimal and no duration: a number or a string reads as one even where
+    # the input is read strictly (a batch file), where pydantic would refuse it.
+    @field_validator("cost", mode="before")
+    @classmethod
+    def _cost_from_json(cls, value: Any) -> Any:
+        return _from_json(value, _DECIMAL, "cost must be a finite number, e.g. 2.50")
+
+    @field_validator("ask_timeout", mode="before")
+    @classmethod
+    def _timeout_from_json(cls, value: Any) -> Any:
+        return _from_json(value, _DURATION, "ask_timeout must be seconds or a duration like PT2H")
 
     @model_validator(mode="after")
     def _limits_something(self) -> Budget:
@@ -174,6 +192,19 @@ class Spent(BaseModel):
                 except ValueError:
                     continue
         return None
+
+
+_DECIMAL = TypeAdapter(Decimal)
+_DURATION = TypeAdapter(timedelta)
+
+
+def _from_json(value: Any, adapter: TypeAdapter[Any], problem: str) -> Any:
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
+        try:
+            return adapter.validate_python(value)
+        except ValidationError:
+            raise ValueError(problem) from None
+    return value
 
 
 def parse_tokens(text: str, name: str = "tokens") -> int:
