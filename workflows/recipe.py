@@ -7,6 +7,11 @@ output, `ctx.set_status` keeps the Web UI's details and search attributes curren
 and `ctx.ledger` holds the artifacts. Everything here runs inside the workflow
 sandbox, so it is deterministic: no I/O, no clock, no randomness.
 
+Budget. Every recipe's settings have a `budget` (`RecipeSettings`); `ctx.spending`
+(workflows/spending.py) checks it before each model call and each child
+`ctx.run_child` starts, and charges what they spent: spent, the run fails
+`over_budget` or asks a person, as the budget says.
+
 Human approval. `await ctx.ask_approval(thread, text, policy)` asks a person and
 waits durably for the answer; every recipe workflow takes answers through the
 signal `answer` (fire and forget) and the update `decide` (returns the outcome,
@@ -622,7 +627,7 @@ class Recipe(Generic[In, Out]):
     recipe's settings model, so each run sets its own), else the model's defaults.
     Change them per recipe by overriding the hook
     (`return ReflectionSettings(accept_at=0.9)`), or per run by making your input
-    model subclass the settings model.
+    model subclass the settings model. Every settings model has the run's `budget`.
     """
 
     recipe_name: ClassVar[str] = "recipe"

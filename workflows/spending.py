@@ -22,16 +22,14 @@ named type does, and Temporal shows it as the run's end without retrying it.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from temporalio.exceptions import ApplicationError, ChildWorkflowError, FailureError
 
-from durafact.approval import ApprovalOutcome, ApprovalPolicy
+from durafact.approval import ApprovalKind, ApprovalOutcome, ApprovalPolicy
 from durafact.budget import Budget, Spent
 from durafact.llm import Usage
-
-if TYPE_CHECKING:
-    from workflows.recipe import RecipeContext
 
 # DurafactStatus (and the recipe status) of a run its budget stopped.
 OVER_BUDGET = "over_budget"
@@ -42,10 +40,30 @@ UNPRICED_MODEL = "UnpricedModel"
 BUDGET_THREAD = "budget"
 
 
+class Run(Protocol):
+    """What spending uses of its run's context (`workflows.recipe.RecipeContext`)."""
+
+    usage: Usage
+    status: str
+
+    def set_status(self, status: str, message: str | None = None, *, phase: str = "") -> None: ...
+
+    def announce(self, message: str, kind: str = "info") -> None: ...
+
+    async def ask_approval(
+        self,
+        thread: str,
+        text: str,
+        policy: ApprovalPolicy | None = None,
+        kind: ApprovalKind = "approve",
+        settable: Sequence[str] = (),
+    ) -> ApprovalOutcome: ...
+
+
 class Spending:
     """`ctx.spending`: the run's budget (None: unlimited) and what it does when spent."""
 
-    def __init__(self, ctx: RecipeContext) -> None:
+    def __init__(self, ctx: Run) -> None:
         self._ctx = ctx
         self.budget: Budget | None = None
         # The budget the run started with: a plain approval extends by its limits.
