@@ -20,7 +20,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome
 from durafact.budget import Budget, Spent
@@ -215,6 +215,33 @@ async def test_children_that_together_exceed_the_parents_budget_stop_it_and_add_
     assert stop.message.startswith(f"over budget: spent {spent.usage.total_tokens:,} of 3,000")
     assert f"child {second.id} stopped" in stop.message
     assert not [c for c in model.calls if c.activity_id == "llm:final"]  # no finish
+
+
+async def test_a_child_that_fails_reports_what_it_spent_under_its_own_error(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    model.reply(plan_script(busy_until(2), busy))
+    model.fail(401, when=lambda call: workflow_of(call).endswith(":1") and turn_of(call) == 3)
+    goal = "Price three boxes of twelve eggs at 0.25 each"
+    handle = await client.start_workflow(
+        PlanReActWorkflow.run,
+        PlanReActInput(text=goal, max_turns=LOOP, budget=Budget(tokens=50_000)),
+        id=f"plan-react-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    # The parent's failure reads as before (the child's, then the model's refusal), and
+    # the child's own error carries what its two recorded calls spent.
+    assert isinstance(failed.value.cause, ChildWorkflowError)
+    report = failed.value.cause.cause
+    assert isinstance(report, ApplicationError) and report.type == "AuthenticationFailed"
+    assert isinstance(report.cause, ActivityError)
+    second = client.get_workflow_handle(f"{handle.id}/step:{goal}:1")
+    spent = Spent.among(report.details)
+    recorded = await model_usages(client, second)
+    assert spent is not None and len(recorded) == 2 and spent.usage == total(recorded)
+    assert await phase(second) == "failed"
 
 
 async def test_a_worker_killed_mid_call_does_not_count_the_call_twice(
