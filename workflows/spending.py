@@ -11,8 +11,8 @@ after, stopped or extended when spent (`ctx.spending`; the arithmetic is `durafa
 - `charge(usage)`: after a call, from its recorded result, so a retried activity or a
   replay never counts a call twice. A cost budget needs every call priced: a call whose
   cost is None fails the run (`UnpricedModel`) naming the model and DURAFACT_PRICES.
-- `for_child()`: what a child run draws (the remaining budget); `child_ended` charges
-  what it spent, from its result or its failure's `Spent`.
+- `for_child()`: what a child run draws (the remaining budget); `ctx.run_child` charges
+  what it spent, from its result or (`child_failed`) its failure's `Spent`.
 
 Why a failure, not a result: `over_budget` must end any recipe the same way, also one a
 user wrote whose result has no place for "stopped early"; a non-retryable error with a
@@ -164,7 +164,11 @@ class Spending:
             settable=budget.limited(),
         )
         if outcome.approved:
-            self.budget = budget.extended(first, outcome.changes, ctx.usage, committed)
+            try:
+                self.budget = budget.extended(first, outcome.changes, ctx.usage, committed)
+            except ValueError as refusal:  # a call in flight spent more while it waited
+                ctx.announce(f"the new limit does not do: {refusal}; asking again", "warning")
+                return outcome
             ctx.announce(f"budget extended: {self.budget.describe()}", kind="budget")
             ctx.set_status(status)
         return outcome
