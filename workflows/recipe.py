@@ -7,6 +7,11 @@ output, `ctx.set_status` keeps the Web UI's details and search attributes curren
 and `ctx.ledger` holds the artifacts. Everything here runs inside the workflow
 sandbox, so it is deterministic: no I/O, no clock, no randomness.
 
+Budget. Every recipe's settings have a `budget` (`RecipeSettings`); `ctx.spending`
+(workflows/spending.py) checks it before each model call and each child
+`ctx.run_child` starts, and charges what they spent: spent, the run fails
+`over_budget` or asks a person, as the budget says.
+
 Human approval. `await ctx.ask_approval(thread, text, policy)` asks a person and
 waits durably for the answer; every recipe workflow takes answers through the
 signal `answer` (fire and forget) and the update `decide` (returns the outcome,
@@ -32,7 +37,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ApplicationError, is_cancelled_exception
+from temporalio.exceptions import (
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    is_cancelled_exception,
+)
 
 from durafact.approval import (
     TIMED_OUT,
@@ -43,6 +53,7 @@ from durafact.approval import (
     ApprovalQuestion,
     validate_answer,
 )
+from durafact.budget import Budget
 from durafact.ids import (
     CANCELLATION_ID,
     OPAQUE_IDS_MEMO,
@@ -69,6 +80,7 @@ from durafact.llm import (
 )
 from durafact.text import shorten
 from durafact.tools import ToolSpec
+from workflows.spending import BUDGET_THREAD, OVER_BUDGET, Spending, spent_of, with_spent
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
@@ -98,6 +110,7 @@ MODEL_DEADLINE_MEMO = "durafact-model-deadline"
 LONGEST_DEADLINE = timedelta(days=36_500)
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
 
 
 def stamp(item: M, **values: Any) -> M:
@@ -216,8 +229,11 @@ class ModelCalls:
         loop or a chat, the run's `ChatTurn` artifacts (`conversation`, a reference read
         by the activity), the tools the model may call (by name, or `tool_specs` for tools
         the workflow runs itself) and stop sequences; `endpoint` names one of the worker's
-        model endpoints (None: `default`); `stream` publishes the reply as it is written."""
+        model endpoints (None: `default`); `stream` publishes the reply as it is written.
+        The run's budget is checked first, `max_tokens` counted as committed (see
+        `workflows/spending.py`)."""
         ctx = self._ctx
+        await ctx.spending.before(max_tokens or 0)
         activity_id = ctx.temporal_id(ctx.next_activity_id("llm"))
         request = LLMRequest(
             messages=[ctx.sent_once(message) for message in messages],
@@ -242,7 +258,7 @@ class ModelCalls:
             heartbeat_timeout=ctx.llm_heartbeat_timeout,
             retry_policy=ctx.llm_retry,
         )
-        ctx.usage += response.usage
+        ctx.spending.charge(response.usage, response.model)
         return response
 
     @staticmethod
@@ -282,6 +298,7 @@ class RecipeContext:
         self.ledger = Ledger()
         self.status = "starting"
         self.usage = Usage()
+        self.spending = Spending(self)
         self.events: list[Announcement] = []
         self.scope = recipe
         self.llm_timeout = llm_timeout
@@ -322,6 +339,40 @@ class RecipeContext:
         if self.run_deadline is not None:
             memo[MODEL_DEADLINE_MEMO] = self.run_deadline.total_seconds()
         return memo or None
+
+    async def run_child(
+        self, run: Any, input: BaseModel, *, id: str, result_type: type[R], summary: str
+    ) -> R:
+        """The result of a child recipe workflow (`run`, e.g. `ReActWorkflow.run`) started
+        with this run's memo (`child_memo`), and with what is left of this run's budget
+        when it has one (the child's input is then a `RecipeSettings`). What the child
+        spent, its result's `usage` or the `Spent` of its failure, is charged to this run
+        when it ends; a child its budget stopped stops this run too."""
+        if "usage" not in result_type.model_fields:
+            raise TypeError(
+                f"{result_type.__name__} has no `usage`: a child started with ctx reports "
+                "what it spent in its result"
+            )
+        await self.spending.before()
+        budget = self.spending.for_child()
+        if budget is not None:
+            if not isinstance(input, RecipeSettings):
+                raise TypeError(f"{type(input).__name__} is no RecipeSettings: it takes no budget")
+            input = input.model_copy(update={"budget": budget})
+        try:
+            result = await workflow.execute_child_workflow(
+                run,
+                input,
+                id=id,
+                memo=self.child_memo(),
+                result_type=result_type,
+                static_summary=summary,
+            )
+        except ChildWorkflowError as exc:
+            self.spending.child_failed(exc, id)
+            raise
+        self.spending.charge(result.usage)  # type: ignore[attr-defined]
+        return result
 
     def refs(self, *items: BaseModel | Sequence[BaseModel]) -> list[ContextRef]:
         """Context references (`ctx.llm.text(..., context=ctx.refs(...))`) to artifacts
@@ -412,6 +463,7 @@ class RecipeContext:
         text: str,
         policy: ApprovalPolicy | None = None,
         kind: ApprovalKind = "approve",
+        settable: Sequence[str] = (),
     ) -> ApprovalOutcome:
         """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
 
@@ -420,14 +472,17 @@ class RecipeContext:
         waits, DurafactStatus is `awaiting_approval`; once answered it is `approved` or
         `rejected` (unless another question asked at the same time still waits). On
         timeout the policy rejects ("timed out"), or escalates to a question of kind
-        `escalate` that has its own timeout and then rejects.
+        `escalate` that has its own timeout and then rejects. `settable`: what an
+        approval may set (`ApprovalQuestion.settable`).
         """
         policy = policy or ApprovalPolicy()
-        question = self._open_question(thread, text, kind)
+        question = self._open_question(thread, text, kind, settable=settable)
         outcome = await self._wait_for_answer(question, policy.timeout)
         if outcome is None and policy.on_timeout == "escalate":
             self.ledger.update(question.id, status="timed_out")
-            escalation = self._open_question(thread, text, "escalate", escalates=question)
+            escalation = self._open_question(
+                thread, text, "escalate", escalates=question, settable=settable
+            )
             self.announce(
                 f"{question.id} timed out; escalated to {escalation.id}", kind="escalation"
             )
@@ -457,13 +512,17 @@ class RecipeContext:
         What the `answer` signal and the `decide` update do: the waiting
         `ask_approval` then finds its question closed.
         """
-        question = validate_answer(self._questions(), answer)
+        question = self.check_answer(answer)
         status = "approved" if answer.approved else "rejected"
         return self._close(question, answer, status=status)
 
     def check_answer(self, answer: ApprovalAnswer) -> ApprovalQuestion:
-        """The question `answer` would close, or ValueError: reads state, changes nothing."""
-        return validate_answer(self._questions(), answer)
+        """The question `answer` would close, or ValueError: reads state, changes nothing.
+        An approval of a budget question must extend the budget it asks about."""
+        question = validate_answer(self._questions(), answer)
+        if question.thread == BUDGET_THREAD and answer.approved:
+            self.spending.check_extension(answer.changes)
+        return question
 
     def _questions(self) -> list[ApprovalQuestion]:
         return [a.data for a in self.ledger.find_all(ApprovalQuestion)]
@@ -477,6 +536,7 @@ class RecipeContext:
         text: str,
         kind: ApprovalKind,
         escalates: ApprovalQuestion | None = None,
+        settable: Sequence[str] = (),
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
         typeable = workflow.patched(TYPEABLE_APPROVAL_IDS)
@@ -487,6 +547,7 @@ class RecipeContext:
             kind=kind,
             text=text,
             escalates=escalates.id if escalates else None,
+            settable=list(settable),
         )
         self.ledger.create(question.id, question)
         if escalates:
@@ -587,6 +648,12 @@ class RecipeSettings(BaseModel):
     Each lifecycle base names its own subclass (`Recipe.settings_model`); limits
     every recipe shares go here."""
 
+    budget: Budget | None = Field(
+        default=None,
+        description="What the run's model calls, its children's included, may use: tokens, "
+        "cost, and whether to fail or ask a person when it is spent (None: no limit).",
+    )
+
 
 class Recipe(Generic[In, Out]):
     """Base of every recipe workflow, built-in or yours.
@@ -607,7 +674,7 @@ class Recipe(Generic[In, Out]):
     recipe's settings model, so each run sets its own), else the model's defaults.
     Change them per recipe by overriding the hook
     (`return ReflectionSettings(accept_at=0.9)`), or per run by making your input
-    model subclass the settings model.
+    model subclass the settings model. Every settings model has the run's `budget`.
     """
 
     recipe_name: ClassVar[str] = "recipe"
@@ -658,6 +725,7 @@ class Recipe(Generic[In, Out]):
         if not ctx.by_phase:
             workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:
+            ctx.spending.start(self.settings(input).budget)
             return await self.lifecycle(ctx, input)
         except BaseException as exc:
             # Temporal's cancellation reached the run (an activity in flight gets it on its
@@ -665,8 +733,14 @@ class Recipe(Generic[In, Out]):
             # CANCELED with the ledger as it is.
             if run_cancelled(exc):
                 ctx.canceled(workflow.cancellation_reason() or "")
-            elif isinstance(exc, Exception):
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            if ctx.status != OVER_BUDGET:
                 ctx.set_status("failed")
+            # A child's failure says what it spent, for its parent to charge (run_child).
+            if isinstance(exc, FailureError) and workflow.info().parent and not spent_of(exc):
+                raise with_spent(exc, ctx.usage) from exc
             raise
         finally:
             ctx.mark_recipe()  # for a lifecycle that set no status

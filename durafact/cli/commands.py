@@ -13,6 +13,7 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.budget import LIMITS, parse_cost, parse_tokens
 from durafact.cli.chat import chat_result
 from durafact.cli.follow import (
     QUERY_TIMEOUT,
@@ -40,6 +41,7 @@ from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 from workflows.chat import ChatWorkflow
 from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
+from workflows.spending import OVER_BUDGET_ERROR
 from workflows.supervisor import Facts
 
 # The facts a rejection may correct (`approve --reject --set FIELD=VALUE`), per workflow type.
@@ -83,9 +85,14 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         say(f"answer: durafact approve {quoted(workflow_id)} {ANSWER_HINT}")
     if state in RESUMABLE:
         failure = await end_failure(client, workflow_id, description.run_id)
-        if failure:
-            say(f"failure: {failure}")
-        say(f"resume: durafact resume {quoted(workflow_id)}")
+        stopped = f"{OVER_BUDGET_ERROR}: "
+        if failure and failure.startswith(stopped):  # resuming would stop it again at once
+            say(failure.removeprefix(stopped))
+            say(f"what it made: durafact artifacts {quoted(workflow_id)}")
+        else:
+            if failure:
+                say(f"failure: {failure}")
+            say(f"resume: durafact resume {quoted(workflow_id)}")
     say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
     return 0
 
@@ -215,8 +222,11 @@ async def approve(
         raise Failed(f"workflow {workflow_id}: {unanswered('pending_questions', exc)}") from None
     if not questions:
         raise Failed(f"workflow {workflow_id} has no pending question")
-    check_changes(description.workflow_type, changes)
     question = questions[0]
+    if changes and not reject:  # new limits: for the budget question, whichever is oldest
+        budget = next((q for q in questions if q.settable), question)
+        return await approve_with_limits(handle, budget, reason, changes)
+    check_changes(description.workflow_type, changes)
     await handle.signal(
         "answer",
         ApprovalAnswer(
@@ -231,6 +241,41 @@ async def approve(
     edits = f" with {assignments(changes)}" if changes else ""
     say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
     say(f"result: durafact result {quoted(workflow_id)}")
+    return 0
+
+
+def check_new_limits(changes: dict[str, str]) -> None:
+    """`approve --set` without `--reject`: only a budget question's new limits, each a
+    number (exit code 2 before connecting)."""
+    other = sorted(set(changes) - set(LIMITS))
+    if other:
+        raise Failed(
+            f"--set goes with --reject: corrected facts ask for a rebuild ({other[0]}); "
+            f"an approval sets only a budget question's {' and '.join(LIMITS)}",
+            code=2,
+        )
+    try:
+        for field, value in changes.items():
+            (parse_tokens if field == "tokens" else parse_cost)(value, f"--set {field}")
+    except ValueError as exc:
+        raise Failed(str(exc), code=2) from None
+
+
+async def approve_with_limits(
+    handle: Any, question: ApprovalQuestion, reason: str, changes: dict[str, str]
+) -> int:
+    """Approve a budget question with new limits, by the `decide` update: a limit the
+    run cannot take (below what it spent) is refused here, not dropped by the run."""
+    if not question.settable:
+        raise Failed(
+            f"{question.id} is not a budget question: --set goes with --reject there", code=2
+        )
+    answer = ApprovalAnswer(
+        question_id=question.id, approved=True, reason=reason, changes=changes, by=person()
+    )
+    outcome = await send_decision(handle, answer)
+    say(f"approved {outcome.question_id} of workflow {handle.id} with {assignments(changes)}")
+    say(f"result: durafact result {quoted(handle.id)}")
     return 0
 
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
-from temporalio.exceptions import ActivityError, RetryState
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 from durafact.cli.output import (
     ANSWER_HINT,
@@ -40,6 +40,7 @@ from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.embedded import Embedded
 from durafact.runtime.settings import Settings
 from workflows.recipe import Announcement, Cancellation, Progress
+from workflows.spending import OVER_BUDGET_ERROR
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
@@ -90,6 +91,11 @@ async def wait_and_print(
             emit_json(handle.id, run_id, state.name if state else "FAILED", None, url)
         if state is not None and state.name == "CANCELED":
             raise Failed(await canceled_line(handle)) from None
+        if isinstance(exc.cause, ApplicationError) and exc.cause.type == OVER_BUDGET_ERROR:
+            raise Failed(
+                f"workflow {handle.id} stopped {one_line(exc.cause.message)}; what it made: "
+                f"durafact artifacts {quoted(handle.id)}"
+            ) from None
         why = await gave_up(client, handle.id, run_id, exc)
         raise Failed(f"workflow {handle.id} failed: {failure_text(exc)}{why}") from None
     except asyncio.CancelledError:

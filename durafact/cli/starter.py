@@ -4,7 +4,6 @@
     durafact plan "Plan a weekend in Kraków" [--max-steps N]
     durafact reflect "Why durable workflows" [--accept-at X] [--max-rounds N]
     durafact answer questions.json [--max-repairs N] [--review off|optional|required]
-                                            [--budget-tokens N]
     durafact route "Renovate the kitchen for 3000 EUR" [--approval-timeout DURATION]
                                                               [--on-timeout reject|escalate]
     durafact research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
@@ -13,11 +12,14 @@
     durafact react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
+         [--budget-tokens N] [--budget-cost X] [--budget-ask [--budget-ask-timeout DURATION]]
          [--recipes MODULE[,MODULE...]])
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+                  [--budget-tokens N] [--budget-cost X] [--budget-ask]
     durafact chat ID --send TEXT [--json]   # one message, its reply
     durafact pending [--json]          # every workflow waiting for a person
     durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
+                                    # approving a budget question: --set tokens=N, cost=X
     durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
     durafact status ID
     durafact cancel ID [--reason TEXT] [--no-wait]
@@ -50,10 +52,12 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from durafact.cli.artifacts import artifacts
+from durafact.cli.budget_options import add_budget_options, budget_given, with_budget
 from durafact.cli.chat import add_chat_command, chat, check_chat_args
 from durafact.cli.commands import (
     approve,
     cancel,
+    check_new_limits,
     corrections,
     decide,
     pending,
@@ -135,6 +139,7 @@ def parser() -> Parser:
         help="how long a model or tool call keeps retrying before the run fails: 90s, 40m, "
         "2h, 1d (default: the recipe's; 24h for the built-ins)",
     )
+    add_budget_options(launch)
 
     begin = commands.add_parser(
         "start",
@@ -164,7 +169,8 @@ def parser() -> Parser:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="with --reject: a corrected fact; the workflow rebuilds from it and asks again",
+        help="with --reject: a corrected fact; the workflow rebuilds from it and asks again; "
+        "approving a budget question: its new limit (tokens=80000, cost=5)",
     )
 
     decide = commands.add_parser(
@@ -261,6 +267,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 launch = launch_of_type(registry, args.type, args.input)
             else:
                 launch = launch_of(args, registry)
+            launch = with_budget(launch, budget_given(args))
             workflow_id = launch.workflow_id(args.id)
             check_sendable(launch)
             client, settings = await connect()
@@ -280,9 +287,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
             check_chat_args(args)
             client, settings = await connect()
             return await chat(client, settings, args)
-        if args.command == "approve" and args.set and not args.reject:
-            raise Failed("--set goes with --reject: corrected facts ask for a rebuild", code=2)
         changes = corrections(args.set) if args.command == "approve" else {}
+        if changes and not args.reject:
+            check_new_limits(changes)
         registry = registry_of(args) if args.command in ("result", "resume") else None
         client, settings = await connect()
         if args.command == "pending":
