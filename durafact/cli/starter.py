@@ -16,6 +16,7 @@
          [--recipes MODULE[,MODULE...]])
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
     durafact chat ID --send TEXT [--json]   # one message, its reply
+    durafact list [--recipe R] [--status S] [--over-cost X] [--limit N] [--json]
     durafact pending [--json]          # every workflow waiting for a person
     durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
     durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
@@ -52,6 +53,7 @@ from durafact.cli.artifacts import artifacts
 from durafact.cli.chat import add_chat_command, chat, check_chat_args
 from durafact.cli.commands import approve, corrections, decide, pending, result, status
 from durafact.cli.launch import check_sendable, launch_of_type, start
+from durafact.cli.listing import DEFAULT_LIMIT, MAX_LIMIT, amount, list_runs, name_filter
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
 from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
 from durafact.cli.registered import refuse_unknown_tools
@@ -86,6 +88,7 @@ COMMANDS = (
     "start",
     *RECIPE_COMMANDS,
     "chat",
+    "list",
     "pending",
     "approve",
     "decide",
@@ -139,6 +142,22 @@ def parser() -> Parser:
     )
     add_recipe_commands(commands, [launch, registration])
     add_chat_command(commands)
+
+    listing = commands.add_parser(
+        "list", help="list runs with their status, tokens and cost, running ones first"
+    )
+    listing.add_argument("--recipe", help="only this recipe (plan_execute) or workflow type")
+    listing.add_argument("--status", help="only runs in this phase (DurafactStatus): completed")
+    listing.add_argument(
+        "--over-cost", metavar="X", help="only runs whose cost is above X (DurafactCost)"
+    )
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help=f"at most this many runs, 1-{MAX_LIMIT} (default %(default)s)",
+    )
+    listing.add_argument("--json", action="store_true", help="print one JSON object")
 
     pending = commands.add_parser("pending", help="list every workflow waiting for a person")
     pending.add_argument("--json", action="store_true", help="print one JSON object")
@@ -263,6 +282,16 @@ async def main(argv: Sequence[str] | None = None) -> int:
             check_chat_args(args)
             client, settings = await connect()
             return await chat(client, settings, args)
+        if args.command == "list":
+            filters = (
+                name_filter(args.recipe, "--recipe"),
+                name_filter(args.status, "--status"),
+                amount(args.over_cost, "--over-cost"),
+            )
+            if not 1 <= args.limit <= MAX_LIMIT:
+                raise Failed(f"--limit {args.limit}: from 1 to {MAX_LIMIT}", code=2)
+            client, settings = await connect()
+            return await list_runs(client, *filters, args.limit, args.json)
         if args.command == "approve" and args.set and not args.reject:
             raise Failed("--set goes with --reject: corrected facts ask for a rebuild", code=2)
         changes = corrections(args.set) if args.command == "approve" else {}
