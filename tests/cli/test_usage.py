@@ -108,8 +108,10 @@ async def test_a_model_without_a_price_is_shown_as_unknown_never_as_zero(
     usage = (await handle.result()).usage
     assert usage.cost is None and usage.total_tokens > 0
     printed = [line for line in ran.out.splitlines() if line.startswith("usage: ")]
-    assert printed == [f"usage: {usage.total_tokens:,} tokens ({usage.prompt_tokens:,} in; "
-                       f"{usage.completion_tokens:,} out); {UNKNOWN}"]
+    assert printed == [
+        f"usage: {usage.total_tokens:,} tokens ({usage.prompt_tokens:,} in; "
+        f"{usage.completion_tokens:,} out); {UNKNOWN}"
+    ]
     status = await starter("status", workflow_id, env=queues.unpriced, cwd=tmp_path)
     assert printed[0] in status.out.splitlines()
     await visible(client, [workflow_id])
@@ -196,8 +198,17 @@ async def test_list_over_cost_finds_exactly_the_runs_above_it_through_visibility
 
     table = await starter("list", "--over-cost", f"{line:f}", env=queues.priced, cwd=tmp_path)
     lines = table.out.splitlines()
-    assert lines[0].split() == ["WORKFLOW", "ID", "RECIPE", "STATUS", "STATE", "TOKENS", "COST",
-                                "STARTED", "(UTC)"]
+    assert lines[0].split() == [
+        "WORKFLOW",
+        "ID",
+        "RECIPE",
+        "STATUS",
+        "STATE",
+        "TOKENS",
+        "COST",
+        "STARTED",
+        "(UTC)",
+    ]
     (shown,) = [line for line in lines if line.startswith(ids["dear"])]
     assert shown.split()[1:6] == [
         "plan_execute",
