@@ -17,7 +17,15 @@ from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import OTHER_MODEL_PRICES, SCRIPTED_PRICES, scripted_cost
-from workflows import ChatInput, ChatReply, ChatSend, ChatWorkflow, Goal, PlanExecuteWorkflow
+from workflows import (
+    ChatInput,
+    ChatReply,
+    ChatSend,
+    ChatWorkflow,
+    Goal,
+    PlanExecuteResult,
+    PlanExecuteWorkflow,
+)
 from workflows.recipe import COST_ATTRIBUTE, TOKENS_ATTRIBUTE
 
 
@@ -34,6 +42,16 @@ def half_cached(call: Call) -> int:
 async def priced(client: Client, settings: Settings) -> AsyncIterator[Settings]:
     async with build_worker(client, settings, prices=SCRIPTED_PRICES):
         yield settings
+
+
+async def plan(client: Client, task_queue: str) -> tuple[WorkflowHandle, PlanExecuteResult]:
+    handle = await client.start_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text="Plan a weekend in Kraków"),
+        id=f"cost-{uuid.uuid4().hex[:8]}",
+        task_queue=task_queue,
+    )
+    return handle, await handle.result()
 
 
 async def responses(client: Client, handle: WorkflowHandle) -> list[LLMResponse]:
@@ -53,13 +71,7 @@ async def test_each_response_costs_its_cached_tokens_at_the_cached_price(
     client: Client, priced: Settings, model: ScriptedModel
 ) -> None:
     model.cache(half_cached)
-    handle = await client.start_workflow(
-        PlanExecuteWorkflow.run,
-        Goal(text="Plan a weekend in Kraków"),
-        id=f"cost-{uuid.uuid4().hex[:8]}",
-        task_queue=priced.task_queue,
-    )
-    result = await handle.result()
+    handle, result = await plan(client, priced.task_queue)
 
     answered = await responses(client, handle)
     assert len(answered) == len(model.calls) == 5  # the plan, 3 steps, the answer
@@ -111,13 +123,7 @@ async def test_a_model_without_a_price_costs_none_never_zero(
 ) -> None:
     model.cache(half_cached)
     async with build_worker(client, settings, prices=OTHER_MODEL_PRICES):
-        handle = await client.start_workflow(
-            PlanExecuteWorkflow.run,
-            Goal(text="Plan a weekend in Kraków"),
-            id=f"cost-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
-        result = await handle.result()
+        handle, result = await plan(client, settings.task_queue)
 
     assert result.usage.total_tokens > 0 and result.usage.cached_tokens > 0
     assert result.usage.cost is None
