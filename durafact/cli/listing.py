@@ -90,8 +90,8 @@ async def list_runs(
 
 
 def row(execution: Any) -> dict[str, Any]:
-    """One run as `--json` shows it: tokens and cost None when not recorded (cost: or
-    unknown)."""
+    """One run as `--json` shows it: `tokens` None when nothing is recorded, `cost` None
+    then and while it is unknown."""
     attributes = execution.typed_search_attributes
     return {
         "workflow_id": execution.id,
