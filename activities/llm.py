@@ -57,6 +57,7 @@ from durafact.llm import (
     strict_json_schema,
     type_path,
 )
+from durafact.prices import Prices
 from durafact.redaction import redact_urls
 from durafact.sources import DEFAULT_ENDPOINT
 from durafact.tools import ToolCall, ToolSpec, parse_arguments
@@ -261,6 +262,19 @@ def chat_completion(answer: Any) -> ChatCompletion:
     return answer
 
 
+def usage_of(reported: Any) -> Usage:
+    """The tokens an endpoint reports (`usage` of a completion or of a stream's last
+    chunk), with those of the prompt read from its cache
+    (`prompt_tokens_details.cached_tokens`, when it says)."""
+    cached = getattr(getattr(reported, "prompt_tokens_details", None), "cached_tokens", None)
+    return Usage(
+        prompt_tokens=reported.prompt_tokens or 0,
+        completion_tokens=reported.completion_tokens or 0,
+        total_tokens=reported.total_tokens or 0,
+        cached_tokens=cached if isinstance(cached, int) and cached > 0 else 0,
+    )
+
+
 def _well_formed_call(call: Any) -> bool:
     function = getattr(call, "function", None)
     if function is None:
@@ -292,6 +306,10 @@ class ModelActivities:
     `handed` takes the context its workflow resolved when the call was scheduled in
     this worker process (`Handoff.take` of durafact/runtime/handoff.py); without it, or
     on a miss, the activity reads the context with its workflow's queries.
+
+    `prices` is the worker's price table (durafact/prices.py): every response's usage
+    gets its cost from it, and without one (or for a model it does not list) the cost
+    None, unknown.
     """
 
     def __init__(
@@ -303,8 +321,10 @@ class ModelActivities:
         tools: ToolSpecLookup | None = None,
         endpoints: Mapping[str, openai.AsyncOpenAI] | None = None,
         handed: HandedContext | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self._llm = llm
+        self._prices = prices
         self._handed = handed
         self._endpoints = {DEFAULT_ENDPOINT: llm, **(endpoints or {})}
         self._temporal = temporal
@@ -462,6 +482,15 @@ class ModelActivities:
 
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
+        response = await self._answer(request)
+        usage = response.usage.model_copy(update={"cost": None})
+        if self._prices is not None:
+            asked = request.model or self._default_model
+            usage = self._prices.priced(usage, response.model, asked)
+        return response.model_copy(update={"usage": usage})
+
+    async def _answer(self, request: LLMRequest) -> LLMResponse:
+        """The model's answer to `request`, with the tokens the endpoint reported."""
         llm = self._endpoint(request.endpoint)
         output_type = self._output_type(request.output_type) if request.output_type else None
         tools = await self._tool_schemas_for(request.tools) if request.tools else []
@@ -531,11 +560,7 @@ class ModelActivities:
                 raise not_a_chat_completion(f"JSON it cannot read ({exc})") from None
             completion = chat_completion(answer)
             if completion.usage is not None:
-                usage += Usage(
-                    prompt_tokens=completion.usage.prompt_tokens or 0,
-                    completion_tokens=completion.usage.completion_tokens or 0,
-                    total_tokens=completion.usage.total_tokens or 0,
-                )
+                usage += usage_of(completion.usage)
             choice = completion.choices[0] if completion.choices else None
             message = choice.message if choice is not None else None
             text = (message.content or "") if message is not None else ""
@@ -649,11 +674,7 @@ class _Streamed:
         if isinstance(getattr(chunk, "model", None), str):
             self.model = chunk.model
         if getattr(chunk, "usage", None) is not None:
-            self.usage = Usage(
-                prompt_tokens=chunk.usage.prompt_tokens or 0,
-                completion_tokens=chunk.usage.completion_tokens or 0,
-                total_tokens=chunk.usage.total_tokens or 0,
-            )
+            self.usage = usage_of(chunk.usage)
         added = ""
         for choice in getattr(chunk, "choices", None) or []:
             if getattr(choice, "finish_reason", None):
