@@ -138,13 +138,15 @@ async def waiting(
     async def questions() -> list[ApprovalQuestion] | None:
         # On a starved machine (fifty first tasks at once) a query can find no workflow
         # task to answer it before its deadline, or find the first task failed by the
-        # SDK's 2 s deadlock detector and waiting for its retry: both mean "not yet".
+        # SDK's 2 s deadlock detector and waiting for its retry: all mean "not yet".
         try:
             return await handle.query(AskWorkflow.pending_questions)
         except RPCError as exc:
             timed_out = exc.status == RPCStatusCode.DEADLINE_EXCEEDED
             task_retrying = "Workflow Task in failed state" in str(exc)
-            if not (timed_out or task_retrying or "Timeout expired" in str(exc)):
+            # The client's connection to the server dropped a stream under the same load.
+            dropped = "h2 protocol error" in str(exc)
+            if not (timed_out or task_retrying or dropped or "Timeout expired" in str(exc)):
                 raise
             return None
 
