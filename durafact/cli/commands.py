@@ -33,7 +33,7 @@ from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 from workflows.chat import ChatWorkflow
-from workflows.recipe import AWAITING_APPROVAL, STATUS_ATTRIBUTE
+from workflows.recipe import AWAITING_APPROVAL, FALLBACK, STATUS_ATTRIBUTE, Progress
 from workflows.supervisor import Facts
 
 # The facts a rejection may correct (`approve --reject --set FIELD=VALUE`), per workflow type.
@@ -69,6 +69,14 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
             say(f"recipe status: {recipe}")
         except Exception as exc:
             say(f"recipe status: {attribute} ({unanswered('status', exc)})")
+    if recipe is not None:  # which calls another endpoint answered, from the progress
+        with contextlib.suppress(Exception):
+            progress = await handle.query(
+                "progress", 0, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+            )
+            for event in progress.events:
+                if event.kind == FALLBACK:
+                    say(f"model fallback: {event.message}")
     if recipe == AWAITING_APPROVAL:
         with contextlib.suppress(Exception):
             for question in await pending_questions(handle):
