@@ -13,7 +13,7 @@
     durafact react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
-         [--recipes MODULE[,MODULE...]])
+         [--endpoint NAME ...] [--fallback-after DURATION] [--recipes MODULE[,MODULE...]])
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
     durafact chat ID --send TEXT [--json]   # one message, its reply
     durafact pending [--json]          # every workflow waiting for a person
@@ -51,7 +51,7 @@ from typing import Any, NoReturn
 from durafact.cli.artifacts import artifacts
 from durafact.cli.chat import add_chat_command, chat, check_chat_args
 from durafact.cli.commands import approve, corrections, decide, pending, result, status
-from durafact.cli.launch import check_sendable, launch_of_type, start
+from durafact.cli.launch import check_sendable, launch_of_type, start, with_endpoints
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
 from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
 from durafact.cli.registered import refuse_unknown_tools
@@ -124,6 +124,20 @@ def parser() -> Parser:
         metavar="DURATION",
         help="how long a model or tool call keeps retrying before the run fails: 90s, 40m, "
         "2h, 1d (default: the recipe's; 24h for the built-ins)",
+    )
+    launch.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a model endpoint configured on the worker (repeatable, in order: a call that "
+        "keeps failing on one moves to the next; default: the worker's `default`)",
+    )
+    launch.add_argument(
+        "--fallback-after",
+        type=lambda text: duration(text, "--fallback-after"),
+        metavar="DURATION",
+        help="how long a call fails on one endpoint before it moves to the next (default 2m)",
     )
 
     begin = commands.add_parser(
@@ -244,6 +258,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 launch = launch_of_type(registry, args.type, args.input)
             else:
                 launch = launch_of(args, registry)
+            launch = with_endpoints(launch, args.endpoint, args.fallback_after)
             workflow_id = launch.workflow_id(args.id)
             check_sendable(launch)
             client, settings = await connect()
