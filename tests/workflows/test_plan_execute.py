@@ -185,7 +185,7 @@ async def test_queries_and_search_attributes_follow_the_run(
     tail = await handle.query(PlanExecuteWorkflow.progress, page.next_offset)
     assert [e.message for e in tail.events][-1] == "completed"
     # One upsert per phase, the recipe's name with the first: not one per step (the
-    # first upsert is the SDK's, for the patch that made it so).
+    # SDK's upserts are for the patches: the one that made it so, and the plan's prompts').
     history = await handle.fetch_history()
     upserts = [
         dict(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
@@ -195,6 +195,7 @@ async def test_queries_and_search_attributes_follow_the_run(
     assert [sorted(u) for u in upserts] == [
         ["TemporalChangeVersion"],
         ["DurafactRecipe", "DurafactStatus"],
+        ["TemporalChangeVersion"],
         ["DurafactStatus"],
         ["DurafactStatus"],
         ["DurafactStatus"],
