@@ -301,7 +301,8 @@ class ModelActivities:
     `llm` is the endpoint `default`; `endpoints` are the worker's other model endpoints
     by name, each a client holding its own key, that a request may name
     (`LLMRequest.endpoint`, `LLMRequest.fallback`); a name the worker lacks fails at once
-    (`UnknownEndpoint`), before anything is sent.
+    (`UnknownEndpoint`), before anything is sent. `models` are the chat models of the
+    endpoints that name their own (else `default_model`, unless the request names one).
 
     `handed` takes the context its workflow resolved when the call was scheduled in
     this worker process (`Handoff.take` of durafact/runtime/handoff.py); without it, or
@@ -317,8 +318,10 @@ class ModelActivities:
         tools: ToolSpecLookup | None = None,
         endpoints: Mapping[str, openai.AsyncOpenAI] | None = None,
         handed: HandedContext | None = None,
+        models: Mapping[str, str] | None = None,
     ) -> None:
         self._llm = llm
+        self._models = dict(models or {})
         self._handed = handed
         self._endpoints = {DEFAULT_ENDPOINT: llm, **(endpoints or {})}
         self._temporal = temporal
@@ -549,7 +552,7 @@ class ModelActivities:
         tools = [*tools, *(tool_schema(spec) for spec in request.tool_specs)]
         messages = await self._render(request.messages, request.conversation)
         kwargs: dict[str, Any] = {
-            "model": request.model or self._default_model,
+            "model": request.model or self._models.get(endpoint, self._default_model),
             # Lets the endpoint's logs (and the tests' scripted server) tie a request to
             # the activity attempt that made it; ids may hold any text, headers only ASCII.
             "extra_headers": {

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.exceptions import ActivityError, ApplicationError
 
     from durafact.cli.commands import status
-    from durafact.runtime.endpoints import Endpoint
+    from durafact.runtime.endpoints import Endpoint, EndpointError, configured_endpoints
     from durafact.runtime.settings import Settings
     from durafact.runtime.worker import build_worker
     from durafact.testing import ScriptedModel
@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
 DEFAULT_KEY = "sk-default-key"
 PRIMARY_KEY = "sk-primary-key"
 BACKUP_KEY = "sk-backup-key"
+BACKUP_MODEL = "backup-model"  # DURAFACT_ENDPOINT_BACKUP_MODEL: another provider's name
 # Short for the tests; attempts come 1 s, then 2 s apart, so the third attempt (about
 # 3 s after the first) is the first one past it.
 FALLBACK_AFTER = timedelta(seconds=2)
@@ -85,7 +86,9 @@ def worker_settings(model: ScriptedModel, primary_url: str, backup: ScriptedMode
         openai_api_key=DEFAULT_KEY,
         endpoints={
             "primary": Endpoint(name="primary", base_url=primary_url, api_key=PRIMARY_KEY),
-            "backup": Endpoint(name="backup", base_url=backup.url, api_key=BACKUP_KEY),
+            "backup": Endpoint(
+                name="backup", base_url=backup.url, api_key=BACKUP_KEY, model=BACKUP_MODEL
+            ),
         },
         model="scripted",
         task_queue=f"test-{uuid.uuid4().hex[:8]}",
@@ -139,6 +142,7 @@ async def test_a_call_moves_to_the_backup_after_fallback_after_when_the_primary_
     [answered] = backup.calls
     assert answered.attempt > 1
     assert keys(backup) == {f"Bearer {BACKUP_KEY}"}
+    assert answered.body["model"] == BACKUP_MODEL
     assert model.calls == []  # `default` is not one of the run's endpoints
     # Not before fallback_after: from the call's scheduling to its last attempt's start,
     # both the server's times.
@@ -155,11 +159,13 @@ async def test_a_call_moves_to_the_backup_after_fallback_after_when_the_primary_
     # The artifact, the progress and `status` say which endpoint and model answered.
     record = (await ledger_of(handle)).get("fallback:llm:ask-once").typed(ModelFallback).data
     assert record == ModelFallback(
-        call="llm:ask-once", endpoint="backup", model="scripted", instead_of="primary"
+        call="llm:ask-once", endpoint="backup", model=BACKUP_MODEL, instead_of="primary"
     )
     progress = await handle.query("progress", 0, result_type=Progress)
     [said] = [event.message for event in progress.events if event.kind == FALLBACK]
-    assert said == "llm:ask-once answered by endpoint backup (model scripted): primary kept failing"
+    assert said == (
+        "llm:ask-once answered by endpoint backup (model backup-model): primary kept failing"
+    )
     assert await status(client, down_primary, handle.id) == 0
     assert f"model fallback: {said}\n" in capsys.readouterr().out
 
@@ -177,6 +183,9 @@ async def test_each_endpoint_gets_only_its_own_key(
 
     assert primary.calls and keys(primary) == {f"Bearer {PRIMARY_KEY}"}
     assert len(backup.calls) == 1 and keys(backup) == {f"Bearer {BACKUP_KEY}"}
+    # Each endpoint is asked for its own model: the primary the worker's.
+    assert {c.body["model"] for c in primary.calls} == {"scripted"}
+    assert backup.calls[0].body["model"] == BACKUP_MODEL
     assert [c.attempt for c in primary.calls] == list(range(1, len(primary.calls) + 1))
     assert backup.calls[0].attempt == len(primary.calls) + 1
     assert model.calls == []
@@ -210,6 +219,18 @@ async def test_a_fallback_the_worker_lacks_fails_the_first_attempt_before_anythi
     assert isinstance(cause, ApplicationError) and cause.type == "UnknownEndpoint"
     assert "no model endpoint 'spare'" in cause.message
     assert primary.calls == []
+
+
+def test_an_endpoint_names_its_model_beside_its_url() -> None:
+    env = {
+        "DURAFACT_ENDPOINT_BACKUP": "https://backup.example/v1",
+        "DURAFACT_ENDPOINT_BACKUP_KEY": BACKUP_KEY,
+        "DURAFACT_ENDPOINT_BACKUP_MODEL": BACKUP_MODEL,
+    }
+    backup = configured_endpoints(env)["backup"]
+    assert (backup.api_key, backup.model) == (BACKUP_KEY, BACKUP_MODEL)
+    with pytest.raises(EndpointError, match="^DURAFACT_ENDPOINT_SPARE_MODEL is set but "):
+        configured_endpoints({"DURAFACT_ENDPOINT_SPARE_MODEL": "m"})
 
 
 def test_endpoint_names_are_checked_and_lower_cased_before_a_run_starts() -> None:
