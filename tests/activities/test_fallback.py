@@ -73,13 +73,6 @@ def primary() -> Iterator[ScriptedModel]:
     server.stop()
 
 
-@pytest.fixture
-def backup() -> Iterator[ScriptedModel]:
-    server = ScriptedModel().start()
-    yield server
-    server.stop()
-
-
 def worker_settings(model: ScriptedModel, primary_url: str, backup: ScriptedModel) -> Settings:
     return Settings(
         openai_base_url=model.url,

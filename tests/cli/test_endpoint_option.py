@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +18,6 @@ from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.helpers import clean_env, starter
-
-
-@pytest.fixture
-def backup() -> Iterator[ScriptedModel]:
-    server = ScriptedModel().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
