@@ -53,7 +53,7 @@ from durafact.llm import Usage
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
 from durafact.text import not_blank, shorten
 from workflows.approval_gate import ApprovalGate
-from workflows.recipe import Recipe, RecipeContext, quote
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from workflows.router import Router, RouteSource, Task, keyword_route
 
 DEFAULT_ROUTES = ("budget", "timeline", "quality")
@@ -62,7 +62,10 @@ STAGES = ("facts", "route", "report")
 FIELD_STAGES = {"scope": "route", "budget": "report", "deadline": "report"}
 
 
-class SupervisorRequest(BaseModel):
+class SupervisorRequest(RecipeSettings):
+    """The request, where it may be routed, how its approval waits; and the run's
+    `RecipeSettings` (its model endpoints)."""
+
     request: Annotated[str, not_blank("request")] = Field(
         description="What the person asks for, in their words."
     )

@@ -36,6 +36,8 @@ from workflows.chat import ChatWorkflow
 from workflows.recipe import AWAITING_APPROVAL, FALLBACK, STATUS_ATTRIBUTE, Progress
 from workflows.supervisor import Facts
 
+# How many of a run's calls answered by a fallback endpoint `status` names, the last ones.
+SHOWN_FALLBACKS = 5
 # The facts a rejection may correct (`approve --reject --set FIELD=VALUE`), per workflow type.
 CORRECTABLE: dict[str, tuple[str, ...]] = {"SupervisorWorkflow": tuple(Facts.model_fields)}
 
@@ -74,9 +76,12 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
             progress = await handle.query(
                 "progress", 0, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
             )
-            for event in progress.events:
-                if event.kind == FALLBACK:
-                    say(f"model fallback: {event.message}")
+            fallbacks = [event.message for event in progress.events if event.kind == FALLBACK]
+            if len(fallbacks) > SHOWN_FALLBACKS:
+                earlier = len(fallbacks) - SHOWN_FALLBACKS
+                say(f"model fallback: {earlier} earlier calls too (`durafact artifacts` lists all)")
+            for message in fallbacks[-SHOWN_FALLBACKS:]:
+                say(f"model fallback: {message}")
     if recipe == AWAITING_APPROVAL:
         with contextlib.suppress(Exception):
             for question in await pending_questions(handle):
