@@ -626,7 +626,8 @@ class ModelActivities:
                     completion_tokens=completion.usage.completion_tokens or 0,
                     total_tokens=completion.usage.total_tokens or 0,
                 )
-            message = completion.choices[0].message if completion.choices else None
+            choice = completion.choices[0] if completion.choices else None
+            message = choice.message if choice is not None else None
             text = (message.content or "") if message is not None else ""
             response = LLMResponse(
                 text=text,
@@ -635,6 +636,7 @@ class ModelActivities:
                 model=completion.model if isinstance(completion.model, str) else "",
                 endpoint=endpoint,
                 attempts=attempt,
+                finish_reason=finish_reason_of(choice),
             )
             if response.tool_calls:
                 return response  # the model acts first; its text (often none) comes along
@@ -727,6 +729,7 @@ class _Streamed:
         self.calls: dict[int, dict[str, str]] = {}
         self.usage = Usage()
         self.model = ""
+        self.finish_reason = "stop"
 
     def add(self, chunk: Any) -> str:
         """Take one chunk in; the text it adds."""
@@ -740,6 +743,8 @@ class _Streamed:
             )
         added = ""
         for choice in getattr(chunk, "choices", None) or []:
+            if getattr(choice, "finish_reason", None):
+                self.finish_reason = finish_reason_of(choice)
             delta = choice.delta
             if delta.content:
                 added += delta.content
@@ -758,8 +763,18 @@ class _Streamed:
             for _, c in sorted(self.calls.items())
         ]
         return LLMResponse(
-            text="".join(self.parts), tool_calls=calls, usage=self.usage, model=self.model
+            text="".join(self.parts),
+            tool_calls=calls,
+            usage=self.usage,
+            model=self.model,
+            finish_reason=self.finish_reason,
         )
+
+
+def finish_reason_of(choice: Any) -> str:
+    """The choice's `finish_reason` as the endpoint sent it (`stop` when it sent none)."""
+    reason = getattr(choice, "finish_reason", None)
+    return reason if isinstance(reason, str) and reason else "stop"
 
 
 def _short_errors(exc: ValidationError, limit: int = 3) -> str:

@@ -12,6 +12,7 @@ the grounding rule in `durafact.grounding`, Decimal arithmetic in
 
 from durafact.answer_flow import AnswerCheck, AnswerIssue, AnswerItem, AnswerResult, RecoveryResult
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
+from durafact.budget import Budget
 from durafact.ids import text_key
 from durafact.ledger import Artifact, ArtifactRef, Ledger, ProvenanceNode, find, find_all
 from durafact.llm import ArtifactSpan, ContextRef, Usage
@@ -33,6 +34,7 @@ __all__ = [
     "Artifact",
     "ArtifactRef",
     "ArtifactSpan",
+    "Budget",
     "ContextRef",
     "Doc",
     "Ledger",

@@ -29,8 +29,9 @@ class ApprovalAnswer(BaseModel):
     """A person's answer to a question.
 
     `question_id=None` (the signal only) answers the oldest pending question.
-    `changes` are edited facts (`{"budget": "5000"}`); they only go with a
-    rejection, which asks the workflow to rebuild from them and ask again.
+    `changes` are edited facts (`{"budget": "5000"}`); with a rejection they ask the
+    workflow to rebuild from them and ask again. An approval carries them only to a
+    question that names them `settable` (a budget question's new limit).
     """
 
     question_id: str | None = None
@@ -56,6 +57,11 @@ class ApprovalQuestion(BaseModel):
     status: QuestionStatus = "pending"
     answer: ApprovalAnswer | None = None
     escalates: str | None = None
+    settable: list[str] = Field(
+        default_factory=list,
+        description="What an approval may set (`approve --set FIELD=VALUE`): a budget "
+        "question's `tokens` and `cost`. Other questions take changes with a rejection only.",
+    )
 
 
 class ApprovalPolicy(BaseModel):
@@ -99,10 +105,23 @@ def validate_answer(
 ) -> ApprovalQuestion:
     """The question `answer` is for, among `questions` (oldest first); or a ValueError
     that says why the answer cannot be taken."""
-    if answer.changes and answer.approved:
-        raise ValueError("changes go with a rejection only; an approval cannot carry them")
     if any(not key.strip() for key in answer.changes):
         raise ValueError("a change needs a field name; got an empty one")
+    question = _answered_question(questions, answer)
+    unsettable = sorted(set(answer.changes) - set(question.settable))
+    if answer.approved and unsettable:
+        if not question.settable:
+            raise ValueError("changes go with a rejection only; an approval cannot carry them")
+        raise ValueError(
+            f"an approval of {question.id!r} sets only {', '.join(question.settable)}, "
+            f"not {unsettable[0]}"
+        )
+    return question
+
+
+def _answered_question(
+    questions: Sequence[ApprovalQuestion], answer: ApprovalAnswer
+) -> ApprovalQuestion:
     if answer.question_id is None:
         pending = next((q for q in questions if q.status == "pending"), None)
         if pending is None:

@@ -333,6 +333,8 @@ def child_artifact_id(step: str, child_id: str) -> str:
 CHAT_MESSAGES_PREFIX = "msg:"
 # The one digest of a rolling-digest memory; its version counts the folds.
 DIGEST_ID = "digest"
+# Why a run was cancelled: the reason given with Temporal's cancellation.
+CANCELLATION_ID = "cancellation"
 
 
 def summary_id(round_: int) -> str:

@@ -245,7 +245,14 @@ class LLMResponse(Compact):
         "`fallback` endpoints.",
     )
     attempts: int = 1
-    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"attempts", "endpoint"})
+    finish_reason: str = Field(
+        default="stop",
+        description="Why the model stopped, as the endpoint said: `stop`, `length`, "
+        "`tool_calls`, ...",
+    )
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"attempts", "endpoint", "finish_reason"}
+    )
 
 
 class ModelFallback(BaseModel):

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import openai
+from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
@@ -56,6 +57,7 @@ from durafact.runtime.payloads import PayloadStore, store_from_env
 from durafact.runtime.registry import Registry, load_registry, recipe_modules
 from durafact.runtime.search_attributes import require_search_attributes
 from durafact.runtime.settings import DEFAULT_MODEL
+from durafact.runtime.tracing import TRACE_CONTENT_ENV, interceptors, provider_from_env
 from durafact.sources import DEFAULT_ENDPOINT
 
 log = logging.getLogger("durafact.plugin")
@@ -103,12 +105,15 @@ class DurafactPlugin(SimplePlugin):
             `DURAFACT_KEYS_FILE`; without keys nothing is encrypted.
         check_search_attributes: refuse to run a worker in a namespace that lacks
             `DurafactRecipe` and `DurafactStatus` (its workflow tasks would fail).
+        tracing: an OpenTelemetry tracer provider for Temporal's spans and a span per
+            model and tool call (durafact/runtime/tracing.py). None: the OTEL_*
+            variables; off when none is set.
         env: the environment the defaults are read from (None: `os.environ`).
 
     The constructor raises, with a one-line reason: `EndpointError`,
-    `CodecConfigError`, `PayloadConfigError`; the recipes and MCP servers are read when
-    a worker or replayer first needs them (`registry`): `RegistrationError`,
-    `McpConfigError`.
+    `CodecConfigError`, `PayloadConfigError`, `TracingConfigError`; the recipes and MCP
+    servers are read when a worker or replayer first needs them (`registry`):
+    `RegistrationError`, `McpConfigError`.
     """
 
     def __init__(
@@ -126,6 +131,7 @@ class DurafactPlugin(SimplePlugin):
         payloads: PayloadStore | None = None,
         keys: Keyring | None = None,
         check_search_attributes: bool = True,
+        tracing: TracerProvider | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if env is None else env
@@ -142,8 +148,11 @@ class DurafactPlugin(SimplePlugin):
         self.keys = keys_from_env(env) if keys is None else keys
         self.check_search_attributes = check_search_attributes
         self.data_converter_value = converter_for(self.keys, self.payloads)
+        self.tracing = provider_from_env(env) if tracing is None else tracing
+        content = env.get(TRACE_CONTENT_ENV, "") == "1"
+        self._tracing = interceptors(self.tracing, self.model, content) if self.tracing else []
         self._kits: list[_WorkerKit] = []
-        super().__init__(NAME, data_converter=self._converter)
+        super().__init__(NAME, data_converter=self._converter, interceptors=self._tracing[:1])
 
     @functools.cached_property
     def registry(self) -> Registry:
@@ -190,8 +199,11 @@ class DurafactPlugin(SimplePlugin):
         config["workflows"] = self._with_registered(config.get("workflows"))
         config["activities"] = [*(config.get("activities") or ()), *kit.activities]
         config["workflow_runner"] = with_passthrough(config.get("workflow_runner"))
+        # Temporal's tracing interceptor comes from the client when this plugin is on it.
+        traced = any(i in self._tracing for i in client.config(active_config=True)["interceptors"])
         config["interceptors"] = [
             *(config.get("interceptors") or ()),
+            *(self._tracing[1:] if traced else self._tracing),
             HandoffInterceptor(kit.handoff),
         ]
         return config
@@ -217,6 +229,8 @@ class DurafactPlugin(SimplePlugin):
         finally:
             self._kits.remove(kit)
             await kit.close()
+            if flush := getattr(self.tracing, "force_flush", None):
+                await asyncio.to_thread(flush)  # the spans of the worker's last calls
 
     def check_model_endpoint(self) -> None:
         """ValueError unless a model endpoint is configured: a worker without one would

@@ -35,6 +35,8 @@ import hashlib
 import json
 import math
 import re
+import select
+import socket
 import struct
 import threading
 import time
@@ -60,6 +62,9 @@ class Call:
     body: dict[str, Any]
     headers: dict[str, str]
     received: float = field(default_factory=time.monotonic)
+    # The client closed the connection while the call was held (`hold`): what a
+    # cancelled model activity does.
+    hung_up: bool = False
 
     @property
     def schema_name(self) -> str | None:
@@ -292,7 +297,9 @@ class ScriptedModel:
             time.sleep(0.02)
         raise TimeoutError("the scripted model saw no matching call")
 
-    def _respond(self, call: Call) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def _respond(
+        self, call: Call, hung_up: Callable[[], bool] = lambda: False
+    ) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
             self.calls.append(call)
             number = len(self.calls)
@@ -301,7 +308,10 @@ class ScriptedModel:
                 fault.times -= 1
         for when, event in list(self._holds):
             if when(call):
-                event.wait()
+                while not event.wait(0.05):
+                    if hung_up():
+                        call.hung_up = True
+                        break
         if fault and fault.content is None:
             message = fault.message or f"scripted {fault.status}"
             error = {"error": {"message": message, "type": "scripted"}}
@@ -397,11 +407,15 @@ class ScriptedModel:
                     status, answer = embeddings_response(body)
                     self._send(status, {}, answer)
                     return
-                status, extra, answer = model._respond(Call(body, headers))
+                status, extra, answer = model._respond(Call(body, headers), self._hung_up)
                 if status == 200 and body.get("stream") and model.streams:
                     self._send_events(model.events(answer))
                 else:
                     self._send(status, extra, answer)
+
+            def _hung_up(self) -> bool:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
 
             def _send_events(self, chunks: list[dict[str, Any]]) -> None:
                 try:

@@ -19,6 +19,7 @@ from urllib.parse import unquote
 from temporalio.client import Client, WorkflowFailureError
 
 from durafact.approval import ApprovalAnswer
+from durafact.budget import Budget
 from durafact.memory import RollingDigestSummarizer
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
@@ -92,6 +93,25 @@ async def plan_execute_failed(client: Client, model: ScriptedModel) -> str:
     except WorkflowFailureError:
         return "plan_execute_failed"
     raise AssertionError("the scenario was meant to fail")
+
+
+async def plan_execute_canceled(client: Client, model: ScriptedModel) -> str:
+    """Cancelled with a reason while the model answers step 2 (under the patch
+    durafact-canceled-status)."""
+    model.hold(lambda call: "Step 2" in call.last_user)
+    handle = await client.start_workflow(
+        PlanExecuteWorkflow.run,
+        Goal(text="Stop on the second step"),
+        id="plan_execute_canceled",
+        task_queue=QUEUE,
+    )
+    await asyncio.to_thread(model.wait_for, lambda call: "Step 2" in call.last_user)
+    await handle.cancel(reason="not needed any more")
+    try:
+        await handle.result()
+    except WorkflowFailureError:
+        return "plan_execute_canceled"
+    raise AssertionError("the scenario was meant to be cancelled")
 
 
 def critic(*scores: float) -> Callable[[Call], str | dict]:
@@ -306,6 +326,84 @@ async def plan_react(client: Client, model: ScriptedModel) -> str:
     return "plan_react"
 
 
+def busy(call: Call) -> str:
+    """An agent that never answers: a new calculation every turn."""
+    turn = int(call.activity_id.rsplit(":", 1)[-1])
+    return f"Thought: compute it.\nAction: calculator\nAction Input: {turn} * 7\nPAUSE"
+
+
+async def react_over_budget(client: Client, model: ScriptedModel) -> str:
+    """A loop its token budget stops: over_budget after a few turns."""
+    model.reply(busy)
+    try:
+        await client.execute_workflow(
+            ReActWorkflow.run,
+            ReActInput(
+                question="What is 7 times each number?", max_turns=30, budget=Budget(tokens=900)
+            ),
+            id="react_over_budget",
+            task_queue=QUEUE,
+        )
+    except WorkflowFailureError:
+        return "react_over_budget"
+    raise AssertionError("the scenario was meant to stop over budget")
+
+
+async def react_budget_asked(client: Client, model: ScriptedModel) -> str:
+    """A budget that asks: approved with a new limit, then the loop answers."""
+    model.reply(
+        lambda call: (
+            "Thought: done.\nFinal Answer: 42" if call.activity_id.endswith(":5") else busy(call)
+        )
+    )
+    handle = await client.start_workflow(
+        ReActWorkflow.run,
+        ReActInput(
+            question="What is 7 times each number?",
+            max_turns=30,
+            budget=Budget(tokens=900, on_exhausted="ask"),
+        ),
+        id="react_budget_asked",
+        task_queue=QUEUE,
+    )
+    question = await question_waiting(handle)
+    await handle.signal(
+        "answer",
+        ApprovalAnswer(question_id=question.id, approved=True, changes={"tokens": "20000"}),
+    )
+    await handle.result()
+    return "react_budget_asked"
+
+
+async def plan_react_over_budget(client: Client, model: ScriptedModel) -> str:
+    """Two steps whose ReAct children share the parent's budget: the second runs out,
+    and the parent stops with it."""
+
+    def reply(call: Call) -> str | dict:
+        if call.schema_name == "Plan":
+            return {"steps": ["Count the eggs in three boxes of twelve", "Count them again"]}
+        child = unquote(call.headers["x-durafact-workflow-id"]).rsplit(":", 1)[-1]
+        if child == "0" and call.activity_id.endswith(":2"):
+            return "Thought: I now know the answer.\nFinal Answer: 36"
+        return busy(call)
+
+    model.reply(reply)
+    try:
+        await client.execute_workflow(
+            PlanReActWorkflow.run,
+            PlanReActInput(
+                text="How many eggs are in three boxes of twelve?",
+                max_turns=30,
+                budget=Budget(tokens=2500),
+            ),
+            id="plan_react_over_budget",
+            task_queue=QUEUE,
+        )
+    except WorkflowFailureError:
+        return "plan_react_over_budget"
+    raise AssertionError("the scenario was meant to stop over budget")
+
+
 async def chat(client: Client, model: ScriptedModel) -> str:
     """A chat that streams, calls a tool, folds its digest and continues as new: the run
     that continues is `chat_continuing`, the run after it `chat`."""
@@ -351,6 +449,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
     plan_execute_failed,
+    plan_execute_canceled,
     reflection,
     reflection_round_limit,
     answer_flow,
@@ -363,6 +462,9 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     react_native,
     plan_react,
     chat,
+    react_over_budget,
+    react_budget_asked,
+    plan_react_over_budget,
 ]
 
 

@@ -19,13 +19,14 @@ hooks that need judgement, and a three-line `run`:
 Optional hooks and their defaults: `items(batch, questions)` (one `ready` item per
 question, same id, `data` = the question), `review(ctx, pairs)` (none: nothing is
 reviewed), `fallback(item, issues)` (not handled: blocked), `can_invoke(ctx)`
-(always yes) and `observe(ctx, stage_id, results)` (nothing).
+(yes while the run's budget lasts) and `observe(ctx, stage_id, results)` (nothing).
 
 Limits: `settings(batch)`, an `AnswerFlowSettings`: `max_items` (20), `max_repairs`
-(1), `review_policy` ("optional") and `budget_tokens` (None; the ready workflow's
-`can_invoke` reads it). By default the batch when it subclasses `AnswerFlowSettings`
-(as `AnswerBatchInput` does), else the defaults; override `settings` to set them
-otherwise. The engine's rules check them with the batch.
+(1), `review_policy` ("optional") and `budget` (every recipe's `Budget`; None). By
+default the batch when it subclasses `AnswerFlowSettings` (as `AnswerBatchInput`
+does), else the defaults; override `settings` to set them otherwise. The engine's
+rules check them with the batch. `budget_tokens: N`, what a batch said before budgets
+were every recipe's, still reads as `budget: {"tokens": N}`.
 
 Guarantees. A batch that breaks the rules (`validate_answer_batch`, an
 `AnswerBatchError` from `questions` or `items`, or a flow that cannot be defined,
@@ -36,7 +37,11 @@ regenerates only the items that failed, given their issues (`repairs`) and their
 rejected values (`previous`), so a passing item is never generated again. `check`
 (sync, deterministic; raising is `CHECK_ERROR`) judges each value in workflow code;
 `review` judges the round's values that passed it. `can_invoke` is asked before
-every `generate` and `review`; a no sends what waits to fallback with `BUDGET`.
+every `generate` and `review`; a no sends what waits to fallback with `BUDGET`. The
+default says no once a `fail` budget is spent, so AnswerFlow keeps the seed's graceful
+stop (every item still ends once; the run completes with `DurafactStatus`
+`over_budget`) where other recipes fail `over_budget`; an `ask` budget asks before the
+call, and a refusal ends the run `over_budget` as in every recipe.
 Unavailable items, items still failing after the last round and items the budget
 stopped go to `fallback`: handled -> `fallback` with its value, not handled ->
 `blocked`; the rest end `accepted`. Every item ends exactly once; `observe` sees each
@@ -69,11 +74,12 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.answer_flow import (
+    BUDGET,
     REVIEW_POLICIES,
     AnswerBatchError,
     AnswerCheck,
@@ -99,7 +105,8 @@ from durafact.ids import (
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
 from durafact.text import shorten
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, reraise_cancellation
+from workflows.spending import OVER_BUDGET
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
@@ -107,6 +114,9 @@ Out = TypeVar("Out")
 # The error type of a batch the recipe refuses before it starts.
 INVALID_ANSWER_BATCH = "InvalidAnswerBatch"
 MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
+# Runs started since this patch end with DurafactStatus `over_budget` (not `final`) when
+# the budget stopped any item; older runs replay with the status they recorded.
+BUDGET_PHASE = "durafact-answer-flow-over-budget-phase"
 
 
 class AnswerFlowSettings(RecipeSettings):
@@ -115,10 +125,25 @@ class AnswerFlowSettings(RecipeSettings):
 
     max_repairs: int = Field(default=1, description=f"Repair rounds, 0 to {MAX_REPAIRS}.")
     review_policy: ReviewPolicy = "optional"
-    budget_tokens: int | None = Field(
-        default=None, description="Stop making model calls once the run used this many tokens."
-    )
     max_items: int = Field(default=20, description="The most questions one batch may hold.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_tokens(cls, data: Any) -> Any:
+        """`budget_tokens: N` (AnswerFlow's token limit before every recipe had a budget)
+        is `budget: {"tokens": N}`: inputs and histories from then still read."""
+        if not isinstance(data, dict) or "budget_tokens" not in data:
+            return data
+        data = dict(data)
+        tokens = data.pop("budget_tokens")
+        if tokens is None:
+            return data
+        if not _is_int(tokens) or tokens < 1:
+            raise ValueError(f"budget_tokens must be a positive integer or absent, got {tokens!r}")
+        if data.get("budget") is not None:
+            raise ValueError("give budget or budget_tokens (the older form), not both")
+        data["budget"] = {"tokens": tokens}
+        return data
 
 
 class AnswerFlow(Recipe[In, Out]):
@@ -174,8 +199,9 @@ class AnswerFlow(Recipe[In, Out]):
         return RecoveryResult(handled=False)
 
     def can_invoke(self, ctx: RecipeContext) -> bool:
-        """May the next `generate` or `review` run? By default, always."""
-        return True
+        """May the next `generate` or `review` run? By default, while the run's budget
+        lasts (see `workflows/spending.py`); always, without one."""
+        return ctx.spending.allows()
 
     async def observe(self, ctx: RecipeContext, stage_id: str, results: list[AnswerResult]) -> None:
         """Every item's result so far after a stage (items still failing show `blocked`)."""
@@ -283,7 +309,12 @@ class AnswerFlow(Recipe[In, Out]):
         if stage_id == FINAL_STAGE:
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
-            ctx.set_status(status, status + (f"; blocked: {_some(blocked)}" if blocked else ""))
+            stopped = any(issue.code == BUDGET for r in results for issue in r.issues)
+            phase = OVER_BUDGET if stopped and workflow.patched(BUDGET_PHASE) else ""
+            note = f"; blocked: {_some(blocked)}" if blocked else ""
+            if phase:
+                note += f"; {ctx.spending.spent_text()}"
+            ctx.set_status(status, status + note, phase=phase)
         else:
             failing = [r.item_id for r in results if r.status == "blocked"]
             status = f"round:{stage_id.rsplit(':', 1)[-1]} accepted={accepted}"
@@ -412,8 +443,8 @@ class AnswerFlowResult(BaseModel):
 def check_answer_batch(batch: AnswerBatchInput) -> list[AnswerItem]:
     """The batch's `AnswerItem`s, or an `AnswerBatchError` naming the first problem.
 
-    Rules: `max_repairs` is an int in [0, MAX_REPAIRS]; `budget_tokens` is None or a
-    positive int; `review_policy` is one of `REVIEW_POLICIES`; every question has an
+    Rules: `max_repairs` is an int in [0, MAX_REPAIRS]; `review_policy` is one of
+    `REVIEW_POLICIES`; every question has an
     id of letters, digits, `_`, `.` and `-` (at most 64, starting with a letter or
     digit) and a non-blank question; there is at least one question; then
     `validate_answer_batch` (a positive `max_items`, at most that many questions,
@@ -423,12 +454,6 @@ def check_answer_batch(batch: AnswerBatchInput) -> list[AnswerItem]:
     if not _is_int(batch.max_repairs) or not 0 <= batch.max_repairs <= MAX_REPAIRS:
         raise AnswerBatchError(
             f"max_repairs must be an integer from 0 to {MAX_REPAIRS}, got {batch.max_repairs!r}"
-        )
-    if batch.budget_tokens is not None and (
-        not _is_int(batch.budget_tokens) or batch.budget_tokens < 1
-    ):
-        raise AnswerBatchError(
-            f"budget_tokens must be a positive integer or absent, got {batch.budget_tokens!r}"
         )
     if batch.review_policy not in REVIEW_POLICIES:
         raise AnswerBatchError(
@@ -458,7 +483,8 @@ def check_answer_batch(batch: AnswerBatchInput) -> list[AnswerItem]:
     return items
 
 
-_BATCH_FIELDS = set(AnswerBatchInput.model_fields)
+# `budget_tokens`: the older form of `budget` (see AnswerFlowSettings).
+_BATCH_FIELDS = {*AnswerBatchInput.model_fields, "budget_tokens"}
 _QUESTION_FIELDS = set(Question.model_fields)
 
 
@@ -529,7 +555,8 @@ def load_answer_batch(
     except ValidationError as exc:
         error = exc.errors()[0]
         where = _location(error["loc"])
-        raise AnswerBatchError(f"{where}: {error['msg']}" if where else error["msg"]) from None
+        message = error["msg"].removeprefix("Value error, ")
+        raise AnswerBatchError(f"{where}: {message}" if where else message) from None
     check_answer_batch(batch)
     return batch
 
@@ -578,8 +605,8 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
     the quote supports the answer, is what `review` (one model-judge call per round)
     is for: a failed verdict sends the answer to repair with `REVIEW_FAILED`; a failed
     review call leaves the answers unresolved, for the review policy to decide.
-    `budget_tokens` makes `can_invoke` refuse every call once the run's tokens reach
-    it (checked before each call, so a run can end up to one call over). A question
+    A `budget` makes `can_invoke` refuse every call once the run has spent it
+    (checked before each call, so a run can end up to one call over). A question
     without a source falls back to `NOT_ENOUGH_INFORMATION`; an answer still failing,
     or stopped by the budget, is blocked, so a person sees exactly which answers need
     attention, and why, instead of a guess.
@@ -684,6 +711,7 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
                 summary=f"request model: review {_count(len(ids), 'answer')}",
             )
         except ActivityError as exc:
+            reraise_cancellation(exc)
             cause = exc.cause
             reason = (
                 f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else exc
@@ -712,11 +740,6 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
         if item.source_status != "ready":
             return RecoveryResult(handled=True, value=self.not_enough_information)
         return RecoveryResult(handled=False)
-
-    def can_invoke(self, ctx: RecipeContext) -> bool:
-        """False once the run's tokens reach `budget_tokens`; always True without one."""
-        budget = self.settings(self.batch).budget_tokens
-        return budget is None or ctx.usage.total_tokens < budget
 
     async def finish(
         self, ctx: RecipeContext, batch: AnswerBatchInput, results: list[AnswerResult]

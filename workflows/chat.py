@@ -33,6 +33,11 @@ publishes each message and reply to `messages` (`ChatEvent`). The durable reply
 is the activity's result either way; an endpoint that does not stream only
 means no `tokens`.
 
+Budget. A chat's `budget` (ChatInput, every recipe's) counts every run of the chain:
+what earlier runs spent is carried. Spent with `fail`, the message being answered and
+every queued one get the over-budget error, later ones are refused, and the chat ends
+`over_budget`; with `ask`, the reply waits for the person's answer.
+
 Queries: `transcript(offset, limit)` pages this run's messages (numbered across
 runs; earlier ones are in earlier runs' histories), `memory` shows what is kept.
 """
@@ -62,7 +67,7 @@ from durafact.ids import (
     summary_id,
 )
 from durafact.ledger import Artifact
-from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo
+from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo, Usage
 from durafact.memory import (
     ChatLine,
     Fold,
@@ -75,7 +80,7 @@ from durafact.memory import (
 from durafact.react import truncate_observation
 from durafact.tools import ToolCall, checked_tool_names
 from workflows.react import ReAct, ReActSettings, _Run
-from workflows.recipe import RecipeContext
+from workflows.recipe import RecipeContext, reraise_cancellation
 
 MESSAGES_TOPIC = "messages"
 TOKENS_TOPIC = "tokens"
@@ -130,6 +135,9 @@ class ChatCarry(BaseModel):
     answered: Answered = Field(default_factory=Answered)
     starts: list[RunStart] = Field(default_factory=list)
     stream: WorkflowStreamState | None = None
+    usage: Usage = Field(
+        default_factory=Usage, description="What the earlier runs spent: the budget is the chat's."
+    )
 
     def run_of(self, seq: int) -> int | None:
         """The number of the run that holds message `seq` (None: unknown, a run before
@@ -208,6 +216,9 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self._queued: dict[str, _Pending] = {}
         self._signals = 0
         self._turn_start = 0
+        # Why the chat is ending (its budget stopped it): every later message is refused.
+        self._ended: str | None = None
+        self._ctx.usage = carried.usage
         self._sync_ledger()
 
     @workflow.run
@@ -243,6 +254,8 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self._enqueue(message, message.id or signal_message_key(self._carry.runs, self._signals))
 
     def _problem(self, message: ChatSend) -> str | None:
+        if self._ended is not None:
+            return f"the chat has ended: {self._ended}"
         if not message.text.strip():
             return "the message is empty"
         limit = self._input.max_message_chars
@@ -318,9 +331,12 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 "memory": self._memory,
                 "runs": self._carry.runs + 1,
                 "stream": self.stream.get_state(),
+                "usage": ctx.usage,
             }
         )
-        workflow.continue_as_new(input.model_copy(update={"carried": carried}))
+        # The budget as a person may have extended it goes on with what was spent.
+        budget = ctx.spending.budget
+        workflow.continue_as_new(input.model_copy(update={"carried": carried, "budget": budget}))
 
     def _history_full(self) -> bool:
         info = workflow.info()
@@ -338,7 +354,12 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self._publish(ChatEvent(kind="user", key=p.id, seq=user.seq, text=p.text))
         try:
             text = await self._respond(ctx, input, run, p.id, user.seq)
+        except ApplicationError as exc:  # the run ends: over budget, a model with no price
+            self._publish(ChatEvent(kind="error", key=p.id, seq=user.seq, text=exc.message))
+            await self._end(p, exc.message)
+            raise
         except ActivityError as exc:
+            reraise_cancellation(exc)
             self._memory = before
             self._transcript = [line for line in self._transcript if line.seq < user.seq]
             p.error = f"the model call failed: {exc.cause or exc}"
@@ -382,6 +403,17 @@ class ChatWorkflow(ReAct[ChatInput, None]):
             for call, observation in zip(calls, observations, strict=True):
                 self._tool_result(run, call, observation.text)
         return f"(no answer after {run.settings.max_turns} model calls)"
+
+    async def _end(self, current: _Pending, error: str) -> None:
+        """Answer the message being answered and every queued one with `error`, refuse
+        what comes later, and return once every handler has finished."""
+        self._ended = error
+        for p in [current, *self._queue]:
+            p.error, p.done = error, True
+        self._queue.clear()
+        self._queued.clear()
+        self.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
     def _tool_result(self, run: _Run, call: ToolCall, text: str) -> None:
         shown = text
@@ -449,6 +481,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 summary=f"request model: fold into {fold.artifact_id}",
             )
         except ActivityError as exc:
+            reraise_cancellation(exc)
             workflow.logger.warning("fold into %s failed: %s", fold.artifact_id, exc.cause)
             return None
 

@@ -18,7 +18,10 @@ the ids, the `supported_by` links and the statuses are that recipe's), whose
   child cannot read its parent's ledger); its tools, MCP servers and every
   `ReActSettings` field (protocol, max_turns, observation policy, loop guard,
   approval policy) are the parent input's. A destructive tool asks for approval in
-  the child: answer the child workflow. The child's usage adds to the parent's.
+  the child: answer the child workflow. The child is started with `ctx.run_child`: it
+  draws from what is left of the parent's budget, and its usage (from its result, or
+  from its failure) adds to the parent's; a child its budget stopped stops the parent
+  (`over_budget`).
 - The step result (`AgentStepResult`) records the child's answer, its workflow id,
   its ending, its turns and its tool calls. A child that ends `turn_limit` or
   `looping` is not a failure: its result says that the agent stopped without an
@@ -145,15 +148,13 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
         self._link_results(ctx, history)
         sid = step_id(self.goal.text, step.index)
         child_id = child_workflow_id(workflow.info().workflow_id, ctx.temporal_id(sid))
-        child: ReActResult = await workflow.execute_child_workflow(
+        child = await ctx.run_child(
             ReActWorkflow.run,
             self._child_input(step, history),
             id=child_id,
-            memo=ctx.child_memo(),
             result_type=ReActResult,
-            static_summary=f"run agent: step {step.index + 1} {quote(step.description)}",
+            summary=f"run agent: step {step.index + 1} {quote(step.description)}",
         )
-        ctx.usage += child.usage
         for call in child.tool_calls:
             ctx.ledger.create(child_artifact_id(sid, call.id), call)
         answer_id = None

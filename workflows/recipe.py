@@ -7,6 +7,11 @@ output, `ctx.set_status` keeps the Web UI's details and search attributes curren
 and `ctx.ledger` holds the artifacts. Everything here runs inside the workflow
 sandbox, so it is deterministic: no I/O, no clock, no randomness.
 
+Budget. Every recipe's settings have a `budget` (`RecipeSettings`); `ctx.spending`
+(workflows/spending.py) checks it before each model call and each child
+`ctx.run_child` starts, and charges what they spent: spent, the run fails
+`over_budget` or asks a person, as the budget says.
+
 Human approval. `await ctx.ask_approval(thread, text, policy)` asks a person and
 waits durably for the answer; every recipe workflow takes answers through the
 signal `answer` (fire and forget) and the update `decide` (returns the outcome,
@@ -22,6 +27,7 @@ drops it with a warning announcement, the update fails at the caller.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,7 +37,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import (
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    is_cancelled_exception,
+)
 
 from durafact.approval import (
     TIMED_OUT,
@@ -42,7 +53,9 @@ from durafact.approval import (
     ApprovalQuestion,
     validate_answer,
 )
+from durafact.budget import Budget
 from durafact.ids import (
+    CANCELLATION_ID,
     OPAQUE_IDS_MEMO,
     activity_id,
     approval_id,
@@ -72,6 +85,7 @@ from durafact.llm import (
 from durafact.sources import DEFAULT_ENDPOINT
 from durafact.text import shorten
 from durafact.tools import ToolSpec
+from workflows.spending import BUDGET_THREAD, OVER_BUDGET, Spending, spent_of, with_spent
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
@@ -87,6 +101,10 @@ REPEAT_MIN_CHARS = 120
 # Runs started since this patch name questions with `approval_id`, short enough to type;
 # older runs keep the ids they were asked with (`long_approval_id`).
 TYPEABLE_APPROVAL_IDS = "durafact-typeable-approval-ids"
+# Runs started since this patch end a cancellation with the status `canceled` and the
+# reason in the ledger; older runs closed CANCELED with their last status.
+CANCELED_STATUS = "durafact-canceled-status"
+CANCELED = "canceled"
 # DurafactStatus while any question waits: what `starter.py pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
 # The kind of the announcement that a model call was answered by a fallback endpoint.
@@ -99,6 +117,7 @@ MODEL_DEADLINE_MEMO = "durafact-model-deadline"
 LONGEST_DEADLINE = timedelta(days=36_500)
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
 
 
 def stamp(item: M, **values: Any) -> M:
@@ -132,6 +151,16 @@ class Announcement(BaseModel):
     kind: str
     message: str
     status: str = Field(description="The recipe's status when this was announced.")
+
+
+class Cancellation(BaseModel):
+    """The artifact `cancellation`: a run was cancelled (Temporal's cancellation, e.g.
+    `durafact cancel ID --reason ...`), and why."""
+
+    reason: str = ""
+
+    def prompt_text(self) -> str:
+        return f"canceled: {self.reason}" if self.reason else "canceled"
 
 
 class Progress(BaseModel):
@@ -209,9 +238,11 @@ class ModelCalls:
         the workflow runs itself) and stop sequences; `endpoint` names one of the worker's
         model endpoints, or several to fall back on in order (None: the run's
         `RecipeSettings.endpoints`, else `default`); `stream` publishes the reply as it is
-        written. A call answered by a fallback endpoint leaves the artifact
-        `fallback:{call}` and says so in the progress."""
+        written. The run's budget is checked first, `max_tokens` counted as committed (see
+        `workflows/spending.py`). A call answered by a fallback endpoint leaves the
+        artifact `fallback:{call}` and says so in the progress."""
         ctx = self._ctx
+        await ctx.spending.before(max_tokens or 0)
         readable_id = ctx.next_activity_id("llm")
         names = [endpoint] if isinstance(endpoint, str) else list(endpoint or ctx.endpoints)
         request = LLMRequest(
@@ -239,7 +270,7 @@ class ModelCalls:
             heartbeat_timeout=ctx.llm_heartbeat_timeout,
             retry_policy=ctx.llm_retry,
         )
-        ctx.usage += response.usage
+        ctx.spending.charge(response.usage, response.model)
         first = names[0].lower() if names else DEFAULT_ENDPOINT
         if response.endpoint != first:
             ctx.record_fallback(readable_id, first, response)
@@ -282,6 +313,7 @@ class RecipeContext:
         self.ledger = Ledger()
         self.status = "starting"
         self.usage = Usage()
+        self.spending = Spending(self)
         self.events: list[Announcement] = []
         self.scope = recipe
         self.llm_timeout = llm_timeout
@@ -339,6 +371,40 @@ class RecipeContext:
         if self.run_deadline is not None:
             memo[MODEL_DEADLINE_MEMO] = self.run_deadline.total_seconds()
         return memo or None
+
+    async def run_child(
+        self, run: Any, input: BaseModel, *, id: str, result_type: type[R], summary: str
+    ) -> R:
+        """The result of a child recipe workflow (`run`, e.g. `ReActWorkflow.run`) started
+        with this run's memo (`child_memo`), and with what is left of this run's budget
+        when it has one (the child's input is then a `RecipeSettings`). What the child
+        spent, its result's `usage` or the `Spent` of its failure, is charged to this run
+        when it ends; a child its budget stopped stops this run too."""
+        if "usage" not in result_type.model_fields:
+            raise TypeError(
+                f"{result_type.__name__} has no `usage`: a child started with ctx reports "
+                "what it spent in its result"
+            )
+        await self.spending.before()
+        budget = self.spending.for_child()
+        if budget is not None:
+            if not isinstance(input, RecipeSettings):
+                raise TypeError(f"{type(input).__name__} is no RecipeSettings: it takes no budget")
+            input = input.model_copy(update={"budget": budget})
+        try:
+            result = await workflow.execute_child_workflow(
+                run,
+                input,
+                id=id,
+                memo=self.child_memo(),
+                result_type=result_type,
+                static_summary=summary,
+            )
+        except ChildWorkflowError as exc:
+            self.spending.child_failed(exc, id)
+            raise
+        self.spending.charge(result.usage)  # type: ignore[attr-defined]
+        return result
 
     def refs(self, *items: BaseModel | Sequence[BaseModel]) -> list[ContextRef]:
         """Context references (`ctx.llm.text(..., context=ctx.refs(...))`) to artifacts
@@ -402,6 +468,13 @@ class RecipeContext:
             self._upsert_phase()
         self.announce(message or status, kind="status")
 
+    def canceled(self, reason: str) -> None:
+        """Record the cancellation and its reason, and set the status `canceled`."""
+        cancellation = Cancellation(reason=reason)
+        if CANCELLATION_ID not in self.ledger:
+            self.ledger.create(CANCELLATION_ID, cancellation)
+        self.set_status(CANCELED, cancellation.prompt_text())
+
     def mark_recipe(self) -> None:
         """DurafactRecipe, if no status has carried it yet (see STATUS_BY_PHASE)."""
         if self.by_phase and not self._recipe_marked:
@@ -422,6 +495,7 @@ class RecipeContext:
         text: str,
         policy: ApprovalPolicy | None = None,
         kind: ApprovalKind = "approve",
+        settable: Sequence[str] = (),
     ) -> ApprovalOutcome:
         """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
 
@@ -430,14 +504,17 @@ class RecipeContext:
         waits, DurafactStatus is `awaiting_approval`; once answered it is `approved` or
         `rejected` (unless another question asked at the same time still waits). On
         timeout the policy rejects ("timed out"), or escalates to a question of kind
-        `escalate` that has its own timeout and then rejects.
+        `escalate` that has its own timeout and then rejects. `settable`: what an
+        approval may set (`ApprovalQuestion.settable`).
         """
         policy = policy or ApprovalPolicy()
-        question = self._open_question(thread, text, kind)
+        question = self._open_question(thread, text, kind, settable=settable)
         outcome = await self._wait_for_answer(question, policy.timeout)
         if outcome is None and policy.on_timeout == "escalate":
             self.ledger.update(question.id, status="timed_out")
-            escalation = self._open_question(thread, text, "escalate", escalates=question)
+            escalation = self._open_question(
+                thread, text, "escalate", escalates=question, settable=settable
+            )
             self.announce(
                 f"{question.id} timed out; escalated to {escalation.id}", kind="escalation"
             )
@@ -467,13 +544,17 @@ class RecipeContext:
         What the `answer` signal and the `decide` update do: the waiting
         `ask_approval` then finds its question closed.
         """
-        question = validate_answer(self._questions(), answer)
+        question = self.check_answer(answer)
         status = "approved" if answer.approved else "rejected"
         return self._close(question, answer, status=status)
 
     def check_answer(self, answer: ApprovalAnswer) -> ApprovalQuestion:
-        """The question `answer` would close, or ValueError: reads state, changes nothing."""
-        return validate_answer(self._questions(), answer)
+        """The question `answer` would close, or ValueError: reads state, changes nothing.
+        An approval of a budget question must extend the budget it asks about."""
+        question = validate_answer(self._questions(), answer)
+        if question.thread == BUDGET_THREAD and answer.approved:
+            self.spending.check_extension(answer.changes)
+        return question
 
     def _questions(self) -> list[ApprovalQuestion]:
         return [a.data for a in self.ledger.find_all(ApprovalQuestion)]
@@ -487,6 +568,7 @@ class RecipeContext:
         text: str,
         kind: ApprovalKind,
         escalates: ApprovalQuestion | None = None,
+        settable: Sequence[str] = (),
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
         typeable = workflow.patched(TYPEABLE_APPROVAL_IDS)
@@ -497,6 +579,7 @@ class RecipeContext:
             kind=kind,
             text=text,
             escalates=escalates.id if escalates else None,
+            settable=list(settable),
         )
         self.ledger.create(question.id, question)
         if escalates:
@@ -556,6 +639,25 @@ class RecipeContext:
             self.set_status(verdict)
 
 
+def run_cancelled(exc: BaseException) -> bool:
+    """Whether `exc` is Temporal's cancellation of this run (directly, or as the cause
+    of an activity or child that it cancelled). Runs started before CANCELED_STATUS
+    took it as a failure, and still do on replay."""
+    return (
+        is_cancelled_exception(exc)
+        and workflow.cancellation_reason() is not None
+        and workflow.patched(CANCELED_STATUS)
+    )
+
+
+def reraise_cancellation(exc: BaseException) -> None:
+    """For code that takes a failed call as an outcome (a failed search is recorded, a
+    failed chat turn rolled back): the run's cancellation goes on up instead, as
+    asyncio's, which no `except Exception` on the way takes for a failure."""
+    if run_cancelled(exc):
+        raise asyncio.CancelledError(workflow.cancellation_reason()) from exc
+
+
 def run_deadline() -> timedelta | None:
     """The model deadline the run was started with (`MODEL_DEADLINE_MEMO`), if any.
 
@@ -578,6 +680,11 @@ class RecipeSettings(BaseModel):
     Each lifecycle base names its own subclass (`Recipe.settings_model`); limits
     every recipe shares go here."""
 
+    budget: Budget | None = Field(
+        default=None,
+        description="What the run's model calls, its children's included, may use: tokens, "
+        "cost, and whether to fail or ask a person when it is spent (None: no limit).",
+    )
     endpoints: list[str] = Field(
         default_factory=list,
         description="The worker's model endpoints for this run's calls, in order (none: "
@@ -617,7 +724,7 @@ class Recipe(Generic[In, Out]):
     recipe's settings model, so each run sets its own), else the model's defaults.
     Change them per recipe by overriding the hook
     (`return ReflectionSettings(accept_at=0.9)`), or per run by making your input
-    model subclass the settings model.
+    model subclass the settings model. Every settings model has the run's `budget`.
     """
 
     recipe_name: ClassVar[str] = "recipe"
@@ -669,10 +776,23 @@ class Recipe(Generic[In, Out]):
             workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:
             limits = self.settings(input)
+            ctx.spending.start(limits.budget)
             ctx.endpoints, ctx.fallback_after = limits.endpoints, limits.fallback_after
             return await self.lifecycle(ctx, input)
-        except Exception:
-            ctx.set_status("failed")
+        except BaseException as exc:
+            # Temporal's cancellation reached the run (an activity in flight gets it on its
+            # next heartbeat; a child workflow is cancelled with it): say so, then end
+            # CANCELED with the ledger as it is.
+            if run_cancelled(exc):
+                ctx.canceled(workflow.cancellation_reason() or "")
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            if ctx.status != OVER_BUDGET:
+                ctx.set_status("failed")
+            # A child's failure says what it spent, for its parent to charge (run_child).
+            if isinstance(exc, FailureError) and workflow.info().parent and not spent_of(exc):
+                raise with_spent(exc, ctx.usage) from exc
             raise
         finally:
             ctx.mark_recipe()  # for a lifecycle that set no status

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.ids import attempt_scope, request_id, task_id, text_key
-from workflows.recipe import RecipeContext, subject_text
+from workflows.recipe import RecipeContext, reraise_cancellation, subject_text
 
 Req = TypeVar("Req", bound=BaseModel)
 
@@ -78,6 +78,7 @@ class Router(Generic[Req]):
             with ctx.scoped(attempt_scope(tid, attempt)):
                 answer = await self.classify(ctx, request)
         except ActivityError as exc:
+            reraise_cancellation(exc)
             answer, reason = None, f"the classify call failed: {activity_failure(exc)}"
         chosen = None if answer is None else matching_route(answer, routes)
         if chosen is not None:

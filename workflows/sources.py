@@ -59,7 +59,7 @@ from durafact.sources import (
     SourceRef,
     SourceSpec,
 )
-from workflows.recipe import RecipeContext
+from workflows.recipe import RecipeContext, reraise_cancellation
 
 
 def failure_of(error: BaseException) -> tuple[str, str]:
@@ -158,6 +158,7 @@ async def fan_out_sources(
                 retry_policy=retry_policy,
             )
         except ActivityError as exc:
+            reraise_cancellation(exc)
             return exc
 
     outcomes = await asyncio.gather(*(search(spec) for spec in sources))
@@ -265,6 +266,7 @@ async def materialize_doc(
             retry_policy=retry_policy,
         )
     except ActivityError as exc:
+        reraise_cancellation(exc)
         return _resolve_failed(ctx, ref, *failure_of(exc))
     doc = (doc_factory or default_doc)(ctx, ref, resolved)
     if inspect.isawaitable(doc):

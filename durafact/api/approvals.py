@@ -63,10 +63,12 @@ async def decide(
 ) -> ApprovalOutcome:
     """The outcome, once the workflow took the answer. `changes` (corrected facts, as the
     command line's `--set`) go with a rejection: the run rebuilds from them and asks
-    again in the same thread."""
+    again in the same thread. With an approval of a budget question (its `settable`),
+    they are its new limits: `{"tokens": "80000"}`."""
     handle = s.client.get_workflow_handle(workflow_id)
     description = await running(handle)
-    check_changes(description.workflow_type, decision.changes, where="changes:")
+    if not decision.approve:  # an approval's changes are a budget's limits: the run checks
+        check_changes(description.workflow_type, decision.changes, where="changes:")
     answer = ApprovalAnswer(
         question_id=question_id,
         approved=decision.approve,

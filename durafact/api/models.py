@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durafact.approval import ApprovalQuestion
+from durafact.budget import Budget
 from durafact.ledger import Link
 from durafact.llm import Usage
 
@@ -19,6 +20,11 @@ class StartRun(BaseModel):
         default=None, description="The input of its run method, as JSON (checked before start)."
     )
     id: str | None = Field(default=None, description="The workflow id (default: a new one).")
+    budget: Budget | None = Field(
+        default=None,
+        description="Set over the input's own `budget` (the fields given): what the run may "
+        "use, as the command line's --budget-tokens, --budget-cost, --budget-ask.",
+    )
 
 
 class RunStarted(BaseModel):
@@ -93,7 +99,8 @@ class Decision(BaseModel):
     reason: str = Field(default="", max_length=10_000)
     changes: dict[str, str] = Field(
         default_factory=dict,
-        description="Corrected facts, with a rejection only (as `approve --set FIELD=VALUE`).",
+        description="Corrected facts, with a rejection (as `approve --set FIELD=VALUE`); with "
+        "the approval of a budget question, its new limits (`tokens`, `cost`).",
     )
     by: str = Field(default="", max_length=200, description="Who answers (default: `http api`).")
 

@@ -31,6 +31,7 @@ from durafact.api.models import (
 )
 from durafact.api.services import Services, jsonable, services
 from durafact.cli.artifacts import read_ledger
+from durafact.cli.budget_options import with_budget
 from durafact.cli.commands import CORRECTABLE, describe, pending_questions
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import (
@@ -102,6 +103,8 @@ async def start(
     if depth(body.input) > MAX_INPUT_DEPTH:
         raise ApiError(400, "BadRequest", f"input is nested more than {MAX_INPUT_DEPTH} deep")
     launch = launch_of_input(recipe, kind, body.input, where="input")
+    if body.budget is not None:
+        launch = with_budget(launch, body.budget.model_dump(exclude_unset=True), "budget")
     if body.id is not None and "/" in body.id:
         raise ApiError(400, "BadRequest", "the id holds '/', which no URL of this API can name")
     workflow_id = launch.workflow_id(body.id)

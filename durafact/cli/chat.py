@@ -1,6 +1,8 @@
 """`chat [ID]`: talk to a ChatWorkflow, the reply printed as the model writes it.
 
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+                  [--budget-tokens N] [--budget-cost X] [--budget-ask]
+                  [--endpoint NAME ...] [--fallback-after DURATION]
     durafact chat ID --send TEXT [--json]
 
 Interactive, each line is sent with the update `send`; `/memory`, `/transcript` and
@@ -33,6 +35,8 @@ from temporalio.common import (
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from durafact.cli.budget_options import add_budget_options, budget_given, budgeted
+from durafact.cli.endpoint_options import add_endpoint_options, endpoints_given
 from durafact.cli.follow import warn_if_no_worker
 from durafact.cli.output import (
     Failed,
@@ -88,18 +92,22 @@ def add_chat_command(commands: Any) -> None:
         "--tools", default="", metavar="NAME,...", help="worker tools a new chat may use"
     )
     chat.add_argument("--no-stream", action="store_true", help="a new chat's replies arrive whole")
+    add_budget_options(chat)  # a new chat's
+    add_endpoint_options(chat)
 
 
 def chat_input(args: argparse.Namespace) -> ChatInput:
     """A new chat's input from the options; a bad tool name is one line (exit code 2)."""
     tools = [name.strip() for name in args.tools.split(",") if name.strip()]
     try:
-        return ChatInput(memory=POLICIES[args.memory](), tools=tools, stream=not args.no_stream)
+        input = ChatInput(memory=POLICIES[args.memory](), tools=tools, stream=not args.no_stream)
     except ValueError as exc:
         raise Failed(f"--tools: {exc}", code=2) from None
+    return budgeted(input, budget_given(args)).model_copy(update=endpoints_given(args))
 
 
 def check_chat_args(args: argparse.Namespace) -> None:
+    chat_input(args)  # bad options, before connecting
     if args.json and args.send is None:
         raise Failed("--json goes with --send", code=2)
     if args.send is not None and not args.send.strip():

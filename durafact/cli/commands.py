@@ -1,5 +1,5 @@
-"""The commands about workflows that already run: `status`, `result`, and answering a
-person's question (`pending`, `approve`, `decide`)."""
+"""The commands about workflows that already run: `status`, `result`, `cancel`, and
+answering a person's question (`pending`, `approve`, `decide`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,19 @@ import getpass
 import re
 from typing import Any
 
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.budget import LIMITS, parse_cost, parse_tokens
 from durafact.cli.chat import chat_result
-from durafact.cli.follow import QUERY_TIMEOUT, unanswered, wait_and_print, warn_if_no_worker
+from durafact.cli.follow import (
+    QUERY_TIMEOUT,
+    canceled_line,
+    unanswered,
+    wait_and_print,
+    warn_if_no_worker,
+)
 from durafact.cli.output import (
     ANSWER_HINT,
     Failed,
@@ -34,6 +41,7 @@ from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 from workflows.chat import ChatWorkflow
 from workflows.recipe import AWAITING_APPROVAL, FALLBACK, STATUS_ATTRIBUTE, Progress
+from workflows.spending import OVER_BUDGET_ERROR
 from workflows.supervisor import Facts
 
 # How many of a run's calls answered by a fallback endpoint `status` names, the last ones.
@@ -90,9 +98,14 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         say(f"answer: durafact approve {quoted(workflow_id)} {ANSWER_HINT}")
     if state in RESUMABLE:
         failure = await end_failure(client, workflow_id, description.run_id)
-        if failure:
-            say(f"failure: {failure}")
-        say(f"resume: durafact resume {quoted(workflow_id)}")
+        stopped = f"{OVER_BUDGET_ERROR}: "
+        if failure and failure.startswith(stopped):  # resuming would stop it again at once
+            say(failure.removeprefix(stopped))
+            say(f"what it made: durafact artifacts {quoted(workflow_id)}")
+        else:
+            if failure:
+                say(f"failure: {failure}")
+            say(f"resume: durafact resume {quoted(workflow_id)}")
     say(f"Web UI: {settings.workflow_url(workflow_id, description.run_id)}")
     return 0
 
@@ -118,6 +131,28 @@ async def result(
         as_json,
         recipe.result_type if recipe else None,
     )
+
+
+async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> int:
+    """Temporal's cancellation, with `reason`; then, unless `no_wait`, wait for the run
+    to end and say how. A run that is not running is one line and exit 1."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = description.status.name if description.status else "UNKNOWN"
+    if state != "RUNNING":
+        raise Failed(f"workflow {workflow_id} is {state}: there is nothing to cancel")
+    await handle.cancel(reason=reason)
+    if no_wait:
+        say(f"cancel requested: durafact status {quoted(workflow_id)}")
+        return 0
+    with contextlib.suppress(WorkflowFailureError):
+        await handle.result()
+    ended = await describe(handle)
+    state = ended.status.name if ended.status else "UNKNOWN"
+    if state != "CANCELED":  # it ended another way before it saw the request
+        raise Failed(f"workflow {workflow_id} ended {state} before it saw the cancellation")
+    say(await canceled_line(handle))
+    return 0
 
 
 # --- human approval ---------------------------------------------------------------------
@@ -200,8 +235,11 @@ async def approve(
         raise Failed(f"workflow {workflow_id}: {unanswered('pending_questions', exc)}") from None
     if not questions:
         raise Failed(f"workflow {workflow_id} has no pending question")
-    check_changes(description.workflow_type, changes)
     question = questions[0]
+    if changes and not reject:  # new limits: for the budget question, whichever is oldest
+        budget = next((q for q in questions if q.settable), question)
+        return await approve_with_limits(handle, budget, reason, changes)
+    check_changes(description.workflow_type, changes)
     await handle.signal(
         "answer",
         ApprovalAnswer(
@@ -216,6 +254,41 @@ async def approve(
     edits = f" with {assignments(changes)}" if changes else ""
     say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
     say(f"result: durafact result {quoted(workflow_id)}")
+    return 0
+
+
+def check_new_limits(changes: dict[str, str]) -> None:
+    """`approve --set` without `--reject`: only a budget question's new limits, each a
+    number (exit code 2 before connecting)."""
+    other = sorted(set(changes) - set(LIMITS))
+    if other:
+        raise Failed(
+            f"--set goes with --reject: corrected facts ask for a rebuild ({other[0]}); "
+            f"an approval sets only a budget question's {' and '.join(LIMITS)}",
+            code=2,
+        )
+    try:
+        for field, value in changes.items():
+            (parse_tokens if field == "tokens" else parse_cost)(value, f"--set {field}")
+    except ValueError as exc:
+        raise Failed(str(exc), code=2) from None
+
+
+async def approve_with_limits(
+    handle: Any, question: ApprovalQuestion, reason: str, changes: dict[str, str]
+) -> int:
+    """Approve a budget question with new limits, by the `decide` update: a limit the
+    run cannot take (below what it spent) is refused here, not dropped by the run."""
+    if not question.settable:
+        raise Failed(
+            f"{question.id} is not a budget question: --set goes with --reject there", code=2
+        )
+    answer = ApprovalAnswer(
+        question_id=question.id, approved=True, reason=reason, changes=changes, by=person()
+    )
+    outcome = await send_decision(handle, answer)
+    say(f"approved {outcome.question_id} of workflow {handle.id} with {assignments(changes)}")
+    say(f"result: durafact result {quoted(handle.id)}")
     return 0
 
 

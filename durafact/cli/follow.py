@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
-from temporalio.exceptions import ActivityError, RetryState
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 from durafact.cli.output import (
     ANSWER_HINT,
@@ -27,17 +27,20 @@ from durafact.cli.output import (
     has_layout,
     indent,
     note,
+    one_line,
     print_result,
     quoted,
     say,
 )
 from durafact.cli.trouble import events_newest_first, span, troubles
+from durafact.ids import CANCELLATION_ID
 from durafact.ledger import Ledger
 from durafact.runtime import embedded
 from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.embedded import Embedded
 from durafact.runtime.settings import Settings
-from workflows.recipe import Announcement, Progress
+from workflows.recipe import Announcement, Cancellation, Progress
+from workflows.spending import OVER_BUDGET_ERROR
 
 POLL_INTERVAL = 0.3
 QUERY_TIMEOUT = timedelta(seconds=2)
@@ -86,6 +89,13 @@ async def wait_and_print(
         state = (await handle.describe()).status
         if as_json:
             emit_json(handle.id, run_id, state.name if state else "FAILED", None, url)
+        if state is not None and state.name == "CANCELED":
+            raise Failed(await canceled_line(handle)) from None
+        if isinstance(exc.cause, ApplicationError) and exc.cause.type == OVER_BUDGET_ERROR:
+            raise Failed(
+                f"workflow {handle.id} stopped {one_line(exc.cause.message)}; what it made: "
+                f"durafact artifacts {quoted(handle.id)}"
+            ) from None
         why = await gave_up(client, handle.id, run_id, exc)
         raise Failed(f"workflow {handle.id} failed: {failure_text(exc)}{why}") from None
     except asyncio.CancelledError:
@@ -99,6 +109,19 @@ async def wait_and_print(
         print_result(value, handle.id, ledger)
         say(f"Web UI: {url}")
     return 0
+
+
+async def canceled_line(handle: Any) -> str:
+    """A cancelled run in one line: the reason it was given (the `cancellation`
+    artifact) and where its artifacts are."""
+    ledger = await ledger_of(handle)
+    found = ledger.get(CANCELLATION_ID) if ledger and CANCELLATION_ID in ledger else None
+    reason = found.typed(Cancellation).data.reason if found else ""
+    because = f": {one_line(reason)}" if reason else ""
+    return (
+        f"workflow {handle.id} was canceled{because} "
+        f"(what it did: durafact artifacts {quoted(handle.id)})"
+    )
 
 
 async def ledger_of(handle: Any, timeout: timedelta = ARTIFACTS_TIMEOUT) -> Ledger | None:

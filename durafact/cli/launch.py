@@ -42,12 +42,11 @@ from durafact.cli.output import (
 )
 from durafact.cli.registered import refuse_if_unregistered
 from durafact.ids import OPAQUE_IDS_MEMO
-from durafact.llm import checked_endpoints
 from durafact.runtime.codec import encrypts
 from durafact.runtime.registry import Registered, Registry
 from durafact.runtime.settings import Settings
 from durafact.text import shorten
-from workflows.recipe import MODEL_DEADLINE_MEMO, RECIPE_ATTRIBUTE, RecipeSettings
+from workflows.recipe import MODEL_DEADLINE_MEMO, RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
 # Inputs over the payload threshold are stored outside Temporal (durafact/runtime/payloads.py), so
@@ -181,33 +180,6 @@ def depth(value: Any) -> int:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, level + 1) for child in children)
     return deepest
-
-
-def with_endpoints(
-    launch: Launch, endpoints: list[str], fallback_after: timedelta | None
-) -> Launch:
-    """`launch` with `--endpoint` and `--fallback-after` set in its input's settings
-    (`RecipeSettings`); one line when a name is wrong or the input has no such settings."""
-    update: dict[str, Any] = {}
-    if endpoints:
-        try:
-            update["endpoints"] = checked_endpoints(endpoints)
-        except ValueError as exc:
-            raise Failed(f"--endpoint: {exc}", code=2) from None
-    if fallback_after is not None:
-        update["fallback_after"] = fallback_after
-    if not update:
-        return launch
-    value = launch.args[0] if launch.args else None
-    if not isinstance(value, RecipeSettings):
-        option = "--endpoint" if endpoints else "--fallback-after"
-        raise Failed(
-            f"{option}: the input of {launch.recipe.name} has no model endpoints to set (its "
-            "model does not subclass RecipeSettings)",
-            code=2,
-        )
-    launch.args[0] = value.model_copy(update=update)
-    return launch
 
 
 def check_sendable(launch: Launch) -> None:

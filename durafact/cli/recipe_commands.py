@@ -70,7 +70,6 @@ def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -
         choices=("off", "optional", "required"),
         help="review policy (default: the file's)",
     )
-    answer.add_argument("--budget-tokens", type=int, help="stop model calls past this many tokens")
 
     route = commands.add_parser(
         "route",
@@ -243,12 +242,7 @@ def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
     except OSError as exc:
         raise Failed(f"cannot read {args.file}: {exc.strerror}", code=2) from None
     try:
-        batch = load_answer_batch(
-            document,
-            max_repairs=args.max_repairs,
-            review_policy=args.review,
-            budget_tokens=args.budget_tokens,
-        )
+        batch = load_answer_batch(document, max_repairs=args.max_repairs, review_policy=args.review)
     except AnswerBatchError as exc:
         raise Failed(f"{args.file}: {exc}", code=2) from None
     return ready(
@@ -258,7 +252,7 @@ def launch_of(args: argparse.Namespace, registry: Registry) -> Launch:
         "answer",
         f"answer: {len(batch.questions)} questions from {Path(args.file).name}",
         f"**Questions:** {len(batch.questions)}\n\n**Max repairs:** {batch.max_repairs}, "
-        f"**review:** {batch.review_policy}, **budget:** {batch.budget_tokens or 'none'}",
+        f"**review:** {batch.review_policy}",
     )
 
 

@@ -4,7 +4,6 @@
     durafact plan "Plan a weekend in Kraków" [--max-steps N]
     durafact reflect "Why durable workflows" [--accept-at X] [--max-rounds N]
     durafact answer questions.json [--max-repairs N] [--review off|optional|required]
-                                            [--budget-tokens N]
     durafact route "Renovate the kitchen for 3000 EUR" [--approval-timeout DURATION]
                                                               [--on-timeout reject|escalate]
     durafact research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
@@ -13,13 +12,17 @@
     durafact react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
+         [--budget-tokens N] [--budget-cost X] [--budget-ask [--budget-ask-timeout DURATION]]
          [--endpoint NAME ...] [--fallback-after DURATION] [--recipes MODULE[,MODULE...]])
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+                  [--budget-tokens N] [--budget-cost X] [--budget-ask] [--endpoint NAME ...]
     durafact chat ID --send TEXT [--json]   # one message, its reply
     durafact pending [--json]          # every workflow waiting for a person
     durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
+                                    # approving a budget question: --set tokens=N, cost=X
     durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
     durafact status ID
+    durafact cancel ID [--reason TEXT] [--no-wait]
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
     durafact artifacts ID [--json]     # every artifact of a run, texts included
@@ -49,9 +52,20 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from durafact.cli.artifacts import artifacts
+from durafact.cli.budget_options import add_budget_options, budget_given, with_budget
 from durafact.cli.chat import add_chat_command, chat, check_chat_args
-from durafact.cli.commands import approve, corrections, decide, pending, result, status
-from durafact.cli.launch import check_sendable, launch_of_type, start, with_endpoints
+from durafact.cli.commands import (
+    approve,
+    cancel,
+    check_new_limits,
+    corrections,
+    decide,
+    pending,
+    result,
+    status,
+)
+from durafact.cli.endpoint_options import add_endpoint_options, endpoints_given, with_endpoints
+from durafact.cli.launch import check_sendable, launch_of_type, start
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
 from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
 from durafact.cli.registered import refuse_unknown_tools
@@ -91,6 +105,7 @@ COMMANDS = (
     "decide",
     "status",
     "result",
+    "cancel",
     "resume",
     "artifacts",
     "serve",
@@ -125,20 +140,8 @@ def parser() -> Parser:
         help="how long a model or tool call keeps retrying before the run fails: 90s, 40m, "
         "2h, 1d (default: the recipe's; 24h for the built-ins)",
     )
-    launch.add_argument(
-        "--endpoint",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a model endpoint configured on the worker (repeatable, in order: a call that "
-        "keeps failing on one moves to the next; default: the worker's `default`)",
-    )
-    launch.add_argument(
-        "--fallback-after",
-        type=lambda text: duration(text, "--fallback-after"),
-        metavar="DURATION",
-        help="how long a call fails on one endpoint before it moves to the next (default 2m)",
-    )
+    add_budget_options(launch)
+    add_endpoint_options(launch)
 
     begin = commands.add_parser(
         "start",
@@ -168,7 +171,8 @@ def parser() -> Parser:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="with --reject: a corrected fact; the workflow rebuilds from it and asks again",
+        help="with --reject: a corrected fact; the workflow rebuilds from it and asks again; "
+        "approving a budget question: its new limit (tokens=80000, cost=5)",
     )
 
     decide = commands.add_parser(
@@ -193,6 +197,13 @@ def parser() -> Parser:
     )
     result.add_argument("id")
     result.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    stop = commands.add_parser(
+        "cancel", help="cancel a running workflow (Temporal's cancellation) and say how it ended"
+    )
+    stop.add_argument("id")
+    stop.add_argument("--reason", default="", help="why: kept in the run's ledger")
+    stop.add_argument("--no-wait", action="store_true", help="ask, and return at once")
 
     again = commands.add_parser(
         "resume",
@@ -258,7 +269,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 launch = launch_of_type(registry, args.type, args.input)
             else:
                 launch = launch_of(args, registry)
-            launch = with_endpoints(launch, args.endpoint, args.fallback_after)
+            launch = with_budget(launch, budget_given(args))
+            launch = with_endpoints(launch, endpoints_given(args))
             workflow_id = launch.workflow_id(args.id)
             check_sendable(launch)
             client, settings = await connect()
@@ -278,9 +290,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
             check_chat_args(args)
             client, settings = await connect()
             return await chat(client, settings, args)
-        if args.command == "approve" and args.set and not args.reject:
-            raise Failed("--set goes with --reject: corrected facts ask for a rebuild", code=2)
         changes = corrections(args.set) if args.command == "approve" else {}
+        if changes and not args.reject:
+            check_new_limits(changes)
         registry = registry_of(args) if args.command in ("result", "resume") else None
         client, settings = await connect()
         if args.command == "pending":
@@ -295,6 +307,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
             return await status(client, settings, args.id)
         if args.command == "artifacts":
             return await artifacts(client, args.id, args.json)
+        if args.command == "cancel":
+            return await cancel(client, args.id, args.reason, args.no_wait)
         assert registry is not None
         if args.command == "resume":
             return await resume(client, settings, registry, args.id, args.no_wait, args.json)

@@ -52,7 +52,7 @@ async def connect(
     """A client for the configured server and namespace, with the data converter
     for the keys `env` (default: this process's environment) configures; raises
     Unreachable, or CodecConfigError for unusable keys, with a one-line reason."""
-    plugin = DurafactPlugin(env=env)  # CodecConfigError, PayloadConfigError: one line
+    plugin = DurafactPlugin(env=env)  # Codec/Payload/TracingConfigError: one line
     address, source = settings.temporal_address, settings.temporal_address_source
     if settings.temporal_address_explicit and not port_open(address, timeout=3):
         raise Unreachable(f"cannot reach Temporal at {address} ({source})")

@@ -455,7 +455,10 @@ async def _up_server(
         *DEV_SERVER_TUNING,
         *(("--ui-codec-endpoint", codec_url) if codec_url else ()),
     ]
-    process = piece.start(argv, os.environ, stack.state_dir)
+    # The server reads OTEL_* as well and refuses to start on an exporter it lacks
+    # (`console`): those variables configure durafact's traces, not the server's.
+    server_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    process = piece.start(argv, server_env, stack.state_dir)
     started.append((piece, process))
 
     async def ready() -> bool:

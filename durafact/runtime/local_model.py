@@ -85,6 +85,19 @@ MAX_TOKENS_CAP = 1024
 # still valid against the caller's original schema.
 SCHEMA_STRING_MAX_LENGTH = 120
 SCHEMA_ARRAY_MAX_ITEMS = 8
+# Tighter (items, characters) bounds, tried in turn until the largest answer a schema
+# admits fits max_tokens: a list of objects of three strings (research's quotes) fits
+# 512 tokens at 4 items of 80 characters. A schema whose own bounds allow more (a plan:
+# up to 100 steps) keeps the first: such a model stops long before its bounds.
+SCHEMA_BOUNDS = (
+    (SCHEMA_ARRAY_MAX_ITEMS, SCHEMA_STRING_MAX_LENGTH),
+    (4, 120),
+    (4, 80),
+    (3, 60),
+    (2, 60),
+)
+# What a token of a JSON answer holds at least, in characters: keys, quotes, short words.
+CHARS_PER_TOKEN = 3
 # A pattern cannot be cut to a length, but what it repeats can be: `[0-9]+` becomes at
 # most 33 digits for the model (its strings still match the pattern).
 SCHEMA_PATTERN_MAX_REPEATS = 32
@@ -131,20 +144,67 @@ def find_model_path(explicit: str | None = None) -> Path:
     )
 
 
-def bound_schema(node: Any) -> Any:
+def bound_schema(
+    node: Any, items: int = SCHEMA_ARRAY_MAX_ITEMS, length: int = SCHEMA_STRING_MAX_LENGTH
+) -> Any:
     """A copy of a JSON schema with unbounded strings and arrays given a maximum size."""
     if isinstance(node, list):
-        return [bound_schema(item) for item in node]
+        return [bound_schema(item, items, length) for item in node]
     if not isinstance(node, dict):
         return node
-    bounded = {key: bound_schema(value) for key, value in node.items()}
+    bounded = {key: bound_schema(value, items, length) for key, value in node.items()}
     # A pattern or format the grammar cannot express leaves a plain string: bound it too.
     exact = {"enum", "const"}
     if bounded.get("type") == "string" and "maxLength" not in bounded and not exact & set(bounded):
-        bounded["maxLength"] = SCHEMA_STRING_MAX_LENGTH
+        bounded["maxLength"] = max(length, bounded.get("minLength", 0))
     if bounded.get("type") == "array" and "maxItems" not in bounded:
-        bounded["maxItems"] = max(SCHEMA_ARRAY_MAX_ITEMS, bounded.get("minItems", 0))
+        bounded["maxItems"] = max(items, bounded.get("minItems", 0))
     return bounded
+
+
+def fit_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """`schema` bounded (`bound_schema`) as loosely as lets its largest answer fit
+    `max_tokens`, so that the answer is never cut off mid-JSON; with the first bounds of
+    SCHEMA_BOUNDS when none does (the caller's own bounds are kept)."""
+    for items, length in SCHEMA_BOUNDS:
+        bounded = bound_schema(schema, items, length)
+        if largest_answer(bounded) <= max_tokens * CHARS_PER_TOKEN:
+            return bounded
+    return bound_schema(schema)
+
+
+def largest_answer(schema: dict[str, Any]) -> int:
+    """The most characters a compact JSON answer under `schema` can take (every
+    property present); a schema that refers to itself is taken as unbounded."""
+    definitions = schema.get("$defs", {})
+
+    def size(node: Any, depth: int) -> int:
+        if depth > 32:
+            return 10**9
+        if not isinstance(node, dict):
+            return 8
+        if "$ref" in node:
+            return size(definitions.get(node["$ref"].rsplit("/", 1)[-1]), depth + 1)
+        if "const" in node:
+            return len(json.dumps(node["const"]))
+        if "enum" in node:
+            return max(len(json.dumps(value)) for value in node["enum"])
+        options = node.get("anyOf") or node.get("oneOf")
+        if options:
+            return max(size(option, depth + 1) for option in options)
+        kind = node.get("type")
+        if isinstance(kind, list):
+            return max(size({**node, "type": one}, depth + 1) for one in kind)
+        if kind == "string":
+            return node.get("maxLength", SCHEMA_PATTERN_MAX_REPEATS + 1) + 2
+        if kind == "array":
+            return 2 + node.get("maxItems", 10**6) * (size(node.get("items"), depth + 1) + 1)
+        if kind == "object" or "properties" in node:
+            properties = node.get("properties", {}).items()
+            return 2 + sum(len(key) + 4 + size(value, depth + 1) for key, value in properties)
+        return {"boolean": 5, "null": 4}.get(kind, 24)  # a number, or anything
+
+    return size(schema, 0)
 
 
 def _text(content: Any) -> str:
@@ -344,8 +404,8 @@ def completion_kwargs(body: dict[str, Any]) -> dict[str, Any]:
         schema = (response_format.get("json_schema") or {}).get("schema")
         if not isinstance(schema, dict):
             raise RequestError("response_format.json_schema.schema must be a JSON schema object")
-        kwargs["grammar"] = grammar(bound_schema(schema))
         kwargs["max_tokens"] = min(max_tokens or DEFAULT_SCHEMA_MAX_TOKENS, MAX_TOKENS_CAP)
+        kwargs["grammar"] = grammar(fit_schema(schema, kwargs["max_tokens"]))
     elif kind == "json_object":
         kwargs["grammar"] = grammar({"type": "object"})
     elif kind != "text":

@@ -504,3 +504,44 @@ async def test_serve_connects_like_every_command_and_answers_with_the_token(
     finally:
         process.terminate()
         await process.wait()
+
+
+def busy_agent(call: Call) -> str:
+    """A ReAct agent that never answers: a new calculation every turn."""
+    turn = call.activity_id.rsplit(":", 1)[-1]
+    return f"Thought: compute it.\nAction: calculator\nAction Input: {turn} * 7\nPAUSE"
+
+
+async def test_a_budget_given_at_start_is_the_runs_and_a_bad_one_starts_nothing(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(busy_agent)
+    loop = {"question": "What is 7 times each number?", "max_turns": 30}
+    # The body's budget is set over the input's own: tokens from the body, ask from the input.
+    asked = await start(
+        http,
+        "ReActWorkflow",
+        {**loop, "budget": {"tokens": 10**6, "on_exhausted": "ask"}},
+        budget={"tokens": 900},
+    )
+    question = await waiting_question(http, asked)
+    assert question["settable"] == ["tokens"]
+    assert re.fullmatch(r"spent [0-9,]+ of 900 tokens; extend by 900 tokens\?", question["text"])
+    path = f"/api/runs/{asked}/approvals/{question['id']}"
+    too_low = await http.post(path, json={"approve": True, "changes": {"tokens": "5"}})
+    assert "tokens=5 leaves nothing for the next call" in error_of(too_low, 409)["message"]
+    rejected = await http.post(path, json={"approve": False, "reason": "enough"})
+    assert rejected.status_code == 200, rejected.text
+    run = await finished(http, asked)
+    assert (run["state"], run["status"]) == ("FAILED", "over_budget")
+    assert run["failure"].startswith("OverBudget: over budget: spent ")
+    assert run["failure"].endswith(f" of 900 tokens ({question['id']} rejected: enough)")
+
+    zero = await http.post(
+        "/api/runs", json={"type": "ReActWorkflow", "input": loop, "budget": {"tokens": 0}}
+    )
+    assert error_of(zero, 422)
+    nothing = await http.post(
+        "/api/runs", json={"type": "ReActWorkflow", "input": loop, "budget": {}}
+    )
+    assert "a budget needs tokens, cost or both" in error_of(nothing, 422)["message"]

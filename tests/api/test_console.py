@@ -11,12 +11,16 @@ from playwright.async_api import BrowserContext, Page, expect
 
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
-from tests.api.test_api import start, waiting_question
+from tests.api.test_api import busy_agent, finished, start, waiting_question
 from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
 from tests.workflows.test_supervisor import REQUEST, specialist
 
 MARKUP = "<script>alert(1)</script><img src=x onerror=alert(2)> and <b>bold</b>"
 PHONE = {"width": 390, "height": 844}
+
+
+def final(answer: str) -> str:
+    return f"Thought: I now know the answer.\nFinal Answer: {answer}"
 
 
 async def fits(page: Page) -> bool:
@@ -78,6 +82,26 @@ async def test_rejecting_with_a_corrected_budget_rebuilds_and_asks_again_in_the_
     await expect(again).to_contain_text("asked again (2)", timeout=15_000)
     await expect(again.locator("pre")).to_contain_text("budget=5000 EUR")
     assert model.calls_for("llm:report:")[-1].activity_id.endswith(":2")  # rebuilt
+
+
+async def test_a_budget_question_is_approved_with_a_new_limit_and_the_run_goes_on(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(lambda call: final("42") if call.activity_id.endswith(":6") else busy_agent(call))
+    loop = {"question": "What is 7 times each number?", "max_turns": 30}
+    budget = {"tokens": 900, "on_exhausted": "ask"}
+    workflow_id = await start(http, "ReActWorkflow", {**loop, "budget": budget})
+    question = await waiting_question(http, workflow_id)
+    inbox = await console.new_page()
+    await inbox.goto("/approvals")
+    card = inbox.locator(f'article[data-question="{question["id"]}"]')
+    await expect(card).to_contain_text("of 900 tokens; extend by 900 tokens?")
+    await card.locator("input[name='set:tokens']").fill("50000")
+    await card.get_by_role("button", name="Approve").click()
+    await expect(card.locator(".outcome")).to_have_text("Approved (set: tokens=50000)")
+    run = await finished(http, workflow_id)
+    assert (run["state"], run["result"]["answer"]) == ("COMPLETED", "42")
+    assert 900 < run["usage"]["total_tokens"] < 50_000
 
 
 async def test_a_chat_reply_streams_into_the_page_in_more_than_one_piece(

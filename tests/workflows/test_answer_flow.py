@@ -6,9 +6,11 @@ batches, status, and a worker killed in the middle of a round."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections import Counter
+from decimal import Decimal
 
 import pytest
 from pydantic import BaseModel
@@ -28,6 +30,7 @@ from durafact.answer_flow import (
     AnswerResult,
     RecoveryResult,
 )
+from durafact.budget import Budget
 from durafact.grounding import NOT_IN_SOURCE, QUOTE_TOO_SHORT, grounding_issues
 from durafact.ledger import ArtifactRef, Ledger
 from workflows.answer_flow import (
@@ -45,6 +48,7 @@ from workflows.answer_flow import (
     load_answer_batch,
 )
 from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, RecipeContext
+from workflows.spending import OVER_BUDGET
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
@@ -362,7 +366,7 @@ def test_a_batch_file_is_a_list_or_an_object_and_flags_override_it() -> None:
         "review_policy": "off",
     }
     batch = load_answer_batch(document, max_repairs=0, budget_tokens=500)
-    assert (batch.max_repairs, batch.review_policy, batch.budget_tokens) == (0, "off", 500)
+    assert (batch.max_repairs, batch.review_policy, batch.budget) == (0, "off", Budget(tokens=500))
     assert check_answer_batch(batch)[0].source_status == "none"
 
 
@@ -537,9 +541,13 @@ async def test_a_token_budget_stops_after_round_zero(
 ) -> None:
     model.reply(answerer(ungrounded={"q2": 9}))
     items = questions("q1", "q2", q3=None)
-    result, _ = await answer(client, worker, items, budget_tokens=1, review_policy=policy)
+    handle = await start(client, worker, items, budget_tokens=1, review_policy=policy)
+    result = await handle.result()
 
     assert [c.activity_id for c in model.calls] == ["llm:generate:0"]
+    # Every item ended, and the run's phase says the budget stopped it.
+    description = await handle.describe()
+    assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == OVER_BUDGET
     results = by_id(result)
     assert (results["q2"].status, codes(results["q2"].issues)) == (
         "blocked",
@@ -551,6 +559,15 @@ async def test_a_token_budget_stops_after_round_zero(
     assert results["q1"].status == "accepted"
     assert codes(results["q1"].issues) == ([] if policy == "off" else [BUDGET])
     assert result.usage.total_tokens >= 1
+
+
+def test_a_batch_takes_every_recipes_budget_and_budget_tokens_still_reads() -> None:
+    base = {"questions": [{"id": "q1", "question": "Why?"}]}
+    assert load_answer_batch({**base, "budget_tokens": 500}).budget == Budget(tokens=500)
+    file = json.dumps({**base, "budget": {"cost": 0.5, "on_exhausted": "ask"}})
+    assert load_answer_batch(file).budget == Budget(cost=Decimal("0.5"), on_exhausted="ask")
+    with pytest.raises(AnswerBatchError, match="give budget or budget_tokens"):
+        load_answer_batch({**base, "budget_tokens": 5, "budget": {"tokens": 5}})
 
 
 async def test_an_invalid_batch_fails_at_once(

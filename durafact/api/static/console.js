@@ -177,10 +177,14 @@ export function page(start) {
 }
 
 // A question that waits for a person, with the form that answers it (the decide
-// update): approve, or reject with a reason and corrected facts.
+// update): approve (a budget question: with new limits, or none to extend it by its
+// first budget), or reject with a reason and corrected facts.
 export function questionCard(run, question, onAnswered) {
   const facts = run.correctable.map((name) =>
     h("label", {}, name, h("input", { name: `fact:${name}`, autocomplete: "off" })),
+  );
+  const limits = (question.settable || []).map((name) =>
+    h("label", {}, name, h("input", { name: `set:${name}`, autocomplete: "off" })),
   );
   const outcome = h("p", { class: "outcome", role: "status" });
   const form = h(
@@ -189,6 +193,9 @@ export function questionCard(run, question, onAnswered) {
     h("label", {}, "Reason", h("textarea", { name: "reason", rows: 2 })),
     facts.length
       ? h("fieldset", {}, h("legend", {}, "Corrected facts (with a rejection)"), facts)
+      : null,
+    limits.length
+      ? h("fieldset", {}, h("legend", {}, "New limits (with an approval; empty: extend)"), limits)
       : null,
     h(
       "div",
@@ -201,18 +208,22 @@ export function questionCard(run, question, onAnswered) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const approve = event.submitter && event.submitter.name === "approve";
-    const changes = {};
-    for (const input of form.querySelectorAll("input[name^='fact:']")) {
-      if (input.value.trim()) changes[input.name.slice(5)] = input.value.trim();
-    }
+    const given = (prefix) => {
+      const values = {};
+      for (const input of form.querySelectorAll(`input[name^='${prefix}']`)) {
+        if (input.value.trim()) values[input.name.slice(prefix.length)] = input.value.trim();
+      }
+      return values;
+    };
     const reason = form.elements.reason.value;
-    const body = { approve, reason, changes: approve ? {} : changes, by: "web console" };
+    const changes = approve ? given("set:") : given("fact:");
+    const body = { approve, reason, changes, by: "web console" };
     for (const button of form.querySelectorAll("button")) button.disabled = true;
     try {
       const path = `${runPath(run.id)}/approvals/${encodeURIComponent(question.id)}`;
       const answer = await api(path, { method: "POST", body });
       const edits = Object.keys(answer.changes).length
-        ? ` (corrected: ${Object.entries(answer.changes).map(([k, v]) => `${k}=${v}`).join(", ")})`
+        ? ` (${answer.approved ? "set" : "corrected"}: ${Object.entries(answer.changes).map(([k, v]) => `${k}=${v}`).join(", ")})`
         : "";
       outcome.textContent = `${answer.approved ? "Approved" : "Rejected"}${edits}`;
       outcome.className = `outcome ${answer.approved ? "approved" : "rejected"}`;
