@@ -69,6 +69,7 @@ from durafact.llm import (
     strict_json_schema,
     type_path,
 )
+from durafact.prices import Prices
 from durafact.redaction import redact_urls
 from durafact.sources import DEFAULT_ENDPOINT
 from durafact.tools import ToolCall, ToolSpec, parse_arguments
@@ -275,6 +276,19 @@ def chat_completion(answer: Any) -> ChatCompletion:
     return answer
 
 
+def usage_of(reported: Any) -> Usage:
+    """The tokens an endpoint reports (`usage` of a completion or of a stream's last
+    chunk), with those of the prompt read from its cache
+    (`prompt_tokens_details.cached_tokens`, when it says)."""
+    cached = getattr(getattr(reported, "prompt_tokens_details", None), "cached_tokens", None)
+    return Usage(
+        prompt_tokens=reported.prompt_tokens or 0,
+        completion_tokens=reported.completion_tokens or 0,
+        total_tokens=reported.total_tokens or 0,
+        cached_tokens=cached if isinstance(cached, int) and cached > 0 else 0,
+    )
+
+
 def _well_formed_call(call: Any) -> bool:
     function = getattr(call, "function", None)
     if function is None:
@@ -307,6 +321,10 @@ class ModelActivities:
     `handed` takes the context its workflow resolved when the call was scheduled in
     this worker process (`Handoff.take` of durafact/runtime/handoff.py); without it, or
     on a miss, the activity reads the context with its workflow's queries.
+
+    `prices` is the worker's price table (durafact/prices.py): every response's usage
+    gets its cost from it, and without one (or for a model it does not list) the cost
+    None, unknown.
     """
 
     def __init__(
@@ -319,9 +337,11 @@ class ModelActivities:
         endpoints: Mapping[str, openai.AsyncOpenAI] | None = None,
         handed: HandedContext | None = None,
         models: Mapping[str, str] | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self._llm = llm
         self._models = dict(models or {})
+        self._prices = prices
         self._handed = handed
         self._endpoints = {DEFAULT_ENDPOINT: llm, **(endpoints or {})}
         self._temporal = temporal
@@ -542,6 +562,19 @@ class ModelActivities:
 
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
+        response = await self._answer(request)
+        usage = response.usage.model_copy(update={"cost": None})
+        if self._prices is not None:
+            asked = self._model_for(request, response.endpoint)
+            usage = self._prices.priced(usage, response.model, asked)
+        return response.model_copy(update={"usage": usage})
+
+    def _model_for(self, request: LLMRequest, endpoint: str) -> str:
+        """The model a request asks `endpoint` for: its own, the endpoint's, the worker's."""
+        return request.model or self._models.get(endpoint, self._default_model)
+
+    async def _answer(self, request: LLMRequest) -> LLMResponse:
+        """The model's answer to `request`, with the tokens the endpoint reported."""
         info = activity.info()
         endpoint = self._endpoint_for(request, info)
         llm = self._endpoints[endpoint]
@@ -552,7 +585,7 @@ class ModelActivities:
         tools = [*tools, *(tool_schema(spec) for spec in request.tool_specs)]
         messages = await self._render(request.messages, request.conversation)
         kwargs: dict[str, Any] = {
-            "model": request.model or self._models.get(endpoint, self._default_model),
+            "model": self._model_for(request, endpoint),
             # Lets the endpoint's logs (and the tests' scripted server) tie a request to
             # the activity attempt that made it; ids may hold any text, headers only ASCII.
             "extra_headers": {
@@ -621,11 +654,7 @@ class ModelActivities:
                 raise not_a_chat_completion(f"JSON it cannot read ({exc})") from None
             completion = chat_completion(answer)
             if completion.usage is not None:
-                usage += Usage(
-                    prompt_tokens=completion.usage.prompt_tokens or 0,
-                    completion_tokens=completion.usage.completion_tokens or 0,
-                    total_tokens=completion.usage.total_tokens or 0,
-                )
+                usage += usage_of(completion.usage)
             choice = completion.choices[0] if completion.choices else None
             message = choice.message if choice is not None else None
             text = (message.content or "") if message is not None else ""
@@ -736,11 +765,7 @@ class _Streamed:
         if isinstance(getattr(chunk, "model", None), str):
             self.model = chunk.model
         if getattr(chunk, "usage", None) is not None:
-            self.usage = Usage(
-                prompt_tokens=chunk.usage.prompt_tokens or 0,
-                completion_tokens=chunk.usage.completion_tokens or 0,
-                total_tokens=chunk.usage.total_tokens or 0,
-            )
+            self.usage = usage_of(chunk.usage)
         added = ""
         for choice in getattr(chunk, "choices", None) or []:
             if getattr(choice, "finish_reason", None):

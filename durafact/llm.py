@@ -89,21 +89,25 @@ class Usage(Compact):
     )
     cost: Decimal | None = Field(
         default=Decimal(0),
-        description="In the worker's currency (`DURAFACT_PRICES`); None when a call's model "
-        "has no price there: unknown, never counted as 0.",
+        description="In `currency` (the worker's `DURAFACT_PRICES`); None when a call's "
+        "model has no price there: unknown, never counted as 0.",
     )
+    currency: str = Field(default="", description="Of `cost`; empty while nothing is priced.")
     omitted_defaults: ClassVar[frozenset[str]] = frozenset(
-        {"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cost"}
+        {"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cost", "currency"}
     )
 
     def __add__(self, other: Usage) -> Usage:
-        unknown = self.cost is None or other.cost is None
+        currencies = {c for c in (self.currency, other.currency) if c}
+        # Costs in two currencies (workers with different tables) have no sum.
+        unknown = self.cost is None or other.cost is None or len(currencies) > 1
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             cost=None if unknown else self.cost + other.cost,
+            currency=currencies.pop() if len(currencies) == 1 else "",
         )
 
 

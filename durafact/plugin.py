@@ -50,10 +50,12 @@ from activities import ModelActivities, SourceActivities
 from activities.chat import ChatActivities
 from activities.mcp import McpServer, close_servers, configured_servers
 from activities.tools import Tool, ToolActivities, ToolCatalog
+from durafact.prices import Prices
 from durafact.runtime.codec import Keyring, converter_for, keys_from_env
 from durafact.runtime.endpoints import Endpoint, configured_endpoints, endpoint_client
 from durafact.runtime.handoff import Handoff, HandoffInterceptor
 from durafact.runtime.payloads import PayloadStore, store_from_env
+from durafact.runtime.prices import prices_from_env
 from durafact.runtime.registry import Registry, load_registry, recipe_modules
 from durafact.runtime.search_attributes import require_search_attributes
 from durafact.runtime.settings import DEFAULT_MODEL
@@ -99,6 +101,9 @@ class DurafactPlugin(SimplePlugin):
         endpoints: the model endpoints by name, `default` among them. None:
             `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `DURAFACT_ENDPOINT_<NAME>`.
         model: the model name sent with each request. None: `DURAFACT_MODEL`.
+        prices: what each model costs (durafact/prices.py), for every response's
+            `Usage.cost`. None: `DURAFACT_PRICES`; without a table every cost is None
+            (unknown).
         payloads: where large payloads go. None: `DURAFACT_PAYLOADS` and
             `DURAFACT_PAYLOAD_THRESHOLD`.
         keys: payload encryption keys, newest first. None: `DURAFACT_KEYS` or
@@ -111,8 +116,8 @@ class DurafactPlugin(SimplePlugin):
         env: the environment the defaults are read from (None: `os.environ`).
 
     The constructor raises, with a one-line reason: `EndpointError`,
-    `CodecConfigError`, `PayloadConfigError`, `TracingConfigError`; the recipes and MCP
-    servers are read when a worker or replayer first needs them (`registry`):
+    `CodecConfigError`, `PayloadConfigError`, `PricesError`, `TracingConfigError`; the
+    recipes and MCP servers are read when a worker or replayer first needs them (`registry`):
     `RegistrationError`, `McpConfigError`.
     """
 
@@ -128,6 +133,7 @@ class DurafactPlugin(SimplePlugin):
         mcp: Sequence[str | McpServer] | None = None,
         endpoints: Mapping[str, Endpoint] | None = None,
         model: str | None = None,
+        prices: Prices | None = None,
         payloads: PayloadStore | None = None,
         keys: Keyring | None = None,
         check_search_attributes: bool = True,
@@ -144,6 +150,7 @@ class DurafactPlugin(SimplePlugin):
         self.endpoints = dict(configured_endpoints(env) if endpoints is None else endpoints)
         self.endpoints.setdefault(DEFAULT_ENDPOINT, Endpoint(name=DEFAULT_ENDPOINT, base_url=None))
         self.model = model or env.get("DURAFACT_MODEL") or DEFAULT_MODEL
+        self.prices = prices_from_env(env) if prices is None else prices
         self.payloads = store_from_env(env) if payloads is None else payloads
         self.keys = keys_from_env(env) if keys is None else keys
         self.check_search_attributes = check_search_attributes
@@ -286,6 +293,7 @@ class _WorkerKit:
             endpoints={n: c for n, c in self.clients.items() if n != DEFAULT_ENDPOINT},
             handed=self.handoff.take,
             models={n: e.model for n, e in plugin.endpoints.items() if e.model},
+            prices=plugin.prices,
         )
         sources = SourceActivities(endpoints=self.clients)
         tools = ToolActivities(catalog)

@@ -17,6 +17,11 @@ turn), can hold a request until it says so (`hold`), and can inject
 failures (`fail`): status codes with headers such as `retry-after`, or bodies
 that are not what was asked for. Every request is recorded as a `Call`.
 
+Usage counts words: a request's prompt tokens are the words of its messages, the
+completion's the words of the reply. `cache(fn)` reports `fn(call)` of the prompt
+tokens as read from the endpoint's prompt cache
+(`usage.prompt_tokens_details.cached_tokens`, as OpenAI reports it).
+
 `POST /v1/embeddings` answers with `bag_of_words` vectors: deterministic, no model,
 and texts that share words are close, so ranking by cosine similarity is testable.
 Those requests are recorded in `embedding_calls`, apart from the chat `calls`.
@@ -206,6 +211,7 @@ class ScriptedModel:
         self.calls: list[Call] = []
         self.embedding_calls: list[Call] = []
         self._reply: Reply = default_reply
+        self._cached: Callable[[Call], int] | None = None
         self._faults: list[_Fault] = []
         self._holds: list[tuple[Callable[[Call], bool], threading.Event]] = []
         self.streams = True
@@ -252,6 +258,7 @@ class ScriptedModel:
             self.calls.clear()
             self.embedding_calls.clear()
             self._reply = default_reply
+            self._cached = None
             self._faults.clear()
             self.streams = True
             self.pace = 0.0
@@ -259,6 +266,10 @@ class ScriptedModel:
 
     def reply(self, fn: Reply) -> None:
         self._reply = fn
+
+    def cache(self, fn: Callable[[Call], int]) -> None:
+        """Report `fn(call)` of each request's prompt tokens as cached."""
+        self._cached = fn
 
     def fail(
         self,
@@ -335,6 +346,13 @@ class ScriptedModel:
                 message = {"role": "assistant", "content": content}
         prompt_tokens = len(call.text.split())
         completion_tokens = len(content.split())
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if self._cached is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self._cached(call)}
         return (
             200,
             {},
@@ -350,11 +368,7 @@ class ScriptedModel:
                         "finish_reason": finish_reason,
                     }
                 ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
+                "usage": usage,
             },
         )
 

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durafact.approval import ApprovalQuestion
 from durafact.ledger import Ledger
+from durafact.prices import ModelPrice, Prices
 from durafact.runtime.embedded import installed_binary
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, start_dev_server
@@ -161,6 +163,27 @@ def with_converter(client: Client, converter: DataConverter) -> Client:
 
 
 # How to run the local model server (as the embedded stack does).
+# A price table for the scripted model (per million tokens, as gpt-4o was priced: cached
+# input at half the input price), and one that lists another model only.
+SCRIPTED_PRICES = Prices(
+    currency="USD",
+    models={
+        "scripted": ModelPrice(
+            input=Decimal("2.50"), cached_input=Decimal("1.25"), output=Decimal(10)
+        )
+    },
+)
+OTHER_MODEL_PRICES = Prices(
+    currency="USD", models={"gpt-4o-mini": SCRIPTED_PRICES.models["scripted"]}
+)
+
+
+def scripted_cost(prompt: int, cached: int, completion: int) -> Decimal:
+    """What SCRIPTED_PRICES charge for those tokens, worked out here by hand."""
+    spent = cached * Decimal("1.25") + (prompt - cached) * Decimal("2.50") + completion * 10
+    return spent / 1_000_000
+
+
 LOCAL_MODEL = [sys.executable, "-m", "durafact.runtime.local_model"]
 
 

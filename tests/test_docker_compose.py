@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 
 from durafact.runtime.payloads import store_from_env
+from durafact.runtime.prices import prices_from_env
+from durafact.runtime.search_attributes import NAMES, TYPES, type_name
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -150,14 +152,18 @@ def test_web_ui_is_published_on_8233_and_points_at_temporal() -> None:
     assert "TEMPORAL_CORS_ORIGINS" in env
 
 
-def test_setup_job_registers_both_search_attributes_as_keyword() -> None:
+def test_setup_job_registers_every_search_attribute_with_its_type_and_waits_for_all() -> None:
     setup = _service("temporal-setup")
     assert setup["image"].startswith("temporalio/admin-tools")
     script = _command_text(setup)
     assert "temporal operator search-attribute create" in script
     created = dict(re.findall(r"--name\s+(\w+)\s+--type\s+(\w+)", script))
-    assert created.get("DurafactRecipe") == "Keyword"
-    assert created.get("DurafactStatus") == "Keyword"
+    assert created == {name: type_name(TYPES[name]) for name in NAMES}
+    assert created["DurafactTokens"] == "Int" and created["DurafactCost"] == "Double"
+    # The job succeeds only once the list shows every one of them.
+    check = re.search(r"registered\(\) \{(.*?)\n\s*\}", script, re.S)
+    assert check is not None
+    assert all(name in check.group(1) for name in NAMES)
     assert "--address temporal:7233" in script
 
 
@@ -247,6 +253,14 @@ def test_worker_environment_configures_temporal_and_the_model() -> None:
     assert env["OPENAI_BASE_URL"].startswith("${OPENAI_BASE_URL:-http")
     assert env["OPENAI_API_KEY"].startswith("${OPENAI_API_KEY")
     assert env["DURAFACT_MODEL"] == "${DURAFACT_MODEL:-gpt-4o-mini}"
+
+
+def test_worker_takes_prices_as_json_and_the_example_beside_it_is_a_valid_table() -> None:
+    assert _env(_service("worker"))["DURAFACT_PRICES"] == "${DURAFACT_PRICES:-}"
+    example = re.search(r"# (\{\"currency\".*\})\n\s*DURAFACT_PRICES:", COMPOSE_FILE.read_text())
+    assert example is not None
+    prices = prices_from_env({"DURAFACT_PRICES": example.group(1)})
+    assert prices is not None and prices.currency == "USD" and "gpt-4o-mini" in prices.models
 
 
 def test_worker_scales_by_replicas() -> None:

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
 from temporalio.exceptions import (
     ApplicationError,
     ChildWorkflowError,
@@ -89,12 +89,20 @@ from workflows.spending import BUDGET_THREAD, OVER_BUDGET, Spending, spent_of, w
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
-SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE)
+# What the run's model calls used so far (`Usage.total_tokens`, `Usage.cost` in the
+# worker's currency; unset while a call's model had no price), upserted with each phase.
+TOKENS_ATTRIBUTE = SearchAttributeKey.for_int("DurafactTokens")
+COST_ATTRIBUTE = SearchAttributeKey.for_float("DurafactCost")
+SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE, COST_ATTRIBUTE)
 # Runs started since this patch keep DurafactStatus to the status's phase (`executing`,
 # not `executing:2/3`), upserted when the phase changes, the first time together with
 # DurafactRecipe: each upsert is a history event, and per-step ones were a tenth of a
 # plan's history. Older runs replay with an upsert per status, as they were recorded.
 STATUS_BY_PHASE = "durafact-status-by-phase"
+# Runs started since this patch upsert their usage once more as they end when a model
+# call came after their last phase (an approval's follow-up, a recipe of yours that sets
+# no final status), so a closed run's DurafactTokens and DurafactCost are its totals.
+FINAL_USAGE = "durafact-final-usage"
 # A message at least this long that an earlier call of the run sent goes by reference
 # (`RecipeContext.sent_once`); a reference costs about 40 characters.
 REPEAT_MIN_CHARS = 120
@@ -330,6 +338,7 @@ class RecipeContext:
         self.by_phase = False
         self._phase = ""
         self._recipe_marked = False
+        self._upserted_usage: Usage | None = None
         self._calls_in_scope = 0
 
     def sent_once(self, message: ChatMessage) -> ChatMessage:
@@ -475,17 +484,34 @@ class RecipeContext:
             self.ledger.create(CANCELLATION_ID, cancellation)
         self.set_status(CANCELED, cancellation.prompt_text())
 
-    def mark_recipe(self) -> None:
-        """DurafactRecipe, if no status has carried it yet (see STATUS_BY_PHASE)."""
-        if self.by_phase and not self._recipe_marked:
+    def settle_attributes(self) -> None:
+        """As the run ends: DurafactRecipe, if no status has carried it yet (see
+        STATUS_BY_PHASE), and the usage, if a model call came after the last phase (see
+        FINAL_USAGE)."""
+        if not self.by_phase:
+            return
+        if not self._recipe_marked:
             self._upsert_phase()
+        elif self.usage != self._upserted_usage and workflow.patched(FINAL_USAGE):
+            workflow.upsert_search_attributes(self._usage_updates())
 
     def _upsert_phase(self) -> None:
         pairs = [STATUS_ATTRIBUTE.value_set(self._phase)] if self._phase else []
         if not self._recipe_marked:
             pairs.insert(0, RECIPE_ATTRIBUTE.value_set(self.recipe))
             self._recipe_marked = True
-        workflow.upsert_search_attributes(pairs)
+        workflow.upsert_search_attributes([*pairs, *self._usage_updates()])
+
+    def _usage_updates(self) -> list[SearchAttributeUpdate[Any]]:
+        """DurafactTokens and DurafactCost as of now (DurafactCost unset while the cost is
+        unknown: a Double holds no "unknown", and 0 would be a lie)."""
+        usage = self._upserted_usage = self.usage
+        cost = (
+            COST_ATTRIBUTE.value_unset()
+            if usage.cost is None
+            else COST_ATTRIBUTE.value_set(float(usage.cost))
+        )
+        return [TOKENS_ATTRIBUTE.value_set(usage.total_tokens), cost]
 
     # --- human approval ---------------------------------------------------------------
 
@@ -714,7 +740,7 @@ class Recipe(Generic[In, Out]):
     marks the run in the `DurafactRecipe` search attribute, runs the lifecycle, and
     sets the status `failed` when it raises. Hooks get the `RecipeContext` as their
     first argument and reach the world only through it. Every recipe workflow
-    answers the queries `status`, `progress`, `artifacts` and `pending_questions`,
+    answers the queries `status`, `usage`, `progress`, `artifacts` and `pending_questions`,
     the signal `answer` and the update `decide`.
 
     Limits. A run's limits (how many steps, rounds, repairs, turns, documents) are
@@ -795,7 +821,10 @@ class Recipe(Generic[In, Out]):
                 raise with_spent(exc, ctx.usage) from exc
             raise
         finally:
-            ctx.mark_recipe()  # for a lifecycle that set no status
+            # Not when the worker drops the run from its cache: its coroutine is then
+            # closed outside the workflow's event loop, and nothing is recorded.
+            if workflow.in_workflow():
+                ctx.settle_attributes()
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         raise NotImplementedError(f"{type(self).__name__} defines no lifecycle")
@@ -817,6 +846,12 @@ class Recipe(Generic[In, Out]):
     @workflow.query
     def status(self) -> str:
         return self._ctx.status
+
+    @workflow.query(name="usage")
+    def usage_so_far(self) -> Usage:
+        """The `usage` query: what the run's model calls used, up to now (the search
+        attributes DurafactTokens and DurafactCost hold it as of the last phase)."""
+        return self._ctx.usage
 
     @workflow.query
     def progress(self, offset: int = 0) -> Progress:

@@ -41,6 +41,14 @@ class RunRow(BaseModel):
     recipe: str | None = Field(description="DurafactRecipe: the recipe's name.")
     status: str | None = Field(description="DurafactStatus: the recipe's phase.")
     state: str = Field(description="Temporal's status: RUNNING, COMPLETED, FAILED, ...")
+    tokens: int | None = Field(
+        default=None, description="DurafactTokens: tokens used, as of the run's last phase."
+    )
+    cost: float | None = Field(
+        default=None,
+        description="DurafactCost: their cost in the worker's currency, as of the run's last "
+        "phase; None while unknown (a model without a price) or not recorded.",
+    )
     started_at: datetime
     closed_at: datetime | None
 
@@ -55,7 +63,10 @@ class RunDetail(RunRow):
     recipe_status: str | None = Field(description="The recipe's own status (the query).")
     result: Any = Field(description="The result, once COMPLETED.")
     failure: str | None = Field(description="Why it ended, when it did not complete.")
-    usage: Usage | None = Field(description="Tokens the run used, from its result.")
+    usage: Usage | None = Field(
+        description="Tokens the run used and their cost: the `usage` query while it runs, "
+        "its result's once completed."
+    )
     questions: list[ApprovalQuestion] = Field(description="What waits for a person.")
     correctable: list[str] = Field(description="Facts a rejection may correct (`changes`).")
     troubles: list[str] = Field(description="What holds it: retried calls, a failing task.")

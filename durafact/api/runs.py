@@ -32,7 +32,7 @@ from durafact.api.models import (
 from durafact.api.services import Services, jsonable, services
 from durafact.cli.artifacts import read_ledger
 from durafact.cli.budget_options import with_budget
-from durafact.cli.commands import CORRECTABLE, describe, pending_questions
+from durafact.cli.commands import CORRECTABLE, describe, pending_questions, queried_usage
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import (
     MAX_INPUT_DEPTH,
@@ -48,7 +48,13 @@ from durafact.cli.output import Failed, failure_text
 from durafact.cli.trouble import troubles
 from durafact.ledger import LedgerError
 from durafact.llm import Usage
-from workflows.recipe import AWAITING_APPROVAL, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+from workflows.recipe import (
+    AWAITING_APPROVAL,
+    COST_ATTRIBUTE,
+    RECIPE_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    TOKENS_ATTRIBUTE,
+)
 
 router = APIRouter(tags=["runs"])
 
@@ -178,6 +184,8 @@ def row(execution: WorkflowExecution) -> RunRow:
         recipe=attributes.get(RECIPE_ATTRIBUTE),
         status=attributes.get(STATUS_ATTRIBUTE),
         state=execution.status.name if execution.status else "UNKNOWN",
+        tokens=attributes.get(TOKENS_ATTRIBUTE),
+        cost=attributes.get(COST_ATTRIBUTE),
         started_at=execution.start_time,
         closed_at=execution.close_time,
     )
@@ -185,8 +193,9 @@ def row(execution: WorkflowExecution) -> RunRow:
 
 @router.get("/runs/{workflow_id}", response_model=RunDetail, summary="One run")
 async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> RunDetail:
-    """Temporal's status and the recipe's, the result or why it ended, usage, what waits
-    for a person, what holds it, and its Web UI link."""
+    """Temporal's status and the recipe's, the result or why it ended, usage (the `usage`
+    query while it runs, its result's after), what waits for a person, what holds it,
+    and its Web UI link."""
     handle = s.client.get_workflow_handle(workflow_id)
     description = await describe(handle)
     running = description.status is not None and description.status.name == "RUNNING"
@@ -195,7 +204,7 @@ async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> Ru
     questions = []
     if status == AWAITING_APPROVAL:
         questions = await pending_questions(handle)
-    usage = getattr(result, "usage", None)
+    usage = await queried_usage(handle) if running else getattr(result, "usage", None)
     return RunDetail(
         **row(description).model_dump(),
         summary=await description.static_summary(),

@@ -27,20 +27,30 @@ from durafact.cli.output import (
     Failed,
     NotFound,
     assignments,
+    cost_text,
     decide_hint,
     failure_text,
     indent,
     quoted,
     say,
     say_json,
+    usage_line,
 )
 from durafact.cli.registered import NOT_REGISTERED, registration_fix
 from durafact.cli.trouble import RESUMABLE, end_failure, troubles
+from durafact.llm import Usage
 from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 from workflows.chat import ChatWorkflow
-from workflows.recipe import AWAITING_APPROVAL, FALLBACK, STATUS_ATTRIBUTE, Progress
+from workflows.recipe import (
+    AWAITING_APPROVAL,
+    COST_ATTRIBUTE,
+    FALLBACK,
+    STATUS_ATTRIBUTE,
+    TOKENS_ATTRIBUTE,
+    Progress,
+)
 from workflows.spending import OVER_BUDGET_ERROR
 from workflows.supervisor import Facts
 
@@ -79,6 +89,7 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
             say(f"recipe status: {recipe}")
         except Exception as exc:
             say(f"recipe status: {attribute} ({unanswered('status', exc)})")
+    say(await usage_of(handle, description, answering=recipe is not None))
     if recipe is not None:  # which calls another endpoint answered, from the progress
         with contextlib.suppress(Exception):
             progress = await handle.query(
@@ -153,6 +164,29 @@ async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> i
         raise Failed(f"workflow {workflow_id} ended {state} before it saw the cancellation")
     say(await canceled_line(handle))
     return 0
+
+
+async def queried_usage(handle: Any) -> Usage | None:
+    """The `usage` query's answer; None when none came (no worker, or a worker from before
+    the query)."""
+    try:
+        return await handle.query("usage", result_type=Usage, rpc_timeout=QUERY_TIMEOUT)
+    except Exception:
+        return None
+
+
+async def usage_of(handle: Any, description: Any, answering: bool) -> str:
+    """The run's usage line: from the `usage` query when a worker is `answering`, else
+    from the search attributes, as of the run's last phase."""
+    usage = await queried_usage(handle) if answering else None
+    if usage is not None:
+        return usage_line(usage)
+    attributes = description.typed_search_attributes
+    tokens, cost = attributes.get(TOKENS_ATTRIBUTE), attributes.get(COST_ATTRIBUTE)
+    if tokens is None:
+        return "usage: not recorded"
+    spent = "unknown" if cost is None else cost_text(cost)
+    return f"usage: {tokens:,} tokens; cost: {spent} (as of the run's last phase)"
 
 
 # --- human approval ---------------------------------------------------------------------

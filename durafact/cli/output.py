@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import sys
+from decimal import Decimal
 from typing import Any, NoReturn, TextIO
 
 from pydantic import BaseModel
@@ -15,6 +16,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 from durafact.approval import ApprovalQuestion
 from durafact.ledger import Ledger
+from durafact.llm import Usage
 from durafact.sources import SourceFailure
 from durafact.text import shorten
 from workflows.answer_flow import AnswerFlowResult, ItemAnswer
@@ -148,6 +150,27 @@ def failure_text(exc: BaseException) -> str:
     return f"{type(root).__name__}: {one_line(message)}"
 
 
+def cost_text(cost: Decimal | float) -> str:
+    """A cost without trailing zeros (`0.00123`, `12.5`, `0`): as computed, or as the
+    search attribute DurafactCost (a float) holds it."""
+    exact = Decimal(repr(cost)) if isinstance(cost, float) else cost
+    return f"{exact.normalize():f}"
+
+
+def usage_line(usage: Usage) -> str:
+    """`usage: 1,234 tokens (1,000 in, 800 of them cached; 234 out); cost: 0.00123 USD`,
+    the cost `unknown` when a call's model has no price on the worker."""
+    cached = f", {usage.cached_tokens:,} of them cached" if usage.cached_tokens else ""
+    if usage.cost is None:
+        cost = "unknown (a model without a price in the worker's DURAFACT_PRICES)"
+    else:
+        cost = f"{cost_text(usage.cost)} {usage.currency}".rstrip()
+    return (
+        f"usage: {usage.total_tokens:,} tokens ({usage.prompt_tokens:,} in{cached}; "
+        f"{usage.completion_tokens:,} out); cost: {cost}"
+    )
+
+
 # --- results ----------------------------------------------------------------------------
 
 
@@ -171,7 +194,7 @@ def print_result(value: Any, workflow_id: str, ledger: Ledger | None) -> None:
     printer = _printer(value)
     if printer is not None:
         printer(value, ledger)
-        say(f"usage: {value.usage.total_tokens} tokens")
+        say(usage_line(value.usage))
         command = f"durafact artifacts {quoted(workflow_id)}"
         if ledger is None:
             command = f"not shown (no worker answered the artifacts query); later: {command}"

@@ -17,6 +17,7 @@
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
                   [--budget-tokens N] [--budget-cost X] [--budget-ask] [--endpoint NAME ...]
     durafact chat ID --send TEXT [--json]   # one message, its reply
+    durafact list [--recipe R] [--status S] [--over-cost X] [--limit N] [--json]
     durafact pending [--json]          # every workflow waiting for a person
     durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
                                     # approving a budget question: --set tokens=N, cost=X
@@ -66,6 +67,7 @@ from durafact.cli.commands import (
 )
 from durafact.cli.endpoint_options import add_endpoint_options, endpoints_given, with_endpoints
 from durafact.cli.launch import check_sendable, launch_of_type, start
+from durafact.cli.listing import DEFAULT_LIMIT, MAX_LIMIT, amount, list_runs, name_filter
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
 from durafact.cli.recipe_commands import RECIPE_COMMANDS, add_recipe_commands, duration, launch_of
 from durafact.cli.registered import refuse_unknown_tools
@@ -100,6 +102,7 @@ COMMANDS = (
     "start",
     *RECIPE_COMMANDS,
     "chat",
+    "list",
     "pending",
     "approve",
     "decide",
@@ -156,6 +159,22 @@ def parser() -> Parser:
     )
     add_recipe_commands(commands, [launch, registration])
     add_chat_command(commands)
+
+    listing = commands.add_parser(
+        "list", help="list runs with their status, tokens and cost, running ones first"
+    )
+    listing.add_argument("--recipe", help="only this recipe (plan_execute) or workflow type")
+    listing.add_argument("--status", help="only runs in this phase (DurafactStatus): completed")
+    listing.add_argument(
+        "--over-cost", metavar="X", help="only runs whose cost is above X (DurafactCost)"
+    )
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help=f"at most this many runs, 1-{MAX_LIMIT} (default %(default)s)",
+    )
+    listing.add_argument("--json", action="store_true", help="print one JSON object")
 
     pending = commands.add_parser("pending", help="list every workflow waiting for a person")
     pending.add_argument("--json", action="store_true", help="print one JSON object")
@@ -290,6 +309,16 @@ async def main(argv: Sequence[str] | None = None) -> int:
             check_chat_args(args)
             client, settings = await connect()
             return await chat(client, settings, args)
+        if args.command == "list":
+            filters = (
+                name_filter(args.recipe, "--recipe"),
+                name_filter(args.status, "--status"),
+                amount(args.over_cost, "--over-cost"),
+            )
+            if not 1 <= args.limit <= MAX_LIMIT:
+                raise Failed(f"--limit {args.limit}: from 1 to {MAX_LIMIT}", code=2)
+            client, settings = await connect()
+            return await list_runs(client, *filters, args.limit, args.json)
         changes = corrections(args.set) if args.command == "approve" else {}
         if changes and not args.reject:
             check_new_limits(changes)

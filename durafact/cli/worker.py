@@ -10,12 +10,14 @@ distributions' entry points in the group `durafact.recipes`
 (durafact/runtime/registry.py), with the tools of the MCP servers named by `--mcp`
 (repeatable) and DURAFACT_MCP (`NAME=...;NAME=...`; activities/mcp.py). Everything
 else the plugin reads from the environment: the model endpoints, the payload keys and
-store. With no model endpoint configured (OPENAI_BASE_URL, OPENAI_API_KEY), the worker
-uses the embedded stack's local model when `durafact up` started one, and logs it.
-Temporal is reached through `temporalio.envconfig` (TEMPORAL_ADDRESS, a profile).
-A registration, MCP or endpoint configuration mistake is one line and exit code 2,
-before connecting. SIGINT or SIGTERM stops polling, lets running activities finish (up
-to the graceful timeout), closes the MCP servers (ending their processes) and exits 0.
+store, the price table (DURAFACT_PRICES). With no model endpoint configured
+(OPENAI_BASE_URL, OPENAI_API_KEY), the worker uses the embedded stack's local model
+when `durafact up` started one, and logs it. Temporal is reached through
+`temporalio.envconfig` (TEMPORAL_ADDRESS, a profile). A registration, MCP or endpoint
+configuration mistake is one line and exit code 2, before connecting; so is an unusable
+profile, payload key or store, or price table, with exit code 1. SIGINT or SIGTERM
+stops polling, lets running activities finish (up to the graceful timeout), closes the
+MCP servers (ending their processes) and exits 0.
 """
 
 from __future__ import annotations
@@ -90,6 +92,12 @@ def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
             else "not encrypted (no DURAFACT_KEYS)"
         ),
         f"large payloads: {plugin.payloads.describe()} (DURAFACT_PAYLOADS)",
+        "prices: "
+        + (
+            f"{len(prices.models)} model(s) in {prices.currency}"
+            if (prices := plugin.prices)
+            else "none (no DURAFACT_PRICES): every cost is unknown"
+        ),
     ]
     for endpoint in plugin.endpoints.values():
         key = "with a key" if endpoint.api_key else "no key"
@@ -119,7 +127,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     except (RegistrationError, McpConfigError, ValueError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         sys.exit(2)
-    except SettingsError as exc:  # a bad profile, unusable payload keys or store
+    except SettingsError as exc:  # a bad profile, unusable payload keys, store or prices
         exit_now(f"worker: {exc}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:

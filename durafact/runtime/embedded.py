@@ -50,7 +50,7 @@ from durafact.runtime.codec_server import ORIGINS_ENV, TOKEN_ENV
 from durafact.runtime.connection import connect, port_open
 from durafact.runtime.payloads import PAYLOADS_ENV
 from durafact.runtime.search_attributes import (
-    NAMES,
+    dev_server_flags,
     ensure_search_attributes,
     may_register,
     registered_message,
@@ -449,7 +449,7 @@ async def _up_server(
         str(stack.state_dir / "temporal.db"),
         "--namespace",
         settings.temporal_namespace,
-        *(a for name in NAMES for a in ("--search-attribute", f"{name}=Keyword")),
+        *dev_server_flags(),
         "--log-level",
         "warn",
         *DEV_SERVER_TUNING,

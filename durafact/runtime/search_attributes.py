@@ -1,7 +1,8 @@
 """Making sure a namespace can run durafact workflows.
 
-Every durafact workflow upserts the Keyword search attributes `DurafactRecipe` and
-`DurafactStatus`. In a namespace without them each of its workflow tasks fails,
+Every durafact workflow upserts the search attributes `DurafactRecipe` and
+`DurafactStatus` (Keyword), `DurafactTokens` (Int) and `DurafactCost` (Double). In a
+namespace without them each of its workflow tasks fails,
 again and again, while the caller waits; so the starter calls
 `ensure_search_attributes` before it starts anything (registering them through the
 operator service unless `DURAFACT_REGISTER_SEARCH_ATTRIBUTES=0`), and a worker with
@@ -33,7 +34,6 @@ RPC_TIMEOUT = timedelta(seconds=10)
 # How long a registration may take to show in the namespace's list (a cluster's
 # search-attribute cache can lag behind the call that changed it).
 REGISTERED_TIMEOUT = 30.0
-KEYWORD = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
 # Refusals of the operator service that mean "not for you" rather than "broken".
 REFUSED = (
     RPCStatusCode.PERMISSION_DENIED,
@@ -48,34 +48,53 @@ class NamespaceNotReady(SettingsError):
 
 
 NAMES = tuple(key.name for key in SEARCH_ATTRIBUTES)
+# Each attribute's type, as the operator service names it.
+TYPES = {
+    key.name: IndexedValueType.ValueType(key.indexed_value_type.value) for key in SEARCH_ATTRIBUTES
+}
+
+
+def type_name(kind: IndexedValueType.ValueType) -> str:
+    """A type as the `temporal` CLI names it: Keyword, Int, Double."""
+    return IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_").title()
+
+
+def dev_server_flags() -> list[str]:
+    """The attributes as `temporal server start-dev` registers them at start."""
+    return [f for name in NAMES for f in ("--search-attribute", f"{name}={type_name(TYPES[name])}")]
 
 
 def create_command(names: Sequence[str], namespace: str) -> str:
-    """The `temporal` CLI command that creates `names` as Keyword search attributes.
+    """The `temporal` CLI command that creates `names`, each with its type.
 
     The CLI reads the same TEMPORAL_* variables and profile, so in the same
     environment it reaches the same server."""
     # One --type per --name: with a single --type, the CLI creates only the first name.
-    flags = " ".join(f"--name {name} --type Keyword" for name in names)
+    flags = " ".join(f"--name {name} --type {type_name(TYPES[name])}" for name in names)
     return f"temporal operator search-attribute create --namespace {shlex.quote(namespace)} {flags}"
 
 
 def missing_message(names: Sequence[str], namespace: str, why: str = "") -> str:
     """One line: what is missing, why it was not registered (if it was up to us), and
     the command that creates it."""
-    listed = " and ".join(names)
     plural = len(names) > 1
     return (
-        f"namespace {namespace!r} lacks the search attribute{'s' if plural else ''} {listed} "
+        f"namespace {namespace!r} lacks the search attribute{'s' if plural else ''} "
+        f"{listed(names)} "
         f"that durafact workflows set{f' ({why})' if why else ''}; create "
         f"{'them' if plural else 'it'} with: {create_command(names, namespace)}"
     )
 
 
+def listed(names: Sequence[str]) -> str:
+    """`A`, `A and B`, `A, B and C`."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def registered_message(names: Sequence[str], namespace: str) -> str:
     return (
         f"registered the search attribute{'s' if len(names) > 1 else ''} "
-        f"{' and '.join(names)} in namespace {namespace!r}"
+        f"{listed(names)} in namespace {namespace!r}"
     )
 
 
@@ -89,7 +108,7 @@ def may_register(env: Mapping[str, str] | None = None) -> bool:
 async def missing_search_attributes(client: Client) -> list[str]:
     """durafact's search attributes that the client's namespace lacks.
 
-    Raises NamespaceNotReady when one exists with another type than Keyword, or the
+    Raises NamespaceNotReady when one exists with another type than durafact's, or the
     namespace does not exist."""
     namespace = client.namespace
     try:
@@ -105,20 +124,20 @@ async def missing_search_attributes(client: Client) -> list[str]:
             return [name for name in NAMES if not await _queryable(client, name)]
         raise
     known = {**response.system_attributes, **response.custom_attributes}
-    wrong = {n: known[n] for n in NAMES if n in known and known[n] != KEYWORD}
+    wrong = {n: known[n] for n in NAMES if n in known and known[n] != TYPES[n]}
     if wrong:
         name, kind = next(iter(wrong.items()))
-        type_name = IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_").title()
         raise NamespaceNotReady(
-            f"search attribute {name} in namespace {namespace!r} is of type {type_name}; "
-            "durafact workflows set it as a Keyword"
+            f"search attribute {name} in namespace {namespace!r} is of type "
+            f"{type_name(kind)}; durafact workflows set it as {type_name(TYPES[name])}"
         )
     return [name for name in NAMES if name not in known]
 
 
 async def _queryable(client: Client, name: str) -> bool:
     try:
-        await client.count_workflows(f"{name} = ''", rpc_timeout=RPC_TIMEOUT)
+        value = "''" if TYPES[name] == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD else "0"
+        await client.count_workflows(f"{name} = {value}", rpc_timeout=RPC_TIMEOUT)
     except RPCError as exc:
         if exc.status == RPCStatusCode.INVALID_ARGUMENT:
             return False
@@ -141,7 +160,7 @@ async def ensure_search_attributes(client: Client, *, register: bool) -> list[st
     try:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(
-                namespace=namespace, search_attributes=dict.fromkeys(missing, KEYWORD)
+                namespace=namespace, search_attributes={name: TYPES[name] for name in missing}
             ),
             timeout=RPC_TIMEOUT,
         )

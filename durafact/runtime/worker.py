@@ -14,6 +14,7 @@ from temporalio.worker import Worker, WorkflowRunner
 from activities.mcp import McpServer
 from activities.tools import Tool
 from durafact.plugin import DurafactPlugin
+from durafact.prices import Prices
 from durafact.runtime.settings import Settings
 
 # How long a stopping worker lets running activities finish.
@@ -47,11 +48,13 @@ async def build_worker(
     output_models: Sequence[type[BaseModel]] = (),
     tools: Sequence[Tool] = (),
     mcp: Sequence[str | McpServer] = (),
+    prices: Prices | None = None,
     workflow_runner: WorkflowRunner | None = None,
 ) -> AsyncIterator[Worker]:
     """Run the built-ins, `recipes` modules, `workflows`, and every activity on the
-    settings' task queue and model endpoints while the block runs. Nothing else is read
-    from the environment: no DURAFACT_RECIPES, entry points or DURAFACT_MCP."""
+    settings' task queue and model endpoints (priced by `prices`) while the block runs.
+    Nothing else is read from the environment: no DURAFACT_RECIPES, entry points,
+    DURAFACT_MCP or DURAFACT_PRICES."""
     plugin = DurafactPlugin(
         recipes=recipes,
         entry_points=False,
@@ -61,6 +64,7 @@ async def build_worker(
         mcp=mcp,
         endpoints=settings.all_endpoints(),
         model=settings.model,
+        prices=prices,
         env={},
     )
     async with worker_for(client, settings, plugin, workflow_runner) as worker:

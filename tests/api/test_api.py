@@ -89,6 +89,9 @@ async def test_a_run_starts_and_reads_back_with_result_usage_artifacts_and_prove
     assert run["summary"] == "PlanExecuteWorkflow: Plan a weekend in Kraków"
     assert run["result"]["answer"]["text"].startswith("done: ")
     assert run["usage"]["total_tokens"] == run["result"]["usage"]["total_tokens"] > 0
+    # DurafactTokens and DurafactCost; this worker has no prices, so the cost is unknown.
+    assert run["tokens"] == run["usage"]["total_tokens"]
+    assert run["cost"] is None and run["usage"]["cost"] is None
     assert run["failure"] is None and run["questions"] == []
 
     ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()

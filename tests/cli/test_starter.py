@@ -300,8 +300,8 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.code == 2
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
-        "(commands: start, plan, reflect, answer, route, research, react, chat, pending, approve, "
-        "decide, status, result, resume, artifacts, serve, up, down)"
+        "(commands: start, plan, reflect, answer, route, research, react, chat, list, pending, "
+        "approve, decide, status, result, resume, artifacts, serve, up, down)"
     ]
 
 

@@ -21,14 +21,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durafact.runtime.connection import connect_options
 from durafact.runtime.embedded import temporal_binary
-from durafact.runtime.search_attributes import NAMES, missing_message
+from durafact.runtime.search_attributes import (
+    NAMES,
+    NamespaceNotReady,
+    ensure_search_attributes,
+    missing_message,
+)
 from durafact.runtime.settings import Settings, SettingsError
 from durafact.testing import ScriptedModel, start_dev_server
 from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter
@@ -38,7 +47,7 @@ from workflows.recipe import RECIPE_ATTRIBUTE
 GOAL = "Plan a weekend in Kraków"
 PROFILE = "durafact-test"
 # One namespace per test that changes or checks search attributes.
-NAMESPACES = ("register", "refuse", "bare")
+NAMESPACES = ("register", "refuse", "bare", "mistyped")
 
 
 @dataclass
@@ -219,8 +228,8 @@ async def test_through_a_profile_the_starter_registers_the_search_attributes_and
 
     assert started.code == 0, started.err
     assert started.err_lines[0] == (
-        f"registered the search attributes DurafactRecipe and DurafactStatus in namespace "
-        f"{namespace!r}"
+        "registered the search attributes DurafactRecipe, DurafactStatus, DurafactTokens and "
+        f"DurafactCost in namespace {namespace!r}"
     )
     assert await server.search_attributes(namespace) >= set(NAMES)
     doc = json.loads(started.out)
@@ -263,14 +272,15 @@ async def test_told_not_to_register_the_starter_refuses_with_the_command_and_sta
 
     command = (
         f"temporal operator search-attribute create --namespace {namespace} "
-        "--name DurafactRecipe --type Keyword --name DurafactStatus --type Keyword"
+        "--name DurafactRecipe --type Keyword --name DurafactStatus --type Keyword "
+        "--name DurafactTokens --type Int --name DurafactCost --type Double"
     )
     for run in runs:
         assert run.code == 1
         assert run.err_lines == [
-            f"starter: namespace {namespace!r} lacks the search attributes DurafactRecipe and "
-            "DurafactStatus that durafact workflows set (DURAFACT_REGISTER_SEARCH_ATTRIBUTES=0); "
-            f"create them with: {command}"
+            f"starter: namespace {namespace!r} lacks the search attributes DurafactRecipe, "
+            "DurafactStatus, DurafactTokens and DurafactCost that durafact workflows set "
+            f"(DURAFACT_REGISTER_SEARCH_ATTRIBUTES=0); create them with: {command}"
         ]
         assert run.out == ""
     client = await server.client(namespace)
@@ -313,6 +323,26 @@ async def test_the_worker_refuses_to_start_without_the_search_attributes_until_t
         worker_err = stop(worker)
     assert result.answer.text == "done: Write the final answer."
     assert worker.returncode == 0, worker_err
+
+
+async def test_an_attribute_of_another_type_is_refused_by_name_and_nothing_is_registered(
+    server: Server,
+) -> None:
+    namespace = "mistyped"
+    client = await server.client(namespace)
+    keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(namespace=namespace, search_attributes={"DurafactCost": keyword})
+    )
+
+    with pytest.raises(NamespaceNotReady) as refused:
+        await ensure_search_attributes(client, register=True)
+
+    assert str(refused.value) == (
+        f"search attribute DurafactCost in namespace {namespace!r} is of type Keyword; "
+        "durafact workflows set it as Double"
+    )
+    assert await server.search_attributes(namespace) == {"DurafactCost"}  # nothing added
 
 
 async def test_a_variable_that_is_not_utf8_is_one_line_for_starter_and_worker() -> None:

@@ -11,12 +11,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from durafact.ledger import ArtifactRef, Ledger
+from durafact.llm import Usage
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of, run_to_ledger, scheduled_activities, stored_times
 from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
 from workflows.plan_execute import MAX_STEPS
-from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 
 GOAL = "Plan a weekend in Kraków"
 
@@ -180,29 +181,39 @@ async def test_queries_and_search_attributes_follow_the_run(
     running = (await handle.describe()).typed_search_attributes
     assert running.get(STATUS_ATTRIBUTE) == "executing"  # the phase; the step is in `status`
 
+    # The usage: the query's is now's (the plan and step 1), the attribute's is as of the
+    # phase `executing` (the plan). The worker has no prices: the cost is unknown, and
+    # DurafactCost stays unset rather than 0.
+    so_far = await handle.query("usage", result_type=Usage)
+    assert 0 < running.get(TOKENS_ATTRIBUTE) < so_far.total_tokens
+    assert so_far.cost is None and running.get(COST_ATTRIBUTE) is None
+
     release.set()
-    await handle.result()
+    result = await handle.result()
     tail = await handle.query(PlanExecuteWorkflow.progress, page.next_offset)
     assert [e.message for e in tail.events][-1] == "completed"
-    # One upsert per phase, the recipe's name with the first: not one per step (the
-    # SDK's upserts are for the patches: the one that made it so, and the plan's prompts').
+    # One upsert per phase, the recipe's name with the first, the usage with each: not one
+    # per step or per model call (the SDK's upserts are for the patches: the one that made
+    # it so, and the plan's prompts').
     history = await handle.fetch_history()
     upserts = [
         dict(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
     ]
+    usage = ["DurafactCost", "DurafactTokens"]
     assert [sorted(u) for u in upserts] == [
         ["TemporalChangeVersion"],
-        ["DurafactRecipe", "DurafactStatus"],
+        sorted(["DurafactRecipe", "DurafactStatus", *usage]),
         ["TemporalChangeVersion"],
-        ["DurafactStatus"],
-        ["DurafactStatus"],
-        ["DurafactStatus"],
+        sorted(["DurafactStatus", *usage]),
+        sorted(["DurafactStatus", *usage]),
+        sorted(["DurafactStatus", *usage]),
     ]
     attributes = (await handle.describe()).typed_search_attributes
     assert attributes.get(RECIPE_ATTRIBUTE) == "plan_execute"
     assert attributes.get(STATUS_ATTRIBUTE) == "completed"
+    assert attributes.get(TOKENS_ATTRIBUTE) == result.usage.total_tokens > so_far.total_tokens
 
 
 async def test_a_failed_run_is_visible_as_failed(

@@ -26,11 +26,19 @@ function fact(term, value) {
     : [h("dt", {}, term), h("dd", {}, value)];
 }
 
+// A usage leaves out what is zero (its tokens, its cost); a cost of null is unknown: a
+// model the worker has no price for.
+function usageText(usage) {
+  const tokens = (usage.total_tokens || 0).toLocaleString("en");
+  const cost = !("cost" in usage) ? "0" : usage.cost === null ? "unknown" : usage.cost;
+  return `${tokens} tokens; cost ${cost} ${usage.currency || ""}`.trim();
+}
+
 async function refresh() {
   const run = await api(runPath(id));
   $("title").textContent = run.id;
   $("summary").textContent = run.summary || "";
-  const usage = run.usage ? `${run.usage.total_tokens} tokens` : null;
+  const usage = run.usage ? usageText(run.usage) : null;
   $("facts").replaceChildren(
     ...fact("State", badge(run.state)),
     ...fact("Status", run.recipe_status || run.status ? badge(run.recipe_status || run.status) : null),

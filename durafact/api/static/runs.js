@@ -25,6 +25,9 @@ async function refresh() {
           h("td", {}, run.status ? badge(run.status) : ""),
           h("td", {}, badge(run.state)),
           h("td", {}, when(run.started_at)),
+          // DurafactTokens and DurafactCost, as of the run's last phase.
+          h("td", {}, run.tokens == null ? "" : run.tokens.toLocaleString("en")),
+          h("td", {}, run.tokens == null ? "" : run.cost == null ? "unknown" : String(run.cost)),
         ),
       ),
     );
