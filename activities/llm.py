@@ -18,6 +18,17 @@ durafact/runtime/handoff.py; else the query `context_messages`) and sends after
 `messages` as chat messages with their roles, tool calls and tool-call ids. Tools are named; the
 worker's tool catalog gives their schemas (`tools=`), and the calls the model asks
 for come back in `LLMResponse.tool_calls` with their arguments parsed.
+
+Fallback. A request may name endpoints to move to (`LLMRequest.fallback`): an attempt
+scheduled `fallback_after` or more after the call's first attempt goes to the next one.
+That is decided inside the one activity's retry schedule, so the call is answered once,
+by whichever endpoint answers first; a refusal (4xx) fails it wherever it happens. Each
+endpoint is a client holding its own key only. The response names the endpoint.
+
+Prompt caching. Every request carries `prompt_cache_key`, the run id (a UUID: no text
+of the run), so an endpoint that routes by it sends a run's calls, which share their
+prefix, to the same cache. An endpoint that refuses the parameter (400 or 422) is asked
+again at once without it, and never sent it again.
 """
 
 from __future__ import annotations
@@ -25,11 +36,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import openai
@@ -99,15 +111,17 @@ def retry_after(headers: Any) -> timedelta | None:
     return min(timedelta(seconds=max(seconds, 0.0)), MAX_RETRY_AFTER)
 
 
-def classify_error(exc: Exception) -> ApplicationError:
-    """Turn an `openai` exception into the ApplicationError Temporal should act on.
+def classify_error(exc: Exception, endpoint: str | None = None) -> ApplicationError:
+    """Turn an `openai` exception into the ApplicationError Temporal should act on; its
+    message names `endpoint` when given (a call that may move between endpoints).
 
     URLs in its message are redacted (durafact/redaction.py): an endpoint's error may
     echo the URL it was sent, credentials and all. Raise it `from None`: the original
     exception, with the raw message, would travel along as the failure's cause."""
+    where = f"model endpoint {endpoint!r}" if endpoint else "model endpoint"
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        detail = redact_urls(f"model endpoint answered {status}: {exc.message}")
+        detail = redact_urls(f"{where} answered {status}: {exc.message}")
         if status in NON_RETRYABLE_STATUS:
             return ApplicationError(detail, type=NON_RETRYABLE_STATUS[status], non_retryable=True)
         if status in RETRYABLE_STATUS or status >= 500:
@@ -118,13 +132,9 @@ def classify_error(exc: Exception) -> ApplicationError:
             )
         return ApplicationError(detail, type="RequestRejected", non_retryable=True)
     if isinstance(exc, openai.APITimeoutError):
-        return ApplicationError(
-            redact_urls(f"model endpoint timed out: {exc}"), type="ModelTimeout"
-        )
+        return ApplicationError(redact_urls(f"{where} timed out: {exc}"), type="ModelTimeout")
     if isinstance(exc, openai.APIConnectionError):
-        return ApplicationError(
-            redact_urls(f"model endpoint unreachable: {exc}"), type="ModelUnreachable"
-        )
+        return ApplicationError(redact_urls(f"{where} unreachable: {exc}"), type="ModelUnreachable")
     raise exc
 
 
@@ -146,6 +156,10 @@ UNKNOWN_OUTPUT_TYPE = "UnknownOutputType"
 NO_TOOLS = "NoToolsOnWorker"
 UNKNOWN_TOOL = "UnknownTool"
 UNKNOWN_ENDPOINT = "UnknownEndpoint"
+CACHE_KEY = "prompt_cache_key"
+# What an endpoint answers to a parameter it does not know, when it does not ignore it.
+REFUSED = (openai.BadRequestError, openai.UnprocessableEntityError)
+T = TypeVar("T")
 
 
 class ToolSpecLookup(Protocol):
@@ -300,8 +314,9 @@ class ModelActivities:
 
     `llm` is the endpoint `default`; `endpoints` are the worker's other model endpoints
     by name, each a client holding its own key, that a request may name
-    (`LLMRequest.endpoint`); a name the worker lacks fails at once (`UnknownEndpoint`),
-    before anything is sent.
+    (`LLMRequest.endpoint`, `LLMRequest.fallback`); a name the worker lacks fails at once
+    (`UnknownEndpoint`), before anything is sent. `models` are the chat models of the
+    endpoints that name their own (else `default_model`, unless the request names one).
 
     `handed` takes the context its workflow resolved when the call was scheduled in
     this worker process (`Handoff.take` of durafact/runtime/handoff.py); without it, or
@@ -321,9 +336,11 @@ class ModelActivities:
         tools: ToolSpecLookup | None = None,
         endpoints: Mapping[str, openai.AsyncOpenAI] | None = None,
         handed: HandedContext | None = None,
+        models: Mapping[str, str] | None = None,
         prices: Prices | None = None,
     ) -> None:
         self._llm = llm
+        self._models = dict(models or {})
         self._prices = prices
         self._handed = handed
         self._endpoints = {DEFAULT_ENDPOINT: llm, **(endpoints or {})}
@@ -336,6 +353,8 @@ class ModelActivities:
         self._tool_schemas: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         # Endpoints that answered a streaming request with a whole completion.
         self._whole: set[str] = set()
+        # Endpoints that refused `prompt_cache_key`.
+        self._no_cache_key: set[str] = set()
 
     def _endpoint(self, name: str | None) -> openai.AsyncOpenAI:
         """The client of the endpoint `name` (None: `default`)."""
@@ -350,6 +369,51 @@ class ModelActivities:
                 type=UNKNOWN_ENDPOINT,
                 non_retryable=True,
             ) from None
+
+    def _endpoint_for(self, request: LLMRequest, info: activity.Info) -> str:
+        """The endpoint this attempt goes to: `request.endpoint`, or once the call has
+        failed for `fallback_after` since its first attempt was scheduled the next of
+        `request.fallback`, and so on (the last is kept). Every name is checked first: a
+        wrong fallback name fails the first attempt, not the one an outage leads to."""
+        names = [request.endpoint or DEFAULT_ENDPOINT, *request.fallback]
+        names = [name.lower() for name in names]
+        for name in names:
+            self._endpoint(name)
+        # Both times are the server's, so the worker's clock does not matter.
+        elapsed = info.current_attempt_scheduled_time - info.scheduled_time
+        chosen = names[min(int(elapsed / request.fallback_after), len(names) - 1)]
+        if chosen != names[0]:
+            activity.logger.warning(
+                "attempt %d goes to endpoint %r: the call has failed for %s",
+                info.attempt,
+                chosen,
+                elapsed,
+            )
+        return chosen
+
+    async def _without_refused_key(
+        self,
+        endpoint: str,
+        kwargs: dict[str, Any],
+        send: Callable[[], Awaitable[T]],
+        named_only: bool = False,
+    ) -> T:
+        """`send()`; when the endpoint refuses it (400, 422) while `kwargs` hold
+        `prompt_cache_key` (with `named_only`, a refusal that names the key: a streaming
+        request may be refused for streaming), `send()` again without the key, and when
+        that is taken, never send the key to this endpoint again. A request that was bad
+        anyway is refused again."""
+        try:
+            return await send()
+        except REFUSED as exc:
+            named = CACHE_KEY in f"{exc.message} {exc.body}"
+            if CACHE_KEY not in kwargs or (named_only and not named):
+                raise
+        del kwargs[CACHE_KEY]
+        answer = await send()
+        self._no_cache_key.add(endpoint)
+        activity.logger.info("endpoint %r refuses %s: not sent to it again", endpoint, CACHE_KEY)
+        return answer
 
     def _output_type(self, name: str) -> type[BaseModel]:
         try:
@@ -395,9 +459,13 @@ class ModelActivities:
         rendered: list[dict[str, Any]] = []
         for message, texts in zip(messages, resolved, strict=True):
             content = texts.pop(0).text if message.content_from else message.content
-            parts = [content] if content else []
-            parts += [f"[{t.id}] {t.text}" for t in texts]
-            rendered.append({"role": message.role, "content": "\n\n".join(parts)})
+            cited = [f"[{t.id}] {t.text}" for t in texts]
+            parts = ([content] if content else []) + cited
+            # Separate: the content and the first text make one message, each later text
+            # one more (see ChatMessage.separate).
+            whole = len(parts) - len(cited) + 1 if message.separate else len(parts)
+            for text in ["\n\n".join(parts[:whole]), *parts[whole:]]:
+                rendered.append({"role": message.role, "content": text})
         if conversation is not None and conversation.count:
             turns = (
                 handed.turns
@@ -434,17 +502,29 @@ class ModelActivities:
 
     async def _streamed(
         self,
-        llm: openai.AsyncOpenAI,
+        endpoint: str,
         messages: list[dict[str, Any]],
         kwargs: dict[str, Any],
         target: StreamTo,
         stops: bool,
+        named: str | None,
     ) -> LLMResponse | Any:
         """The reply, streamed from the endpoint and published to the workflow's stream
         as it comes (batched every STREAM_INTERVAL); when the endpoint does not stream,
-        what `_stream_response` returned instead (a whole answer, or None)."""
+        what `_stream_response` returned instead (a whole answer), or None when it refused
+        to stream (400: the whole request then tells whether the request itself was bad).
+        Errors name the endpoint as `named` (see classify_error)."""
+        llm = self._endpoints[endpoint]
         try:
-            stream = await _stream_response(llm, messages, kwargs)
+            try:
+                stream = await self._without_refused_key(
+                    endpoint,
+                    kwargs,
+                    functools.partial(_stream_response, llm, messages, kwargs),
+                    named_only=True,
+                )
+            except openai.BadRequestError:
+                return None
             if not isinstance(stream, openai.AsyncStream):
                 return stream
             reply = _Streamed()
@@ -474,7 +554,7 @@ class ModelActivities:
             if pending:
                 await publish()
         except openai.OpenAIError as exc:
-            raise classify_error(exc) from None  # see classify_error
+            raise classify_error(exc, named) from None  # see classify_error
         response = reply.response()
         if not response.text.strip() and not response.tool_calls and not stops:
             raise ApplicationError("model returned an empty answer", type="EmptyModelOutput")
@@ -485,20 +565,27 @@ class ModelActivities:
         response = await self._answer(request)
         usage = response.usage.model_copy(update={"cost": None})
         if self._prices is not None:
-            asked = request.model or self._default_model
+            asked = self._model_for(request, response.endpoint)
             usage = self._prices.priced(usage, response.model, asked)
         return response.model_copy(update={"usage": usage})
 
+    def _model_for(self, request: LLMRequest, endpoint: str) -> str:
+        """The model a request asks `endpoint` for: its own, the endpoint's, the worker's."""
+        return request.model or self._models.get(endpoint, self._default_model)
+
     async def _answer(self, request: LLMRequest) -> LLMResponse:
         """The model's answer to `request`, with the tokens the endpoint reported."""
-        llm = self._endpoint(request.endpoint)
+        info = activity.info()
+        endpoint = self._endpoint_for(request, info)
+        llm = self._endpoints[endpoint]
+        # Errors name the endpoint when the call may move, or went to a named one.
+        named = endpoint if request.fallback or endpoint != DEFAULT_ENDPOINT else None
         output_type = self._output_type(request.output_type) if request.output_type else None
         tools = await self._tool_schemas_for(request.tools) if request.tools else []
         tools = [*tools, *(tool_schema(spec) for spec in request.tool_specs)]
         messages = await self._render(request.messages, request.conversation)
-        info = activity.info()
         kwargs: dict[str, Any] = {
-            "model": request.model or self._default_model,
+            "model": self._model_for(request, endpoint),
             # Lets the endpoint's logs (and the tests' scripted server) tie a request to
             # the activity attempt that made it; ids may hold any text, headers only ASCII.
             "extra_headers": {
@@ -507,6 +594,8 @@ class ModelActivities:
                 "X-Durafact-Attempt": str(info.attempt),
             },
         }
+        if info.workflow_run_id and endpoint not in self._no_cache_key:
+            kwargs[CACHE_KEY] = info.workflow_run_id
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if request.max_tokens is not None:
@@ -526,13 +615,15 @@ class ModelActivities:
                 },
             }
 
-        endpoint = (request.endpoint or DEFAULT_ENDPOINT).lower()
         whole = None  # an answer the endpoint sent whole when asked to stream
         if request.stream is not None and output_type is None and endpoint not in self._whole:
             streamed = await heartbeating(
-                self._streamed(llm, messages, kwargs, request.stream, bool(request.stop))
+                self._streamed(
+                    endpoint, messages, kwargs, request.stream, bool(request.stop), named
+                )
             )
             if isinstance(streamed, LLMResponse):
+                streamed.endpoint = endpoint
                 return streamed
             self._whole.add(endpoint)  # it does not stream: ask it for whole replies from now
             whole = streamed
@@ -545,13 +636,16 @@ class ModelActivities:
                 answer = (
                     whole
                     if whole is not None
-                    else await heartbeating(_create(llm, messages, kwargs))
+                    else await heartbeating(
+                        self._without_refused_key(
+                            endpoint, kwargs, functools.partial(_create, llm, messages, kwargs)
+                        )
+                    )
                 )
                 whole = None
             except openai.OpenAIError as exc:
-                raise classify_error(
-                    exc
-                ) from None  # its message may hold a URL: see classify_error
+                # Its message may hold a URL: see classify_error.
+                raise classify_error(exc, named) from None
             except json.JSONDecodeError as exc:  # a JSON content type, a body that is not
                 raise not_a_chat_completion(f"a body that is not JSON ({exc})") from None
             except RecursionError:
@@ -569,6 +663,7 @@ class ModelActivities:
                 tool_calls=tool_calls_of(message),
                 usage=usage,
                 model=completion.model if isinstance(completion.model, str) else "",
+                endpoint=endpoint,
                 attempts=attempt,
                 finish_reason=finish_reason_of(choice),
             )
@@ -641,14 +736,10 @@ async def _stream_response(
     """The endpoint's streamed answer (an `AsyncStream`); or, when it answered with a
     whole completion instead of server-sent events, that answer (a `ChatCompletion`, or
     the body's text when it is not JSON), which is paid for and must not be asked for
-    again; or None when it refused to stream (400: the whole request then tells whether
-    the request itself was bad)."""
-    try:
-        raw = await llm.chat.completions.with_raw_response.create(
-            messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
-        )
-    except openai.BadRequestError:
-        return None
+    again."""
+    raw = await llm.chat.completions.with_raw_response.create(
+        messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
+    )
     if "text/event-stream" in raw.http_response.headers.get("content-type", ""):
         return raw.parse()
     body = await raw.http_response.aread()

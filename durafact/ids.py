@@ -375,6 +375,12 @@ def reply_lookup_id(seq: int) -> str:
     return f"read-reply:{seq}"
 
 
+def fallback_id(call: str) -> str:
+    """The record that model call `call` (its readable activity id) was answered by a
+    fallback endpoint."""
+    return f"fallback:{call}"
+
+
 def prompt_id(text: str) -> str:
     """A text that several model calls of a run send (a system prompt): named by its
     hash, so the same text is the same artifact however often it is sent."""

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
 from durafact.compact import Compact
-from durafact.sources import ENDPOINT_NAME
+from durafact.sources import DEFAULT_ENDPOINT, ENDPOINT_NAME
 from durafact.tools import ToolCall, ToolSpec
 
 
@@ -56,6 +57,14 @@ class ChatMessage(Compact):
         default_factory=list,
         description="Ledger artifacts whose text the activity appends to this message.",
     )
+    separate: bool = Field(
+        default=False,
+        description="Each context text after the first is a message of its own (same role), "
+        "in order. A context that grows from call to call (a span of every result so far) "
+        "then only adds messages at the end, so successive calls share their messages "
+        "byte for byte up to there: what an endpoint's prompt cache reuses.",
+    )
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"separate"})
 
     def references(self) -> list[ContextRef]:
         """What the activity reads for this message: `content_from`, then `context`."""
@@ -148,6 +157,24 @@ class TextChunk(BaseModel):
     text: str
 
 
+# How long a call keeps failing on one endpoint before it moves to the next one the run
+# names (`RecipeSettings.endpoints`); see `LLMRequest.fallback`.
+FALLBACK_AFTER = timedelta(minutes=2)
+
+
+def checked_endpoints(names: list[str]) -> list[str]:
+    """`names`, lower-cased as the worker knows them, when each is an endpoint name and
+    none is named twice; else a ValueError saying which."""
+    bad = [name for name in names if not ENDPOINT_NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"not endpoint names: {bad} (letters, digits and _, at most 64)")
+    lowered = [name.lower() for name in names]
+    twice = sorted({name for name in lowered if lowered.count(name) > 1})
+    if twice:
+        raise ValueError(f"endpoints named twice: {', '.join(twice)}")
+    return lowered
+
+
 class LLMRequest(Compact):
     messages: list[ChatMessage] = Field(min_length=1)
     conversation: ArtifactSpan | None = Field(
@@ -183,12 +210,22 @@ class LLMRequest(Compact):
         description="The name of a model endpoint configured on the worker (None: "
         "`default`, its OPENAI_BASE_URL with OPENAI_API_KEY); a name, never a URL.",
     )
+    fallback: list[Annotated[str, Field(pattern=f"^{ENDPOINT_NAME.pattern}$")]] = Field(
+        default_factory=list,
+        description="Endpoints to move to, in order, when the call keeps failing retryably: "
+        "an attempt scheduled `fallback_after` or more after the first goes to the first of "
+        "them, `2 * fallback_after` to the second, and so on; the last is kept until the "
+        "deadline. A refusal (4xx) fails the call wherever it happens.",
+    )
+    fallback_after: timedelta = Field(default=FALLBACK_AFTER, gt=timedelta(0))
     temperature: float | None = None
     max_tokens: int | None = None
     validation_attempts: int = Field(
         default=3, ge=1, description="Asks in all when the output does not validate."
     )
-    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"validation_attempts"})
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"validation_attempts", "fallback_after"}
+    )
     stream: StreamTo | None = Field(
         default=None,
         description="Free text only: publish the reply as it is written (when the endpoint "
@@ -205,14 +242,31 @@ class LLMResponse(Compact):
         default=None, description="The validated structured output, when one was asked for."
     )
     usage: Usage = Field(default_factory=Usage)
-    model: str = ""
+    model: str = Field(default="", description="The model that answered, as the endpoint names it.")
+    endpoint: str = Field(
+        default=DEFAULT_ENDPOINT,
+        description="The endpoint that answered: `LLMRequest.endpoint`, or one of its "
+        "`fallback` endpoints.",
+    )
     attempts: int = 1
     finish_reason: str = Field(
         default="stop",
         description="Why the model stopped, as the endpoint said: `stop`, `length`, "
         "`tool_calls`, ...",
     )
-    omitted_defaults: ClassVar[frozenset[str]] = frozenset({"attempts", "finish_reason"})
+    omitted_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"attempts", "endpoint", "finish_reason"}
+    )
+
+
+class ModelFallback(BaseModel):
+    """The artifact `fallback:{call}`: a model call answered by another endpoint than the
+    first one the run names, because that one kept failing."""
+
+    call: str = Field(description="The model call's activity id.")
+    endpoint: str = Field(description="The endpoint that answered.")
+    model: str = Field(description="The model that answered.")
+    instead_of: str = Field(description="The endpoint the run names first.")
 
 
 def type_path(model: type[BaseModel]) -> str:

@@ -292,6 +292,7 @@ class _WorkerKit:
             tools=catalog,
             endpoints={n: c for n, c in self.clients.items() if n != DEFAULT_ENDPOINT},
             handed=self.handoff.take,
+            models={n: e.model for n, e in plugin.endpoints.items() if e.model},
             prices=plugin.prices,
         )
         sources = SourceActivities(endpoints=self.clients)

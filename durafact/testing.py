@@ -77,6 +77,10 @@ class Call:
         return (fmt.get("json_schema") or {}).get("name")
 
     @property
+    def workflow_id(self) -> str:
+        return unquote(self.headers.get("x-durafact-workflow-id", ""))
+
+    @property
     def activity_id(self) -> str:
         return unquote(self.headers.get("x-durafact-activity-id", ""))
 

@@ -122,6 +122,14 @@ def model(scripted_server: ScriptedModel) -> Iterator[ScriptedModel]:
 
 
 @pytest.fixture
+def backup() -> Iterator[ScriptedModel]:
+    """A second scripted model server of the test's own: an endpoint to fall back on."""
+    server = ScriptedModel().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def settings(model: ScriptedModel) -> Settings:
     """Settings pointing at the scripted model and a task queue of this test's own."""
     return Settings(

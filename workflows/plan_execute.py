@@ -34,6 +34,12 @@ the Web UI timeline reads like the ledger.
 
 Status: `planning`, `executing:{i}/{n}`, `finishing`, `completed`; `failed` when a
 hook raises. `DurafactStatus` holds the phase: `executing` for every step.
+
+The ready planner's calls share their prefix: each sends the one system prompt (the
+goal in it), then the results so far, one message each, then its own request ("Plan:
+at most N steps.", "Step K: ...", "Write the final answer."). So every call's messages
+begin with the previous call's, all but the last, byte for byte: an endpoint's prompt
+cache serves that prefix instead of reading it again (`plan_messages`).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from temporalio.exceptions import ApplicationError
 
 from durafact.ids import final_id, goal_id, plan_scope, result_id, step_id, text_key
 from durafact.ledger import ArtifactRef, Ledger
-from durafact.llm import Usage
+from durafact.llm import ChatMessage, ContextRef, Usage
 from durafact.text import not_blank
 from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
 
@@ -189,6 +195,21 @@ class PlanExecuteResult(BaseModel):
         )
 
 
+# Runs started since this patch send the prompts below (`plan_messages`); older runs
+# keep the ones they were started with, a system prompt per kind of call (PLANNER,
+# EXECUTOR, FINISHER), which shared no prefix from one kind to the next.
+SHARED_PREFIX = "durafact-shared-prefix"
+GOAL_SYSTEM = (
+    "You work towards a goal in three kinds of request. 'Plan: at most N steps.' asks for "
+    "the steps: short and concrete, one sentence each, to be carried out one after another. "
+    "'Step K: ...' asks you to carry out that step only, using the results of the earlier "
+    "steps given before it; answer with its result, briefly. 'Write the final answer.' asks "
+    "for the answer to the goal from the results of all the steps: concise and concrete."
+    "\n\nGoal: {goal}"
+)
+PLAN_REQUEST = "Plan: at most {n} steps."
+RESULTS = "The results of the steps so far:"
+FINISH_REQUEST = "Write the final answer."
 PLANNER = (
     "You are a planner. Break the user's goal into at most {n} short, concrete steps "
     "that can be carried out one after another. Each step is one sentence."
@@ -203,14 +224,29 @@ FINISHER = (
 )
 
 
+def plan_messages(goal: str, request: str, results: list[ContextRef]) -> list[ChatMessage]:
+    """The messages of every call of the ready planner: the system prompt with `goal`,
+    the `results` so far (references; each its own message, `ChatMessage.separate`), and
+    the call's `request` last. Consecutive calls differ only after the earlier results."""
+    messages = [ChatMessage(role="system", content=GOAL_SYSTEM.format(goal=goal))]
+    if results:
+        messages.append(ChatMessage(role="user", content=RESULTS, context=results, separate=True))
+    messages.append(ChatMessage(role="user", content=request))
+    return messages
+
+
 async def plan_steps(ctx: RecipeContext, goal: str, max_steps: int) -> list[PlanStep]:
     """The ready planner: one structured model call, kept to `max_steps` steps."""
-    plan = await ctx.llm.structured(
-        Plan,
-        f"Goal: {goal}",
-        system=PLANNER.format(n=max_steps),
-        summary=f"request model: plan steps for {quote(goal)}",
-    )
+    summary = f"request model: plan steps for {quote(goal)}"
+    if workflow.patched(SHARED_PREFIX):
+        messages = plan_messages(goal, PLAN_REQUEST.format(n=max_steps), [])
+        plan = Plan.model_validate(
+            (await ctx.llm.request(messages, output=Plan, summary=summary)).data
+        )
+    else:
+        plan = await ctx.llm.structured(
+            Plan, f"Goal: {goal}", system=PLANNER.format(n=max_steps), summary=summary
+        )
     if len(plan.steps) > max_steps:
         ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {max_steps}")
     return [PlanStep(description=s) for s in plan.steps[:max_steps]]
@@ -236,23 +272,36 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
     async def execute_step(
         self, ctx: RecipeContext, step: PlanStep, history: list[StepResult]
     ) -> StepResult:
-        # The goal goes with the system prompt, which is the same for every step and so
+        # The goal goes with the system prompt, which is the same for every call and so
         # stored whole once (see RecipeContext.sent_once); the step's own line is new.
+        request = f"Step {step.index + 1}: {step.description}"
+        summary = f"request model: step {step.index + 1} {quote(step.description)}"
+        if workflow.patched(SHARED_PREFIX):
+            messages = plan_messages(self.goal.text, request, ctx.refs(history))
+            return StepResult(text=(await ctx.llm.request(messages, summary=summary)).text)
         text = await ctx.llm.text(
-            f"Step {step.index + 1}: {step.description}",
+            request,
             system=f"{EXECUTOR}\n\nGoal: {self.goal.text}",
             context=ctx.refs(history),
-            summary=f"request model: step {step.index + 1} {quote(step.description)}",
+            summary=summary,
         )
         return StepResult(text=text)
 
     async def finish(
         self, ctx: RecipeContext, goal: Goal, results: list[StepResult]
     ) -> FinalAnswer:
-        text = await ctx.llm.text(
-            f"Goal: {goal.text}\nWrite the final answer.",
-            system=FINISHER,
-            context=ctx.refs(results),
-            summary=f"request model: final answer for {quote(goal.text)}",
-        )
-        return FinalAnswer(goal=goal.text, text=text)
+        return FinalAnswer(goal=goal.text, text=await final_answer(ctx, goal.text, results))
+
+
+async def final_answer(ctx: RecipeContext, goal: str, results: list[BaseModel]) -> str:
+    """The ready finisher: one model call over the steps' `results` (by reference)."""
+    summary = f"request model: final answer for {quote(goal)}"
+    if workflow.patched(SHARED_PREFIX):
+        messages = plan_messages(goal, FINISH_REQUEST, ctx.refs(results))
+        return (await ctx.llm.request(messages, summary=summary)).text
+    return await ctx.llm.text(
+        f"Goal: {goal}\n{FINISH_REQUEST}",
+        system=FINISHER,
+        context=ctx.refs(results),
+        summary=summary,
+    )

@@ -54,12 +54,12 @@ from durafact.ids import child_artifact_id, child_workflow_id, result_id, step_i
 from durafact.text import not_blank
 from durafact.tools import checked_tool_names
 from workflows.plan_execute import (
-    FINISHER,
     FinalAnswer,
     PlanExecute,
     PlanExecuteResult,
     PlanExecuteSettings,
     PlanStep,
+    final_answer,
     plan_steps,
 )
 from workflows.react import (
@@ -184,13 +184,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
         self, ctx: RecipeContext, goal: PlanReActInput, results: list[AgentStepResult]
     ) -> FinalAnswer:
         self._link_results(ctx, results)
-        text = await ctx.llm.text(
-            f"Goal: {goal.text}\nWrite the final answer.",
-            system=FINISHER,
-            context=ctx.refs(results),
-            summary=f"request model: final answer for {quote(goal.text)}",
-        )
-        return FinalAnswer(goal=goal.text, text=text)
+        return FinalAnswer(goal=goal.text, text=await final_answer(ctx, goal.text, results))
 
     # --- the parts --------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
 from temporalio.exceptions import (
@@ -59,6 +59,7 @@ from durafact.ids import (
     OPAQUE_IDS_MEMO,
     activity_id,
     approval_id,
+    fallback_id,
     long_approval_id,
     opaque_id,
     prompt_id,
@@ -66,6 +67,7 @@ from durafact.ids import (
 )
 from durafact.ledger import Ledger
 from durafact.llm import (
+    FALLBACK_AFTER,
     ArtifactSpan,
     ChatMessage,
     ChatTurn,
@@ -73,11 +75,14 @@ from durafact.llm import (
     ContextText,
     LLMRequest,
     LLMResponse,
+    ModelFallback,
     Prompt,
     StreamTo,
     Usage,
+    checked_endpoints,
     type_path,
 )
+from durafact.sources import DEFAULT_ENDPOINT
 from durafact.text import shorten
 from durafact.tools import ToolSpec
 from workflows.spending import BUDGET_THREAD, OVER_BUDGET, Spending, spent_of, with_spent
@@ -110,6 +115,8 @@ CANCELED_STATUS = "durafact-canceled-status"
 CANCELED = "canceled"
 # DurafactStatus while any question waits: what `starter.py pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
+# The kind of the announcement that a model call was answered by a fallback endpoint.
+FALLBACK = "fallback"
 # The error type of an answer the `decide` update refuses.
 INVALID_ANSWER = "InvalidAnswer"
 # The memo key of a run's own model deadline, in seconds (`starter.py ... --model-deadline`):
@@ -230,19 +237,22 @@ class ModelCalls:
         summary: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        endpoint: str | None = None,
+        endpoint: str | Sequence[str] | None = None,
         stream: StreamTo | None = None,
     ) -> LLMResponse:
         """The general form: explicit messages, optional structured output; for a tool
         loop or a chat, the run's `ChatTurn` artifacts (`conversation`, a reference read
         by the activity), the tools the model may call (by name, or `tool_specs` for tools
         the workflow runs itself) and stop sequences; `endpoint` names one of the worker's
-        model endpoints (None: `default`); `stream` publishes the reply as it is written.
-        The run's budget is checked first, `max_tokens` counted as committed (see
-        `workflows/spending.py`)."""
+        model endpoints, or several to fall back on in order (None: the run's
+        `RecipeSettings.endpoints`, else `default`); `stream` publishes the reply as it is
+        written. The run's budget is checked first, `max_tokens` counted as committed (see
+        `workflows/spending.py`). A call answered by a fallback endpoint leaves the
+        artifact `fallback:{call}` and says so in the progress."""
         ctx = self._ctx
         await ctx.spending.before(max_tokens or 0)
-        activity_id = ctx.temporal_id(ctx.next_activity_id("llm"))
+        readable_id = ctx.next_activity_id("llm")
+        names = [endpoint] if isinstance(endpoint, str) else list(endpoint or ctx.endpoints)
         request = LLMRequest(
             messages=[ctx.sent_once(message) for message in messages],
             output_type=type_path(output) if output else None,
@@ -252,14 +262,16 @@ class ModelCalls:
             stop=stop,
             temperature=temperature,
             max_tokens=max_tokens,
-            endpoint=endpoint,
+            endpoint=names[0] if names else None,
+            fallback=names[1:],
+            fallback_after=ctx.fallback_after,
             stream=stream,
         )
         response: LLMResponse = await workflow.execute_activity(
             "request_model",
             request,
             result_type=LLMResponse,
-            activity_id=activity_id,
+            activity_id=ctx.temporal_id(readable_id),
             summary=summary or f"request model: {ctx.scope}",
             start_to_close_timeout=ctx.llm_timeout,
             schedule_to_close_timeout=ctx.model_deadline,
@@ -267,6 +279,9 @@ class ModelCalls:
             retry_policy=ctx.llm_retry,
         )
         ctx.spending.charge(response.usage, response.model)
+        first = names[0].lower() if names else DEFAULT_ENDPOINT
+        if response.endpoint != first:
+            ctx.record_fallback(readable_id, first, response)
         return response
 
     @staticmethod
@@ -313,6 +328,10 @@ class RecipeContext:
         self.llm_heartbeat_timeout = llm_heartbeat_timeout
         self.llm_retry = llm_retry
         self.llm = ModelCalls(self)
+        # The run's model endpoints in order, and when a call moves on (set by
+        # `Recipe.execute` from the settings; see RecipeSettings).
+        self.endpoints: list[str] = []
+        self.fallback_after = FALLBACK_AFTER
         # Long message texts sent so far, by prompt id (see `sent_once`).
         self._sent: set[str] = set()
         # See STATUS_BY_PHASE (set by `Recipe.execute`).
@@ -335,6 +354,19 @@ class RecipeContext:
         if artifact_id not in self.ledger:
             self.ledger.create(artifact_id, Prompt(text=message.content))
         return message.model_copy(update={"content": "", "content_from": artifact_id})
+
+    def record_fallback(self, call: str, instead_of: str, response: LLMResponse) -> None:
+        """Keep (`fallback:{call}`) and announce that model call `call` was answered by
+        another endpoint than `instead_of`, the first one the run names."""
+        record = ModelFallback(
+            call=call, endpoint=response.endpoint, model=response.model, instead_of=instead_of
+        )
+        self.ledger.create(fallback_id(call), record)
+        self.announce(
+            f"{call} answered by endpoint {record.endpoint} (model {record.model}): "
+            f"{instead_of} kept failing",
+            kind=FALLBACK,
+        )
 
     def temporal_id(self, readable: str) -> str:
         """The id Temporal stores for an activity or child workflow named `readable`: the
@@ -679,6 +711,24 @@ class RecipeSettings(BaseModel):
         description="What the run's model calls, its children's included, may use: tokens, "
         "cost, and whether to fail or ask a person when it is spent (None: no limit).",
     )
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="The worker's model endpoints for this run's calls, in order (none: "
+        "`default`, the worker's OPENAI_BASE_URL). A call that keeps failing retryably on "
+        "one for `fallback_after` moves to the next, within its own retries, so it is "
+        "answered once; a refusal (4xx) never moves. Names, never URLs: the worker "
+        "configures them (DURAFACT_ENDPOINT_<NAME>=URL, each with its own key).",
+    )
+    fallback_after: timedelta = Field(
+        default=FALLBACK_AFTER,
+        gt=timedelta(0),
+        description="How long a call fails on one endpoint before it moves to the next.",
+    )
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoint_names(cls, names: list[str]) -> list[str]:
+        return checked_endpoints(names)
 
 
 class Recipe(Generic[In, Out]):
@@ -751,7 +801,9 @@ class Recipe(Generic[In, Out]):
         if not ctx.by_phase:
             workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:
-            ctx.spending.start(self.settings(input).budget)
+            limits = self.settings(input)
+            ctx.spending.start(limits.budget)
+            ctx.endpoints, ctx.fallback_after = limits.endpoints, limits.fallback_after
             return await self.lifecycle(ctx, input)
         except BaseException as exc:
             # Temporal's cancellation reached the run (an activity in flight gets it on its

@@ -64,7 +64,7 @@ FIELD_STAGES = {"scope": "route", "budget": "report", "deadline": "report"}
 
 class SupervisorRequest(RecipeSettings):
     """A request, where it may be routed, and how long its approval waits; like every
-    recipe's input, it may carry a `budget`."""
+    recipe's input, it may carry a `budget` and the run's model `endpoints`."""
 
     request: Annotated[str, not_blank("request")] = Field(
         description="What the person asks for, in their words."

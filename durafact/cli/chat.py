@@ -2,6 +2,7 @@
 
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
                   [--budget-tokens N] [--budget-cost X] [--budget-ask]
+                  [--endpoint NAME ...] [--fallback-after DURATION]
     durafact chat ID --send TEXT [--json]
 
 Interactive, each line is sent with the update `send`; `/memory`, `/transcript` and
@@ -35,6 +36,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from durafact.cli.budget_options import add_budget_options, budget_given, budgeted
+from durafact.cli.endpoint_options import add_endpoint_options, endpoints_given
 from durafact.cli.follow import warn_if_no_worker
 from durafact.cli.output import (
     Failed,
@@ -91,6 +93,7 @@ def add_chat_command(commands: Any) -> None:
     )
     chat.add_argument("--no-stream", action="store_true", help="a new chat's replies arrive whole")
     add_budget_options(chat)  # a new chat's
+    add_endpoint_options(chat)
 
 
 def chat_input(args: argparse.Namespace) -> ChatInput:
@@ -100,7 +103,7 @@ def chat_input(args: argparse.Namespace) -> ChatInput:
         input = ChatInput(memory=POLICIES[args.memory](), tools=tools, stream=not args.no_stream)
     except ValueError as exc:
         raise Failed(f"--tools: {exc}", code=2) from None
-    return budgeted(input, budget_given(args))
+    return budgeted(input, budget_given(args)).model_copy(update=endpoints_given(args))
 
 
 def check_chat_args(args: argparse.Namespace) -> None:

@@ -43,10 +43,19 @@ from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 from workflows.chat import ChatWorkflow
-from workflows.recipe import AWAITING_APPROVAL, COST_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
+from workflows.recipe import (
+    AWAITING_APPROVAL,
+    COST_ATTRIBUTE,
+    FALLBACK,
+    STATUS_ATTRIBUTE,
+    TOKENS_ATTRIBUTE,
+    Progress,
+)
 from workflows.spending import OVER_BUDGET_ERROR
 from workflows.supervisor import Facts
 
+# How many of a run's calls answered by a fallback endpoint `status` names, the last ones.
+SHOWN_FALLBACKS = 5
 # The facts a rejection may correct (`approve --reject --set FIELD=VALUE`), per workflow type.
 CORRECTABLE: dict[str, tuple[str, ...]] = {"SupervisorWorkflow": tuple(Facts.model_fields)}
 
@@ -81,6 +90,17 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         except Exception as exc:
             say(f"recipe status: {attribute} ({unanswered('status', exc)})")
     say(await usage_of(handle, description, answering=recipe is not None))
+    if recipe is not None:  # which calls another endpoint answered, from the progress
+        with contextlib.suppress(Exception):
+            progress = await handle.query(
+                "progress", 0, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+            )
+            fallbacks = [event.message for event in progress.events if event.kind == FALLBACK]
+            if len(fallbacks) > SHOWN_FALLBACKS:
+                earlier = len(fallbacks) - SHOWN_FALLBACKS
+                say(f"model fallback: {earlier} earlier calls too (`durafact artifacts` lists all)")
+            for message in fallbacks[-SHOWN_FALLBACKS:]:
+                say(f"model fallback: {message}")
     if recipe == AWAITING_APPROVAL:
         with contextlib.suppress(Exception):
             for question in await pending_questions(handle):

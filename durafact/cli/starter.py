@@ -13,9 +13,9 @@
                       [--protocol text|native] [--max-turns N]
         (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
          [--budget-tokens N] [--budget-cost X] [--budget-ask [--budget-ask-timeout DURATION]]
-         [--recipes MODULE[,MODULE...]])
+         [--endpoint NAME ...] [--fallback-after DURATION] [--recipes MODULE[,MODULE...]])
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
-                  [--budget-tokens N] [--budget-cost X] [--budget-ask]
+                  [--budget-tokens N] [--budget-cost X] [--budget-ask] [--endpoint NAME ...]
     durafact chat ID --send TEXT [--json]   # one message, its reply
     durafact list [--recipe R] [--status S] [--over-cost X] [--limit N] [--json]
     durafact pending [--json]          # every workflow waiting for a person
@@ -65,6 +65,7 @@ from durafact.cli.commands import (
     result,
     status,
 )
+from durafact.cli.endpoint_options import add_endpoint_options, endpoints_given, with_endpoints
 from durafact.cli.launch import check_sendable, launch_of_type, start
 from durafact.cli.listing import DEFAULT_LIMIT, MAX_LIMIT, amount, list_runs, name_filter
 from durafact.cli.output import Failed, exit_now, fail, note, one_line, say
@@ -143,6 +144,7 @@ def parser() -> Parser:
         "2h, 1d (default: the recipe's; 24h for the built-ins)",
     )
     add_budget_options(launch)
+    add_endpoint_options(launch)
 
     begin = commands.add_parser(
         "start",
@@ -287,6 +289,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
             else:
                 launch = launch_of(args, registry)
             launch = with_budget(launch, budget_given(args))
+            launch = with_endpoints(launch, endpoints_given(args))
             workflow_id = launch.workflow_id(args.id)
             check_sendable(launch)
             client, settings = await connect()

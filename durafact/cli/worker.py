@@ -101,7 +101,8 @@ def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
     ]
     for endpoint in plugin.endpoints.values():
         key = "with a key" if endpoint.api_key else "no key"
-        lines.append(f"endpoint {endpoint.name}: {redact_url(endpoint.base_url)} ({key})")
+        model = f", model {endpoint.model}" if endpoint.model else ""
+        lines.append(f"endpoint {endpoint.name}: {redact_url(endpoint.base_url)} ({key}{model})")
     for server in servers:
         lines.append(f"MCP server {server.name}: {server.target} (tools as {server.name}__TOOL)")
     return lines

@@ -7,11 +7,14 @@ make the worker hand its keys to a server of their choosing.
 
     default          OPENAI_BASE_URL (empty: api.openai.com) with OPENAI_API_KEY
     NAME             DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY=KEY
+                     and DURAFACT_ENDPOINT_<NAME>_MODEL=MODEL (default: DURAFACT_MODEL)
 
 `NAME` is the rest of the variable's name, lower-cased (`DURAFACT_ENDPOINT_EMBED`
-is the endpoint `embed`); a variable ending in `_KEY` is always a key. An endpoint
-without a key gets none (keyless local servers); it never gets another endpoint's.
-Each mistake is one line (`EndpointError`), raised when the worker starts.
+is the endpoint `embed`); a variable ending in `_KEY` is always a key, one ending in
+`_MODEL` the name of the chat model that endpoint serves (a fallback endpoint at
+another provider names the same model differently). An endpoint without a key gets
+none (keyless local servers); it never gets another endpoint's. Each mistake is one
+line (`EndpointError`), raised when the worker starts.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from durafact.sources import DEFAULT_ENDPOINT
 
 ENDPOINT_PREFIX = "DURAFACT_ENDPOINT_"
 KEY_SUFFIX = "_KEY"
+MODEL_SUFFIX = "_MODEL"
 NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
 # The openai client insists on a key; local servers accept any. Not a credential.
 NO_KEY = "unused"
@@ -44,6 +48,9 @@ class Endpoint(BaseModel):
     base_url: str | None = Field(description="None: the openai client's own (api.openai.com).")
     api_key: str | None = Field(
         default=None, repr=False, exclude=True, description="None: no key sent."
+    )
+    model: str | None = Field(
+        default=None, description="The chat model requested from it. None: the worker's."
     )
     origin: str = Field(default="", description="Where it was configured, for messages.")
 
@@ -71,15 +78,20 @@ def default_endpoint(base_url: str | None, api_key: str | None) -> Endpoint:
 
 
 def named_endpoints(env: Mapping[str, str]) -> dict[str, Endpoint]:
-    """The endpoints `DURAFACT_ENDPOINT_<NAME>` (and `_KEY`) variables of `env` name."""
+    """The endpoints `DURAFACT_ENDPOINT_<NAME>` (and `_KEY`, `_MODEL`) variables of `env`
+    name."""
     urls: dict[str, tuple[str, str]] = {}
     keys: dict[str, tuple[str, str]] = {}
+    models: dict[str, tuple[str, str]] = {}
     for variable, value in sorted(env.items()):
         if not variable.upper().startswith(ENDPOINT_PREFIX) or not value:
             continue
         rest = variable[len(ENDPOINT_PREFIX) :]
-        is_key = rest.upper().endswith(KEY_SUFFIX)
-        name = (rest[: -len(KEY_SUFFIX)] if is_key else rest).lower()
+        found, name = urls, rest
+        for suffix, kind in ((KEY_SUFFIX, keys), (MODEL_SUFFIX, models)):
+            if rest.upper().endswith(suffix):
+                found, name = kind, rest[: -len(suffix)]
+        name = name.lower()
         if not NAME.fullmatch(name):
             raise EndpointError(
                 f"{variable}: {name!r} is not an endpoint name: letters, digits and '_', "
@@ -90,18 +102,23 @@ def named_endpoints(env: Mapping[str, str]) -> dict[str, Endpoint]:
                 f"{variable}: the endpoint 'default' is OPENAI_BASE_URL with OPENAI_API_KEY; "
                 "give another endpoint another name"
             )
-        (keys if is_key else urls)[name] = (variable, value.strip())
-    for name, (variable, _) in keys.items():
-        if name not in urls:
-            raise EndpointError(
-                f"{variable} is set but {ENDPOINT_PREFIX}{name.upper()} (its URL) is not: "
-                "a key is only ever sent to the URL configured beside it"
-            )
+        found[name] = (variable, value.strip())
+    for kind, why in (
+        (keys, "a key is only ever sent to the URL configured beside it"),
+        (models, "it names the model of the endpoint configured there"),
+    ):
+        for name, (variable, _) in kind.items():
+            if name not in urls:
+                raise EndpointError(
+                    f"{variable} is set but {ENDPOINT_PREFIX}{name.upper()} (its URL) is not: "
+                    + why
+                )
     return {
         name: Endpoint(
             name=name,
             base_url=check_url(url, variable),
             api_key=keys[name][1] if name in keys else None,
+            model=models[name][1] if name in models else None,
             origin=variable,
         )
         for name, (variable, url) in urls.items()

@@ -23,7 +23,7 @@ from tests.helpers import ROOT, clean_env, ledger_of, starter
 from tests.scripted_answers import answerer
 from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
 from workflows.answer_flow import NOT_ENOUGH_INFORMATION
-from workflows.plan_execute import EXECUTOR
+from workflows.plan_execute import GOAL_SYSTEM
 
 GOAL = "Plan a weekend in Kraków"
 
@@ -61,12 +61,12 @@ async def test_artifacts_prints_every_text_of_a_closed_run_one_block_each(
         f"{len(ledger)} artifacts, {len(ledger.links)} links"
     )
     by_id = {block.splitlines()[0]: block.splitlines()[1:] for block in blocks[1:]}
-    # The goal, the steps, their results, the final answer, and the executor's system
-    # prompt, which every step sends (stored whole once, with step 1's call).
+    # The goal, the steps, their results, the final answer, and the system prompt, which
+    # every call sends (stored whole once, with the planning call's).
     assert len(by_id) == len(ledger) == 2 * len(result.steps) + 3
     prompt = next(a for a in ledger.artifacts.values() if a.type == "Prompt")
     assert by_id[f"{prompt.id} (Prompt, version 1)"] == [
-        f"  text:  {EXECUTOR}",
+        f"  text:  {GOAL_SYSTEM.split(chr(10))[0]}",
         "         ",  # the blank line inside the text keeps the block whole
         f"         Goal: {GOAL}",
     ]

@@ -23,8 +23,9 @@ from durafact.testing import ScriptedModel
 from tests.workflows.test_plan_execute import GOAL, numbered_steps
 from tests.workflows.test_react import act, final, turns
 from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+from workflows.plan_execute import GOAL_SYSTEM
 
-STEP_SYSTEM = "You carry out one step of a plan"
+SYSTEM = GOAL_SYSTEM.split("{goal}")[0]  # the plan's system prompt, without the goal
 PLAN = Goal(text=GOAL)
 
 
@@ -86,7 +87,7 @@ async def test_a_plan_makes_a_workflow_span_and_a_genai_span_per_model_call(
         assert attributes["gen_ai.usage.output_tokens"] > 0
     # No prompt or reply text in any span by default.
     shown = json.dumps([dict(s.attributes or {}) for s in spans], ensure_ascii=False, default=str)
-    assert STEP_SYSTEM not in shown and "result of <" not in shown
+    assert SYSTEM not in shown and "result of <" not in shown
 
 
 async def test_with_trace_content_the_model_spans_hold_the_messages_and_the_reply(
@@ -102,7 +103,10 @@ async def test_with_trace_content_the_model_spans_hold_the_messages_and_the_repl
     )
     attributes = step.attributes or {}
     sent = json.loads(str(attributes["gen_ai.input.messages"]))
-    assert sent[0]["role"] == "system" and sent[0]["content"].startswith(STEP_SYSTEM)
+    # The messages as the workflow sent them: the system prompt the planning call sent
+    # whole goes by reference, the step's own request is text.
+    assert sent[0]["role"] == "system" and sent[0]["content_from"].startswith("prompt:")
+    assert sent[-1] == {"role": "user", "content": "Step 1: Pick dates"}
     [reply] = json.loads(str(attributes["gen_ai.output.messages"]))
     assert reply["role"] == "assistant" and reply["content"].startswith("result of <")
 

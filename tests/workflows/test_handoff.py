@@ -89,12 +89,12 @@ async def test_in_the_scheduling_process_context_comes_from_memory_and_matches_t
     model.reply(plan_and_tools)
     monkeypatch.setattr(handoff, "MAX_CHARS", -1)  # nothing is handed over: every call asks
     queries = await run_both(client, settings)
-    # A query per message that names texts: steps 2 and 3 name the system prompt step 1
-    # sent and the earlier results, the final answer its results; the loop's model calls
-    # name the conversation, the second and third also the system prompt.
+    # A query per message that names texts: step 1 names the system prompt the plan call
+    # sent, steps 2 and 3 and the final answer that and the earlier results; the loop's
+    # model calls name the conversation, the second and third also the system prompt.
     assert (
         queries
-        == ["context_texts"] * 5
+        == ["context_texts"] * 7
         + ["context_messages"]
         + [
             "context_texts",

@@ -193,8 +193,8 @@ async def test_queries_and_search_attributes_follow_the_run(
     tail = await handle.query(PlanExecuteWorkflow.progress, page.next_offset)
     assert [e.message for e in tail.events][-1] == "completed"
     # One upsert per phase, the recipe's name with the first, the usage with each: not one
-    # per step or per model call (the first upsert is the SDK's, for the patch that made
-    # it so).
+    # per step or per model call (the SDK's upserts are for the patches: the one that made
+    # it so, and the plan's prompts').
     history = await handle.fetch_history()
     upserts = [
         dict(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
@@ -205,6 +205,7 @@ async def test_queries_and_search_attributes_follow_the_run(
     assert [sorted(u) for u in upserts] == [
         ["TemporalChangeVersion"],
         sorted(["DurafactRecipe", "DurafactStatus", *usage]),
+        ["TemporalChangeVersion"],
         sorted(["DurafactStatus", *usage]),
         sorted(["DurafactStatus", *usage]),
         sorted(["DurafactStatus", *usage]),
