@@ -28,7 +28,7 @@ from durafact.cli.chat import open_chat
 from durafact.cli.commands import describe
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import validated
-from durafact.cli.output import Unanswered, failure_text
+from durafact.cli.output import Unanswered, failure_text, state_name
 from workflows.chat import (
     INVALID_MESSAGE,
     MESSAGES_TOPIC,
@@ -68,7 +68,7 @@ async def chat_handle(s: Services, chat_id: str) -> Any:
     description = await describe(handle)
     if description.workflow_type != ChatWorkflow.__name__:
         raise ApiError(409, "Conflict", f"{chat_id} is a {description.workflow_type}, not a chat")
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     if state != "RUNNING":
         raise ApiError(409, "Conflict", f"chat {chat_id} has ended ({state}); start another")
     return handle

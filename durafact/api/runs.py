@@ -44,7 +44,7 @@ from durafact.cli.launch import (
     start_run,
     type_label,
 )
-from durafact.cli.output import Failed, failure_text
+from durafact.cli.output import Failed, failure_text, state_name
 from durafact.cli.trouble import troubles
 from durafact.ledger import LedgerError
 from durafact.llm import Usage
@@ -121,7 +121,7 @@ async def start(
         )
     except WorkflowAlreadyStartedError:
         taken = await describe(s.client.get_workflow_handle(workflow_id))
-        state = taken.status.name if taken.status else "UNKNOWN"
+        state = state_name(taken)
         raise ApiError(
             409, "Conflict", f"workflow id {workflow_id!r} is taken by a {state} run"
         ) from None
@@ -183,7 +183,7 @@ def row(execution: WorkflowExecution) -> RunRow:
         type=execution.workflow_type,
         recipe=attributes.get(RECIPE_ATTRIBUTE),
         status=attributes.get(STATUS_ATTRIBUTE),
-        state=execution.status.name if execution.status else "UNKNOWN",
+        state=state_name(execution),
         tokens=attributes.get(TOKENS_ATTRIBUTE),
         cost=attributes.get(COST_ATTRIBUTE),
         started_at=execution.start_time,
@@ -249,7 +249,7 @@ async def artifacts(workflow_id: str, s: Annotated[Services, Depends(services)])
         id=workflow_id,
         run_id=description.run_id,
         type=description.workflow_type,
-        state=description.status.name if description.status else "UNKNOWN",
+        state=state_name(description),
         artifacts=[
             ArtifactView(id=a.id, type=a.type, version=a.version, text=a.text(), data=a.data)
             for a in ledger.all()
@@ -288,7 +288,7 @@ async def cancel(
     the request. A run that is not running is 409."""
     handle = s.client.get_workflow_handle(workflow_id)
     description = await describe(handle)
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     if state != "RUNNING":
         raise ApiError(409, "Conflict", f"run {workflow_id} is {state}: there is nothing to cancel")
     await handle.cancel(reason=body.reason if body else "")

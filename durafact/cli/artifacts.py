@@ -17,14 +17,14 @@ from temporalio.service import RPCError
 
 from durafact.cli.commands import describe
 from durafact.cli.follow import ARTIFACTS_TIMEOUT, unanswered
-from durafact.cli.output import Unanswered, indent, say, say_json
+from durafact.cli.output import Unanswered, indent, say, say_json, state_name
 from durafact.ledger import Ledger
 from durafact.runtime.codec import PayloadDecryptError
 
 
 async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
     description, ledger = await read_ledger(client, workflow_id)
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     if as_json:
         document = {
             "workflow_id": workflow_id,

@@ -47,6 +47,7 @@ from durafact.cli.output import (
     quoted,
     say,
     say_json,
+    state_name,
 )
 from durafact.llm import TextChunk
 from durafact.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
@@ -169,7 +170,7 @@ async def chat_result(handle: Any, description: Any, url: str, as_json: bool) ->
     page = await handle.query(ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage)
     replies = [line for line in page.lines if line.role == "assistant" and not line.tool_calls]
     last = replies[-1] if replies else None
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     if as_json:
         reply = {"seq": last.seq, "text": last.content} if last else None
         emit_json(handle.id, description.run_id, state, {"chat": True, "last_reply": reply}, url)

@@ -34,6 +34,7 @@ from durafact.cli.output import (
     quoted,
     say,
     say_json,
+    state_name,
     usage_line,
 )
 from durafact.cli.registered import NOT_REGISTERED, registration_fix
@@ -63,7 +64,7 @@ CORRECTABLE: dict[str, tuple[str, ...]] = {"SupervisorWorkflow": tuple(Facts.mod
 async def status(client: Any, settings: Settings, workflow_id: str) -> int:
     handle = client.get_workflow_handle(workflow_id)
     description = await describe(handle)
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     say(f"workflow {workflow_id}: {state} ({description.workflow_type}, run {description.run_id})")
     try:
         summary = await description.static_summary()
@@ -149,7 +150,7 @@ async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> i
     to end and say how. A run that is not running is one line and exit 1."""
     handle = client.get_workflow_handle(workflow_id)
     description = await describe(handle)
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     if state != "RUNNING":
         raise Failed(f"workflow {workflow_id} is {state}: there is nothing to cancel")
     await handle.cancel(reason=reason)
@@ -159,7 +160,7 @@ async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> i
     with contextlib.suppress(WorkflowFailureError):
         await handle.result()
     ended = await describe(handle)
-    state = ended.status.name if ended.status else "UNKNOWN"
+    state = state_name(ended)
     if state != "CANCELED":  # it ended another way before it saw the request
         raise Failed(f"workflow {workflow_id} ended {state} before it saw the cancellation")
     say(await canceled_line(handle))
@@ -389,7 +390,7 @@ async def send_decision(handle: Any, answer: ApprovalAnswer) -> ApprovalOutcome:
 async def running(handle: Any) -> Any:
     """The workflow's description; a one-line reason when it is not running."""
     description = await describe(handle)
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     if state != "RUNNING":
         raise Failed(f"workflow {handle.id} is {state}: nothing waits for an answer")
     return description

@@ -38,6 +38,7 @@ from durafact.cli.output import (
     one_line,
     quoted,
     say,
+    state_name,
     summarize,
 )
 from durafact.cli.registered import refuse_if_unregistered
@@ -330,7 +331,7 @@ async def start(
     summary = launch.summary
     run = await start_run(client, settings, launch, workflow_id, model_deadline)
     handle, run_id, started, description = run.handle, run.run_id, run.started, run.description
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     url = settings.workflow_url(workflow_id, run_id)
     if not started:
         existing = await description.static_summary()

@@ -14,7 +14,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from durafact.cli.output import Failed, cost_text, say, say_json
+from durafact.cli.output import Failed, cost_text, say, say_json, state_name
 from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 
 DEFAULT_LIMIT = 50
@@ -99,7 +99,7 @@ def row(execution: Any) -> dict[str, Any]:
         "workflow_type": execution.workflow_type,
         "recipe": attributes.get(RECIPE_ATTRIBUTE),
         "status": attributes.get(STATUS_ATTRIBUTE),
-        "state": execution.status.name if execution.status else "UNKNOWN",
+        "state": state_name(execution),
         "tokens": attributes.get(TOKENS_ATTRIBUTE),
         "cost": attributes.get(COST_ATTRIBUTE),
         "started_at": execution.start_time.isoformat(),

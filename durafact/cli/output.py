@@ -45,6 +45,11 @@ def decide_hint(workflow_id: str, question_id: str) -> str:
     )
 
 
+def state_name(execution: Any) -> str:
+    """Temporal's status of a described or listed run, by name (`RUNNING`, ...)."""
+    return execution.status.name if execution.status else "UNKNOWN"
+
+
 class Failed(Exception):
     """A one-line reason to stop, printed as `starter: <reason>`; code 2 for bad input."""
 

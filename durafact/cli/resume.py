@@ -41,7 +41,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.cli.commands import describe
 from durafact.cli.follow import progress_page, wait_and_print
-from durafact.cli.output import Failed, emit_json, quoted, say
+from durafact.cli.output import Failed, emit_json, quoted, say, state_name
 from durafact.cli.trouble import RESUMABLE, events_newest_first
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
@@ -156,7 +156,7 @@ async def reset_latest(client: Any, workflow_id: str) -> tuple[str, str, int, st
 def check_resumable(workflow_id: str, description: Any) -> None:
     """A one-line refusal unless the latest run ended in a state that resumes; a
     running run that a reset made is another resume's."""
-    state = description.status.name if description.status else "UNKNOWN"
+    state = state_name(description)
     if state in RESUMABLE:
         return
     reset = description.raw_description.workflow_extended_info.HasField("last_reset_time")
