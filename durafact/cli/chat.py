@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import threading
 import uuid
 from typing import Any
 
@@ -300,7 +301,7 @@ async def interactive(client: Any, handle: Any) -> int:
     offset = await stream_offset(client, handle.id)
     reader = asyncio.create_task(follow(client, handle.id, printer, offset))
     lines: asyncio.Queue[str | None] = asyncio.Queue()
-    typing = asyncio.create_task(read_lines(lines))
+    read_lines(lines)
     # Lines typed while a reply was awaited, sent after it (None: the input ended).
     later: list[str | None] = []
     try:
@@ -332,22 +333,28 @@ async def interactive(client: Any, handle: Any) -> int:
             if printer.printed.get(key) != reply.text:
                 printer.finish(key, reply.text)
     finally:
-        for task in (reader, typing):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reader
     return 0
 
 
-async def read_lines(lines: asyncio.Queue[str | None]) -> None:
-    """Each line typed, stripped, into `lines`; None once the input ends."""
-    while True:
-        try:
-            line = await asyncio.to_thread(input, "you> " if sys.stdin.isatty() else "")
-        except EOFError:
-            lines.put_nowait(None)
-            return
-        lines.put_nowait(line.strip())
+def read_lines(lines: asyncio.Queue[str | None]) -> None:
+    """Each line typed, stripped, into `lines`, None once the input ends: from a daemon
+    thread, which a `/quit` leaves blocked in input() without holding up the exit."""
+    loop = asyncio.get_running_loop()
+
+    def read() -> None:
+        while True:
+            try:
+                line: str | None = input("you> " if sys.stdin.isatty() else "").strip()
+            except EOFError:
+                line = None
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+            if line is None:
+                return
+
+    threading.Thread(target=read, name="chat-input", daemon=True).start()
 
 
 async def command(handle: Any, line: str) -> bool:
