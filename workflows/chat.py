@@ -22,7 +22,9 @@ Stop and steer. The update `stop` cancels the turn being answered (its model cal
 tool calls, through the activities' heartbeats): the turn ends `stopped`, its `send`
 gets the reply `ChatReply(status="stopped")`, a tool call it cut short gets the
 result "stopped by ...", and the next message is answered as usual. With no turn
-being answered its validator refuses it (nothing is written to history). A message
+being answered, or while the turn waits for a person's answer (a destructive tool's
+approval, a budget question: answer that instead), its validator refuses it (nothing is
+written to history). A message
 sent with `steer: true` while a turn is answered joins that turn: it is added as
 "Note from a person: ..." before the turn's next model call, and its `send` gets
 `status="steered"` ("steered turn N"). One that comes after the turn's last model
@@ -308,10 +310,15 @@ class ChatWorkflow(ReAct[ChatInput, None]):
 
     @stop.validator
     def _validate_stop(self) -> None:
+        problem = None
         if self._responding is None:
-            raise ApplicationError(
-                "no turn is being answered: nothing to stop", type=NOT_STEERED, non_retryable=True
-            )
+            problem = "no turn is being answered: nothing to stop"
+        elif waiting := self._ctx.pending_questions():
+            # Cancelled, the wait would leave its question open with nobody to read the
+            # answer: a person answers it instead (a rejection ends the call too).
+            problem = f"the turn waits for a person's answer to {waiting[0].id}: answer it"
+        if problem:
+            raise ApplicationError(problem, type=NOT_STEERED, non_retryable=True)
 
     def steer_problem(self) -> str | None:
         return (

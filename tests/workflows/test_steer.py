@@ -18,13 +18,23 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
+from durafact.approval import ApprovalAnswer
 from durafact.llm import ChatTurn
 from durafact.runtime.codec import data_converter
 from durafact.runtime.settings import Settings
 from durafact.steer import NOT_STEERED, Steered, SteerNote
 from durafact.testing import Call, ScriptedModel, ToolCalls
+from tests.helpers import question_waiting
 from tests.workflows.test_chat import start_chat
-from tests.workflows.test_react import act, final, start, turn_calls, turns
+from tests.workflows.test_react import (  # noqa: F401  (react_worker: a fixture)
+    DELETED,
+    act,
+    final,
+    react_worker,
+    start,
+    turn_calls,
+    turns,
+)
 from workflows import RECIPES, ChatReply, ChatSend, ChatWorkflow, ReActResult, ReActWorkflow
 from workflows.chat import STOPPED_REPLY
 
@@ -175,3 +185,38 @@ async def test_stop_ends_a_turn_that_a_held_model_call_keeps_and_the_next_is_ans
         ("user", "just say hi"),
     ]
     await replays(handle)
+
+
+async def test_stop_is_refused_while_the_turn_waits_for_a_persons_approval(
+    client: Client,
+    react_worker: Settings,  # noqa: F811  (the fixture imported above)
+    model: ScriptedModel,
+) -> None:
+    model.reply(
+        lambda call: (
+            "kept it"
+            if call.messages[-1].get("role") == "tool"
+            else ToolCalls([("delete_file", {"path": "notes.txt"})])
+        )
+    )
+    handle = await start_chat(client, react_worker, tools=["delete_file"], stream=False)
+    asking = asyncio.create_task(
+        handle.execute_update(
+            ChatWorkflow.send, ChatSend(text="delete notes.txt"), result_type=ChatReply
+        )
+    )
+    question = await question_waiting(handle)
+
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(ChatWorkflow.stop, result_type=ChatReply)
+
+    assert isinstance(refused.value.cause, ApplicationError)
+    assert refused.value.cause.message == (
+        f"the turn waits for a person's answer to {question.id}: answer it"
+    )
+    await handle.execute_update(
+        ChatWorkflow.decide, ApprovalAnswer(question_id=question.id, approved=False)
+    )
+    reply = await asyncio.wait_for(asking, 60)
+    assert (reply.status, reply.text) == ("answered", "kept it")
+    assert DELETED == []
