@@ -23,13 +23,13 @@ tool calls, through the activities' heartbeats): the turn ends `stopped`, its `s
 gets the reply `ChatReply(status="stopped")`, a tool call it cut short gets the
 result "stopped by ...", and the next message is answered as usual. With no turn
 being answered, or while the turn waits for a person's answer (a destructive tool's
-approval, a budget question: answer that instead), its validator refuses it (nothing is
-written to history). A message
-sent with `steer: true` while a turn is answered joins that turn: it is added as
-"Note from a person: ..." before the turn's next model call, and its `send` gets
-`status="steered"` ("steered turn N"). One that comes after the turn's last model
-call, or when no turn runs, is an ordinary message. (The update `steer` of every
-ReAct run is refused by a chat: a chat's note is such a message.)
+approval, a budget question: answer that instead), its validator refuses it (nothing
+is written to history). A message sent with `steer: true` while a turn is answered
+joins that turn: it is added as "Note from a person: ..." before the turn's next
+model call, and its `send` gets `status="steered"` ("steered turn N"). One that comes
+after the turn's last model call, or when no turn runs, is an ordinary message. (The
+update `steer` of every ReAct run is refused by a chat: a chat's note is such a
+message.)
 
 Continue-as-new. When the run's history passes `continue_after_events` or
 `continue_after_bytes` (or the server suggests it), the chat detaches the

@@ -18,10 +18,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
+from activities.tools import tool
 from durafact.approval import ApprovalAnswer
 from durafact.llm import ChatTurn
 from durafact.runtime.codec import data_converter
 from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
 from durafact.steer import NOT_STEERED, Steered, SteerNote
 from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.helpers import question_waiting
@@ -36,7 +38,7 @@ from tests.workflows.test_react import (  # noqa: F401  (react_worker: a fixture
     turns,
 )
 from workflows import RECIPES, ChatReply, ChatSend, ChatWorkflow, ReActResult, ReActWorkflow
-from workflows.chat import STOPPED_REPLY
+from workflows.chat import STOPPED_CALL, STOPPED_REPLY
 
 NOTE = "give the result in cents"
 
@@ -220,3 +222,61 @@ async def test_stop_is_refused_while_the_turn_waits_for_a_persons_approval(
     reply = await asyncio.wait_for(asking, 60)
     assert (reply.status, reply.text) == ("answered", "kept it")
     assert DELETED == []
+
+
+LOOKUPS: dict[str, bool] = {}
+
+
+@tool
+async def slow_lookup(name: str) -> str:
+    """Look a name up in a registry that takes its time (until cancelled, here)."""
+    LOOKUPS[name] = False
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        LOOKUPS[name] = True  # the call was cancelled, not left running
+        raise
+    return "found"
+
+
+async def test_stop_mid_tool_call_cancels_it_and_gives_the_call_a_stopped_result(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    LOOKUPS.clear()
+    model.reply(
+        lambda call: (
+            f"echo: {call.last_user}"
+            if "hi" in call.last_user
+            else ToolCalls([("slow_lookup", {"name": "ada"})])
+        )
+    )
+    async with build_worker(client, settings, tools=[slow_lookup]):
+        handle = await start_chat(client, settings, tools=["slow_lookup"], stream=False)
+        asking = asyncio.create_task(
+            handle.execute_update(
+                ChatWorkflow.send, ChatSend(text="look up ada"), result_type=ChatReply
+            )
+        )
+        while "ada" not in LOOKUPS:
+            await asyncio.sleep(0.05)
+
+        stopped = await handle.execute_update(ChatWorkflow.stop, result_type=ChatReply)
+        after = await handle.execute_update(
+            ChatWorkflow.send, ChatSend(text="just say hi"), result_type=ChatReply
+        )
+
+        assert (await asyncio.wait_for(asking, 30)).status == stopped.status == "stopped"
+        assert after.text == "echo: just say hi"
+        # The tool heard the cancellation (through its heartbeat) within its timeout.
+        for _ in range(300):
+            if LOOKUPS["ada"]:
+                break
+            await asyncio.sleep(0.05)
+        assert LOOKUPS == {"ada": True}
+        (next_call,) = calls_of(model, "llm:chat:2")
+        assert [(m["role"], m.get("content")) for m in next_call.messages[-4:]] == [
+            ("assistant", None),
+            ("tool", STOPPED_CALL),
+            ("assistant", STOPPED_REPLY),
+            ("user", "just say hi"),
+        ]
