@@ -22,7 +22,7 @@ class Steered(BaseModel):
     """What the update `steer` returns once the note is in the conversation."""
 
     turn: int = Field(description="The model call the note went before (ReAct: its turn).")
-    message: str = Field(description="The note's message id (`msg:{run}:{n}`, or chat seq).")
+    message: str = Field(description="The note's artifact id, `msg:{run}:{n}`.")
 
 
 def steer_text(note: str) -> str:
