@@ -182,8 +182,9 @@ async def steer(client: Any, workflow_id: str, note: str) -> int:
         reply = await deliver(handle, note, uuid.uuid4().hex, steer=True)
         if reply.status == "steered":
             say(f"chat {workflow_id}: {reply.text}")
-        else:  # no turn was being answered: an ordinary message, answered
-            say(f"chat {workflow_id}: no turn was running; the note was answered:\n{reply.text}")
+        else:  # no model call of a running turn was left: an ordinary message, answered
+            say(f"chat {workflow_id}: the note went in as a message of its own; its reply:")
+            say(indent(reply.text, "  "))
         return 0
     try:
         steered = await handle.execute_update("steer", SteerNote(text=note), result_type=Steered)
