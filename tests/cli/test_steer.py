@@ -93,3 +93,20 @@ async def test_steering_an_ended_run_or_a_plan_is_refused_in_one_line(
     empty = await starter("steer", plan_id, " ", env=starter_env, cwd=tmp_path)
     assert (empty.code, empty.err_lines) == (2, ["starter: the note is empty"])
     model.release_all()
+
+
+async def test_steering_an_idle_chat_sends_the_note_as_a_message_and_says_so(
+    starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(lambda call: f"done: {call.last_user}")
+    chat_id = f"chat-{uuid.uuid4().hex[:6]}"
+    sent = await starter("chat", chat_id, "--send", "hello", env=starter_env, cwd=tmp_path)
+    assert sent.code == 0, sent.err
+
+    steered = await starter("steer", chat_id, "use metric units", env=starter_env, cwd=tmp_path)
+
+    assert steered.code == 0, steered.err
+    assert steered.out.splitlines() == [
+        f"chat {chat_id}: the note went in as a message of its own; its reply:",
+        "  done: use metric units",
+    ]
