@@ -363,7 +363,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     async def steer(self, note: SteerNote) -> Steered:
         """A person's note for the agent, added before its next model call as a user
         message ("Note from a person: ..."); returns which call, once it is there."""
-        return await self.take_note(note)
+        return await self._take_note(note)
 
     @steer.validator
     def _validate_steer(self, note: SteerNote) -> None:
@@ -378,7 +378,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             return "the run's tool loop has ended: no model call is left to steer"
         return None
 
-    async def take_note(self, note: SteerNote) -> Steered:
+    async def _take_note(self, note: SteerNote) -> Steered:
+        """Wait for the next model call to take the note; refused if none comes."""
         waiting = _Note(note.text)
         self._notes.append(waiting)
         await workflow.wait_condition(lambda: waiting.steered is not None or self._loop_over)
