@@ -115,6 +115,38 @@ async def scheduled_activities(client: Client, handle: WorkflowHandle[Any, Any])
     ]
 
 
+@dataclass
+class LocalActivity:
+    """One local activity as history holds it: a marker with its result (its input is
+    not recorded)."""
+
+    activity_id: str
+    activity_type: str
+    summary: str
+    result: dict[str, Any]
+
+
+async def local_activities(client: Client, handle: WorkflowHandle[Any, Any]) -> list[LocalActivity]:
+    """Every local activity of the workflow, in history order."""
+    history = await handle.fetch_history()
+    converter = client.data_converter.payload_converter
+    found = []
+    for e in history.events:
+        marker = e.marker_recorded_event_attributes
+        if marker.marker_name != "core_local_activity":
+            continue
+        data = converter.from_payload(marker.details["data"].payloads[0], dict)
+        found.append(
+            LocalActivity(
+                activity_id=data["activity_id"],
+                activity_type=data["activity_type"],
+                summary=converter.from_payload(e.user_metadata.summary, str),
+                result=converter.from_payload(marker.details["result"].payloads[0], dict),
+            )
+        )
+    return found
+
+
 async def question_waiting(
     handle: WorkflowHandle[Any, Any], n: int = 1, timeout: float = 15.0
 ) -> ApprovalQuestion:

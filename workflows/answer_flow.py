@@ -105,7 +105,13 @@ from durafact.ids import (
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ContextRef, Usage
 from durafact.text import shorten
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings, reraise_cancellation
+from workflows.recipe import (
+    Recipe,
+    RecipeContext,
+    RecipeSettings,
+    patched,
+    reraise_cancellation,
+)
 from workflows.spending import OVER_BUDGET
 
 In = TypeVar("In", bound=BaseModel)
@@ -310,7 +316,7 @@ class AnswerFlow(Recipe[In, Out]):
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
             stopped = any(issue.code == BUDGET for r in results for issue in r.issues)
-            phase = OVER_BUDGET if stopped and workflow.patched(BUDGET_PHASE) else ""
+            phase = OVER_BUDGET if stopped and patched(BUDGET_PHASE) else ""
             note = f"; blocked: {_some(blocked)}" if blocked else ""
             if phase:
                 note += f"; {ctx.spending.spent_text()}"

@@ -54,7 +54,15 @@ from durafact.ids import final_id, goal_id, plan_scope, result_id, step_id, text
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ChatMessage, ContextRef, Usage
 from durafact.text import not_blank
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
+from workflows.recipe import (
+    Recipe,
+    RecipeContext,
+    RecipeSettings,
+    patched,
+    quote,
+    stamp,
+    subject_text,
+)
 
 G = TypeVar("G", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)
@@ -242,7 +250,7 @@ def plan_messages(goal: str, request: str, results: list[ContextRef]) -> list[Ch
 async def plan_steps(ctx: RecipeContext, goal: str, max_steps: int) -> list[PlanStep]:
     """The ready planner: one structured model call, kept to `max_steps` steps."""
     summary = f"request model: plan steps for {quote(goal)}"
-    if workflow.patched(SHARED_PREFIX):
+    if patched(SHARED_PREFIX):
         messages = plan_messages(goal, PLAN_REQUEST.format(n=max_steps, goal=goal), [])
         plan = Plan.model_validate(
             (await ctx.llm.request(messages, output=Plan, summary=summary)).data
@@ -280,7 +288,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         # stored whole once (see RecipeContext.sent_once); the step's own line is new.
         request = f"Step {step.index + 1}: {step.description}"
         summary = f"request model: step {step.index + 1} {quote(step.description)}"
-        if workflow.patched(SHARED_PREFIX):
+        if patched(SHARED_PREFIX):
             messages = plan_messages(self.goal.text, request, ctx.refs(history))
             return StepResult(text=(await ctx.llm.request(messages, summary=summary)).text)
         text = await ctx.llm.text(
@@ -300,7 +308,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
 async def final_answer(ctx: RecipeContext, goal: str, results: list[BaseModel]) -> str:
     """The ready finisher: one model call over the steps' `results` (by reference)."""
     summary = f"request model: final answer for {quote(goal)}"
-    if workflow.patched(SHARED_PREFIX):
+    if patched(SHARED_PREFIX):
         messages = plan_messages(goal, FINISH_REQUEST, ctx.refs(results))
         return (await ctx.llm.request(messages, summary=summary)).text
     return await ctx.llm.text(

@@ -156,7 +156,7 @@ from durafact.tools import (
     ToolSpec,
     checked_tool_names,
 )
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
+from workflows.recipe import BASELINE, Recipe, RecipeContext, RecipeSettings, subject_text
 from workflows.sources import fan_out_sources, materialize_doc
 
 In = TypeVar("In", bound=BaseModel)
@@ -504,7 +504,15 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         listing = ToolListing(specs=[])
         if request.tools or request.mcp_servers:
             names = ", ".join([*request.tools, *request.mcp_servers])
-            listed = await workflow.execute_activity(
+            # Python tools alone are listed from the worker's registry at once: a local
+            # activity, one marker event in the workflow task that asks, where an activity
+            # costs three events and one more workflow task (3.6 KB of a short run's
+            # history). MCP servers answer over the network, maybe slowly, and the
+            # activity heartbeats meanwhile: they keep an activity of their own.
+            local = not request.mcp_servers and workflow.patched(BASELINE)
+            listed = await (
+                workflow.execute_local_activity if local else workflow.execute_activity
+            )(
                 "list_tools",
                 request,
                 # A bare list: what list_tools returned before it named skipped tools.
@@ -513,8 +521,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 summary=f"get tools: {_shown(names, 80)}",
                 start_to_close_timeout=self.tool_timeout,
                 schedule_to_close_timeout=ctx.model_deadline,
-                heartbeat_timeout=self.tool_heartbeat_timeout,
                 retry_policy=self.tool_retry,
+                **({} if local else {"heartbeat_timeout": self.tool_heartbeat_timeout}),
             )
             listing = listed if isinstance(listed, ToolListing) else ToolListing(specs=listed)
         specs = listing.specs

@@ -113,6 +113,12 @@ TYPEABLE_APPROVAL_IDS = "durafact-typeable-approval-ids"
 # reason in the ledger; older runs closed CANCELED with their last status.
 CANCELED_STATUS = "durafact-canceled-status"
 CANCELED = "canceled"
+# Runs started since this patch took the new path of every patch above and of the other
+# recipes' patches (see `patched`): a patch costs a new run a marker event and an upsert
+# of TemporalChangeVersion, about 1.1 KB of history, and a short run paid that once per
+# patch. The patches made after it are checked with `workflow.patched` as usual, or may
+# be folded into a later baseline of their own the same way.
+BASELINE = "durafact-baseline-2026-12"
 # DurafactStatus while any question waits: what `starter.py pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
 # The kind of the announcement that a model call was answered by a fallback endpoint.
@@ -492,7 +498,7 @@ class RecipeContext:
             return
         if not self._recipe_marked:
             self._upsert_phase()
-        elif self.usage != self._upserted_usage and workflow.patched(FINAL_USAGE):
+        elif self.usage != self._upserted_usage and patched(FINAL_USAGE):
             workflow.upsert_search_attributes(self._usage_updates())
 
     def _upsert_phase(self) -> None:
@@ -503,15 +509,20 @@ class RecipeContext:
         workflow.upsert_search_attributes([*pairs, *self._usage_updates()])
 
     def _usage_updates(self) -> list[SearchAttributeUpdate[Any]]:
-        """DurafactTokens and DurafactCost as of now (DurafactCost unset while the cost is
-        unknown: a Double holds no "unknown", and 0 would be a lie)."""
-        usage = self._upserted_usage = self.usage
-        cost = (
-            COST_ATTRIBUTE.value_unset()
-            if usage.cost is None
-            else COST_ATTRIBUTE.value_set(float(usage.cost))
-        )
-        return [TOKENS_ATTRIBUTE.value_set(usage.total_tokens), cost]
+        """DurafactTokens as of now, and DurafactCost when it changed since the last upsert
+        (unset while the cost is unknown: a Double holds no "unknown", and 0 would be a
+        lie). An unchanged cost is left out: with an unpriced model it stays unknown for
+        the whole run, and each upsert is kept in history."""
+        last, usage = self._upserted_usage, self.usage
+        self._upserted_usage = usage
+        updates: list[SearchAttributeUpdate[Any]] = [TOKENS_ATTRIBUTE.value_set(usage.total_tokens)]
+        if last is None or usage.cost != last.cost:
+            updates.append(
+                COST_ATTRIBUTE.value_unset()
+                if usage.cost is None
+                else COST_ATTRIBUTE.value_set(float(usage.cost))
+            )
+        return updates
 
     # --- human approval ---------------------------------------------------------------
 
@@ -597,7 +608,7 @@ class RecipeContext:
         settable: Sequence[str] = (),
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
-        typeable = workflow.patched(TYPEABLE_APPROVAL_IDS)
+        typeable = patched(TYPEABLE_APPROVAL_IDS)
         question = ApprovalQuestion(
             id=approval_id(thread, n) if typeable else long_approval_id(thread, n),
             thread=thread,
@@ -672,8 +683,15 @@ def run_cancelled(exc: BaseException) -> bool:
     return (
         is_cancelled_exception(exc)
         and workflow.cancellation_reason() is not None
-        and workflow.patched(CANCELED_STATUS)
+        and patched(CANCELED_STATUS)
     )
+
+
+def patched(patch_id: str) -> bool:
+    """`workflow.patched(patch_id)` for a patch older than BASELINE: true, with no marker
+    of its own, in a run that has BASELINE's. `Recipe.execute` asks for BASELINE first,
+    so a run's answer is fixed as it starts (the SDK remembers it for the run)."""
+    return workflow.patched(BASELINE) or workflow.patched(patch_id)
 
 
 def reraise_cancellation(exc: BaseException) -> None:
@@ -797,7 +815,7 @@ class Recipe(Generic[In, Out]):
     async def execute(self, input: In) -> Out:
         """Run the lifecycle on `input`: what a recipe's `@workflow.run` returns."""
         ctx = self._ctx
-        ctx.by_phase = workflow.patched(STATUS_BY_PHASE)
+        ctx.by_phase = patched(STATUS_BY_PHASE)
         if not ctx.by_phase:
             workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:

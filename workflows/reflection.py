@@ -77,7 +77,15 @@ from durafact.ids import draft_id, final_id, review_id, rewrite_scope, text_key,
 from durafact.ledger import ArtifactRef
 from durafact.llm import Usage
 from durafact.text import not_blank, shorten, without_json_objects
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote, stamp, subject_text
+from workflows.recipe import (
+    Recipe,
+    RecipeContext,
+    RecipeSettings,
+    patched,
+    quote,
+    stamp,
+    subject_text,
+)
 
 T = TypeVar("T", bound=BaseModel)
 D = TypeVar("D", bound=BaseModel)
@@ -216,7 +224,7 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
             ledger.update(did, draft)
 
         assert best is not None
-        if ending == "round_limit" and best[1] < round_ and workflow.patched(BEST_DRAFT):
+        if ending == "round_limit" and best[1] < round_ and patched(BEST_DRAFT):
             _, kept, draft, review = best
             ledger.update(did, draft)  # the latest version is the text that is finished
             ctx.announce(f"keeping the draft of round {kept}, the best scored ({best[0]:.2f})")

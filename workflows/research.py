@@ -119,7 +119,7 @@ from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
 from durafact.status_machine import StatusMachine
 from durafact.text import not_blank
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, patched, quote
 from workflows.sources import fan_out_sources, materialize_doc, source_spec
 
 TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
@@ -515,7 +515,7 @@ def _keep_choice(
     unknown = [i for i in choice.ref_ids if i not in by_id]
     if unknown:
         ctx.announce(f"ignored unknown ref ids: {', '.join(unknown)}", kind="warning")
-    fallback = not picked and bool(refs) and workflow.patched(CHOICE_FALLBACK)
+    fallback = not picked and bool(refs) and patched(CHOICE_FALLBACK)
     if fallback:  # `refs` come ranked by score (fan_out_sources)
         picked = [ref.id for ref in refs[:max_docs]]
         ctx.announce(

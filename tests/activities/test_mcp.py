@@ -47,6 +47,7 @@ from tests.helpers import (
     ledger_of,
     question_waiting,
     run_command,
+    scheduled_activities,
     start_worker,
 )
 from workflows import ReActInput, ReActResult, ReActWorkflow, ToolCallRecord
@@ -474,6 +475,10 @@ async def test_a_runs_tool_list_names_the_tools_skipped_and_why(
     (skipped,) = tools.data.skipped
     assert skipped.name == f"notes__{MISDESCRIBED}"
     assert skipped.reason.startswith("its input schema is not JSON Schema: ")
+    # An MCP server is listed over the network by an activity of its own, which heartbeats
+    # (Python tools alone are listed by a local activity: tests/workflows/test_react.py).
+    (listing, *_) = await scheduled_activities(client, handle)
+    assert listing.activity_id == "tools:Anything?"
 
 
 async def test_a_crash_in_one_run_never_sends_another_runs_approved_purge_twice(

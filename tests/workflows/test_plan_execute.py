@@ -192,9 +192,9 @@ async def test_queries_and_search_attributes_follow_the_run(
     result = await handle.result()
     tail = await handle.query(PlanExecuteWorkflow.progress, page.next_offset)
     assert [e.message for e in tail.events][-1] == "completed"
-    # One upsert per phase, the recipe's name with the first, the usage with each: not one
-    # per step or per model call (the SDK's upserts are for the patches: the one that made
-    # it so, and the plan's prompts').
+    # One upsert per phase, the recipe's name with the first, the tokens with each and the
+    # cost when it changed (0, then unknown after the unpriced plan): not one per step or
+    # per model call. The SDK's one upsert is for the run's one patch marker, the baseline.
     history = await handle.fetch_history()
     upserts = [
         dict(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
@@ -205,10 +205,9 @@ async def test_queries_and_search_attributes_follow_the_run(
     assert [sorted(u) for u in upserts] == [
         ["TemporalChangeVersion"],
         sorted(["DurafactRecipe", "DurafactStatus", *usage]),
-        ["TemporalChangeVersion"],
         sorted(["DurafactStatus", *usage]),
-        sorted(["DurafactStatus", *usage]),
-        sorted(["DurafactStatus", *usage]),
+        ["DurafactStatus", "DurafactTokens"],
+        ["DurafactStatus", "DurafactTokens"],
     ]
     attributes = (await handle.describe()).typed_search_attributes
     assert attributes.get(RECIPE_ATTRIBUTE) == "plan_execute"

@@ -29,10 +29,15 @@ from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.sources import Doc, SourceRef, SourceSpec
 from durafact.testing import Call, ScriptedModel, ToolCalls
-from tests.helpers import question_waiting, result_despite_worker_crash, scheduled_activities
+from tests.helpers import (
+    local_activities,
+    question_waiting,
+    result_despite_worker_crash,
+    scheduled_activities,
+)
 from workflows import ReActInput, ReActResult, ReActWorkflow
 from workflows.react import SEARCH_SOURCES
-from workflows.recipe import STATUS_ATTRIBUTE
+from workflows.recipe import BASELINE, STATUS_ATTRIBUTE
 
 # --- tools of these tests -------------------------------------------------------------
 
@@ -150,14 +155,16 @@ async def test_text_protocol_answers_with_the_calculator(
     assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
     assert second.last_user == "Observation: 391"
 
+    # The worker's Python tools are listed by a local activity (see the test below).
+    listed = await local_activities(client, handle)
+    assert [(a.activity_id, a.summary) for a in listed] == [(f"tools:{q}", "get tools: calculator")]
     scheduled = await scheduled_activities(client, handle)
     assert [(s.activity_id, s.summary) for s in scheduled] == [
-        (f"tools:{q}", "get tools: calculator"),
         (f"llm:react:{q}:1", "request model: turn 1"),
         (f"tool:{q}:1:0", "call tool: calculator"),
         (f"llm:react:{q}:2", "request model: turn 2"),
     ]
-    assert scheduled[2].input["idempotency_key"] == f"{handle.id}:tool:{q}:1:0"
+    assert scheduled[1].input["idempotency_key"] == f"{handle.id}:tool:{q}:1:0"
     ledger = await ledger_of(handle)
     assert result.answer_id == f"answer:{q}"
     assert [link.target for link in ledger.links_from(result.answer_id, "based_on")] == [
@@ -332,6 +339,52 @@ async def test_native_protocol_runs_parallel_calls_at_once(
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED not in kinds[first_call:second_call]
 
 
+async def test_a_short_run_lists_python_tools_locally_and_records_one_patch_marker(
+    client: Client, react_worker: Settings, model: ScriptedModel
+) -> None:
+    """What a short run stores beyond the calls themselves stays small: the worker's
+    Python tools are listed by a local activity, so the first model call is scheduled by
+    the first workflow task (no list_tools activity, no workflow task waiting for it),
+    and the run records one patch marker, the baseline, not one per patch."""
+    q = "What is 6 times 7"
+    model.reply(turns(ToolCalls([("calculator", {"expression": "6 * 7"})], ids=["c"]), "42"))
+    handle = await start(client, react_worker, q, protocol="native")
+    result: ReActResult = await handle.result()
+    assert (result.answer, [c.ok for c in result.tool_calls]) == ("42", [True])
+
+    events = (await handle.fetch_history()).events
+    first_task = next(
+        e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    )
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert [a.activity_type.name for a in scheduled] == [
+        "request_model",
+        "call_tool",
+        "request_model",
+    ]
+    assert scheduled[0].workflow_task_completed_event_id == first_task
+    (listed,) = await local_activities(client, handle)
+    assert (listed.activity_type, [s["name"] for s in listed.result["specs"]]) == (
+        "list_tools",
+        ["calculator"],
+    )
+    converter = client.data_converter.payload_converter
+    patches = [
+        converter.from_payload(
+            e.marker_recorded_event_attributes.details["patch-data"].payloads[0], dict
+        )["id"]
+        for e in events
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert patches == [BASELINE]
+    # The listing is still the run's artifact, as before.
+    assert (await ledger_of(handle)).get(f"tools:{q}").type == "ToolList"
+
+
 # --- destructive tools ----------------------------------------------------------------
 
 
@@ -443,14 +496,15 @@ async def test_search_sources_reads_the_best_refs_and_the_answer_walks_down_to_t
     best_ref = doc.data.ref_id
     scheduled = await scheduled_activities(client, handle)
     assert [(s.activity_id, s.summary) for s in scheduled] == [
-        (f"tools:{q}", "get tools: calculator"),
         (f"llm:react:{q}:1", "request model: turn 1"),
         (f"search:docs:{call}", "search source: docs"),
         (f"resolve:{best_ref}", "resolve doc: brest.md"),
         (f"llm:react:{q}:2", "request model: turn 2"),
     ]
-    # No call_tool activity: search_sources never reaches a worker's tool catalog.
-    assert scheduled[0].input["tools"] == ["calculator"]
+    # No call_tool activity, and only the worker's tool listed: search_sources never
+    # reaches a worker's tool catalog.
+    (listed,) = await local_activities(client, handle)
+    assert [spec["name"] for spec in listed.result["specs"]] == ["calculator"]
 
     # The model sees the document's id and an excerpt; the observation is linked to it.
     shown = second.last_user
@@ -505,6 +559,7 @@ async def test_native_protocol_offers_search_sources_by_its_spec(
     # No worker tool was named, so no tool list was asked for.
     scheduled = await scheduled_activities(client, handle)
     assert not [s for s in scheduled if s.activity_id.startswith(("tools:", "tool:"))]
+    assert await local_activities(client, handle) == []
 
 
 async def test_a_search_nothing_matches_says_so_and_reads_nothing(

@@ -15,7 +15,8 @@ from tests.helpers import ROOT
 from workflows import RECIPES
 
 # Each folder below tests/histories/ keeps what runs of an earlier shape recorded (e.g.
-# before_status_by_phase/: before the patch STATUS_BY_PHASE); they must all replay.
+# before_status_by_phase/: before the patch STATUS_BY_PHASE; before_baseline/: before
+# BASELINE, with a marker per patch and list_tools an activity); they must all replay.
 HISTORIES = sorted((ROOT / "tests" / "histories").rglob("*.json"))
 
 
