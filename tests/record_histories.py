@@ -16,13 +16,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import unquote
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateStage
 
 from durafact.approval import ApprovalAnswer
 from durafact.budget import Budget
 from durafact.memory import RollingDigestSummarizer
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
+from durafact.steer import SteerNote
 from durafact.testing import Call, ScriptedModel, ToolCalls, start_dev_server
 from tests.helpers import question_waiting
 from tests.scripted_answers import answerer, questions
@@ -445,6 +446,77 @@ async def chat(client: Client, model: ScriptedModel) -> str:
     return "chat"
 
 
+async def react_steered(client: Client, model: ScriptedModel) -> str:
+    """A person's note (the update `steer`) while turn 1's model call runs: it goes
+    before turn 2."""
+    model.reply(
+        agent(
+            'Thought: compute it.\nAction: calculator\nAction Input: {"expression": "12 * 25"}',
+            "Thought: I now know the answer.\nFinal Answer: 300 cents",
+        )
+    )
+    held = model.hold(lambda call: call.activity_id.endswith(":1"))
+    handle = await client.start_workflow(
+        ReActWorkflow.run,
+        ReActInput(question="What is a quarter of 12 euros?"),
+        id="react_steered",
+        task_queue=QUEUE,
+    )
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id.endswith(":1"))
+    steering = await handle.start_update(
+        ReActWorkflow.steer,
+        SteerNote(text="give the result in cents"),
+        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+    )
+    held.set()
+    await steering.result()
+    await handle.result()
+    return "react_steered"
+
+
+async def chat_stopped(client: Client, model: ScriptedModel) -> str:
+    """A chat (under the patch durafact-chat-stoppable-turns) whose first turn is
+    steered between its tool call and its answer, whose second turn is stopped while
+    the model is held, and whose third message is answered."""
+
+    def reply(call: Call) -> str | ToolCalls:
+        if call.messages[-1].get("role") == "tool" or "Note from" in call.last_user:
+            return "that is 300 cents"
+        if "euros" in call.last_user:
+            return ToolCalls([("calculator", {"expression": "12 * 25"})])
+        return f"noted: {call.last_user}"
+
+    model.reply(reply)
+    held = model.hold(lambda call: call.activity_id == "llm:chat:1")
+    handle = await client.start_workflow(
+        ChatWorkflow.run, ChatInput(tools=["calculator"]), id="chat_stopped", task_queue=QUEUE
+    )
+    asking = asyncio.create_task(
+        handle.execute_update(
+            ChatWorkflow.send, ChatSend(text="12 euros in cents?"), result_type=ChatReply
+        )
+    )
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id == "llm:chat:1")
+    steering = await handle.start_update(
+        ChatWorkflow.send,
+        ChatSend(text="show the sum", steer=True),
+        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+        result_type=ChatReply,
+    )
+    held.set()
+    await steering.result()
+    await asking
+    model.hold(lambda call: call.activity_id == "llm:chat:2")
+    asking = asyncio.create_task(
+        handle.execute_update(ChatWorkflow.send, ChatSend(text="an essay"), result_type=ChatReply)
+    )
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id == "llm:chat:2")
+    await handle.execute_update(ChatWorkflow.stop, result_type=ChatReply)
+    await asking
+    await handle.execute_update(ChatWorkflow.send, ChatSend(text="hi"), result_type=ChatReply)
+    return "chat_stopped"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -465,6 +537,8 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     react_over_budget,
     react_budget_asked,
     plan_react_over_budget,
+    react_steered,
+    chat_stopped,
 ]
 
 

@@ -18,6 +18,19 @@ an older reply is read from the run that wrote it: from this run's transcript, o
 from an earlier run's by the activity `read_reply` (`read-reply:{seq}`), which asks that
 closed run's `transcript` query. A repeated id that arrives by signal is dropped.
 
+Stop and steer. The update `stop` cancels the turn being answered (its model call or
+tool calls, through the activities' heartbeats): the turn ends `stopped`, its `send`
+gets the reply `ChatReply(status="stopped")`, a tool call it cut short gets the
+result "stopped by ...", and the next message is answered as usual. With no turn
+being answered, or while the turn waits for a person's answer (a destructive tool's
+approval, a budget question: answer that instead), its validator refuses it (nothing
+is written to history). A message sent with `steer: true` while a turn is answered
+joins that turn: it is added as "Note from a person: ..." before the turn's next
+model call, and its `send` gets `status="steered"` ("steered turn N"). One that comes
+after the turn's last model call, or when no turn runs, is an ordinary message. (The
+update `steer` of every ReAct run is refused by a chat: a chat's note is such a
+message.)
+
 Continue-as-new. When the run's history passes `continue_after_events` or
 `continue_after_bytes` (or the server suggests it), the chat detaches the
 stream's pollers, keeps answering what is queued until every handler has
@@ -53,7 +66,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 from durafact.answered import Answered, ReplyLookup, reply_after
 from durafact.ids import (
@@ -78,6 +91,7 @@ from durafact.memory import (
     render,
 )
 from durafact.react import truncate_observation
+from durafact.steer import NOT_STEERED, steer_text
 from durafact.tools import ToolCall, checked_tool_names
 from workflows.react import ReAct, ReActSettings, _Run
 from workflows.recipe import RecipeContext, reraise_cancellation
@@ -90,6 +104,12 @@ TURN_FAILED = "ChatTurnFailed"
 # an older one is read back from the run that wrote it.
 REMEMBERED_REPLIES = 32
 READ_BACK_TIMEOUT = timedelta(seconds=30)
+# Runs started since this patch answer a turn in a task of its own, that the update
+# `stop` cancels, and take steer notes into it; older runs replay answering inline.
+STOPPABLE_TURNS = "durafact-chat-stoppable-turns"
+# What a stopped turn says: its reply, and the result of a tool call it cut short.
+STOPPED_REPLY = "(stopped by a person before answering)"
+STOPPED_CALL = "stopped by a person before the tool answered"
 
 
 class ChatSend(BaseModel):
@@ -99,6 +119,11 @@ class ChatSend(BaseModel):
         description="The message's id; the same id again gets the first reply (default: "
         "the update's id).",
     )
+    steer: bool = Field(
+        default=False,
+        description="While a turn is being answered: add the message to that turn's "
+        "conversation before its next model call instead of waiting for the next turn.",
+    )
 
 
 class ChatReply(BaseModel):
@@ -106,6 +131,16 @@ class ChatReply(BaseModel):
     seq: int = Field(description="The number of the user's message in the conversation.")
     text: str
     run: int = Field(description="Continue-as-new runs before the one that answered.")
+    status: Literal["answered", "stopped", "steered"] = Field(
+        default="answered",
+        description="`stopped`: a person stopped the turn (update `stop`) before the model "
+        "answered; `steered`: the message went into a running turn, whose reply goes to "
+        "the message that turn answers.",
+    )
+    steered: int | None = Field(
+        default=None,
+        description="A steered message: the number of the message whose turn it joined.",
+    )
 
 
 class ChatEvent(BaseModel):
@@ -218,6 +253,12 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self._turn_start = 0
         # Why the chat is ending (its budget stopped it): every later message is refused.
         self._ended: str | None = None
+        # The turn being answered, its task (what `stop` cancels) and the steer notes
+        # that wait for its next model call.
+        self._current: _Pending | None = None
+        self._responding: asyncio.Task[str] | None = None
+        self._stop_requested = False
+        self._steering: list[_Pending] = []
         self._ctx.usage = carried.usage
         self._sync_ledger()
 
@@ -253,6 +294,38 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self._signals += 1
         self._enqueue(message, message.id or signal_message_key(self._carry.runs, self._signals))
 
+    @workflow.update
+    async def stop(self) -> ChatReply:
+        """Stop the turn being answered: its model or tool calls are cancelled and it ends
+        `stopped` (its `send` gets that reply); returns the turn's reply. The next
+        message is answered as usual."""
+        current = self._current
+        assert current is not None and self._responding is not None  # the validator's
+        self._stop_requested = True
+        self._responding.cancel()
+        await workflow.wait_condition(lambda: current.done)
+        if current.reply is None:
+            raise ApplicationError(current.error or "no reply", type=TURN_FAILED)
+        return current.reply
+
+    @stop.validator
+    def _validate_stop(self) -> None:
+        problem = None
+        if self._responding is None:
+            problem = "no turn is being answered: nothing to stop"
+        elif waiting := self._ctx.pending_questions():
+            # Cancelled, the wait would leave its question open with nobody to read the
+            # answer: a person answers it instead (a rejection ends the call too).
+            problem = f"the turn waits for a person's answer to {waiting[0].id}: answer it"
+        if problem:
+            raise ApplicationError(problem, type=NOT_STEERED, non_retryable=True)
+
+    def steer_problem(self) -> str | None:
+        return (
+            "a chat takes a note as a message sent with steer: true (durafact steer ID NOTE "
+            "sends one)"
+        )
+
     def _problem(self, message: ChatSend) -> str | None:
         if self._ended is not None:
             return f"the chat has ended: {self._ended}"
@@ -274,7 +347,10 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         if key in self._queued:
             return self._queued[key]
         pending = _Pending(id=key, text=message.text.strip())
-        self._queue.append(pending)
+        if message.steer and self._responding is not None:
+            self._steering.append(pending)
+        else:
+            self._queue.append(pending)
         self._queued[key] = pending
         return pending
 
@@ -352,8 +428,9 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         before = self._memory.model_copy(deep=True)
         user = self._say(ChatTurn(role="user", content=p.text))
         self._publish(ChatEvent(kind="user", key=p.id, seq=user.seq, text=p.text))
+        self._current = p
         try:
-            text = await self._respond(ctx, input, run, p.id, user.seq)
+            text = await self._answer(ctx, input, run, p.id, user.seq)
         except ApplicationError as exc:  # the run ends: over budget, a model with no price
             self._publish(ChatEvent(kind="error", key=p.id, seq=user.seq, text=exc.message))
             await self._end(p, exc.message)
@@ -365,12 +442,81 @@ class ChatWorkflow(ReAct[ChatInput, None]):
             p.error = f"the model call failed: {exc.cause or exc}"
             self._publish(ChatEvent(kind="error", key=p.id, seq=user.seq, text=p.error))
         else:
-            p.reply = ChatReply(id=p.id, seq=user.seq, text=text, run=self._carry.runs)
+            stopped = text is None
+            if stopped:
+                text = self._stopped(user.seq)
+            p.reply = ChatReply(
+                id=p.id,
+                seq=user.seq,
+                text=text,
+                run=self._carry.runs,
+                status="stopped" if stopped else "answered",
+            )
             self._remember(p.reply)
             self._publish(ChatEvent(kind="reply", key=p.id, seq=user.seq, text=text))
             await self._fold(ctx, input)
+        finally:
+            self._current = None
+            # Notes that came after the turn's last model call wait for the next turn
+            # as ordinary messages, first in the queue.
+            self._queue.extendleft(reversed(self._steering))
+            self._steering.clear()
         p.done = True
         self._queued.pop(p.id, None)
+
+    async def _answer(
+        self, ctx: RecipeContext, input: ChatInput, run: _Run, key: str, seq: int
+    ) -> str | None:
+        """The reply, or None when a person stopped the turn (update `stop`)."""
+        if not workflow.patched(STOPPABLE_TURNS):
+            return await self._respond(ctx, input, run, key, seq)
+        self._stop_requested = False
+        self._responding = asyncio.create_task(self._respond(ctx, input, run, key, seq))
+        try:
+            return await self._responding
+        except (asyncio.CancelledError, ActivityError) as exc:
+            # The run's own cancellation goes on up; only a person's stop ends the turn.
+            stop = self._stop_requested and workflow.cancellation_reason() is None
+            if stop and is_cancelled_exception(exc):
+                return None
+            raise
+        finally:
+            self._responding = None
+
+    def _stopped(self, seq: int) -> str:
+        """End a stopped turn in the conversation: every tool call it asked for gets a
+        result (the model's protocol needs one), then the reply that says it stopped."""
+        lines = [line for line in self._transcript if line.seq > seq]
+        answered = {line.tool_call_id for line in lines if line.role == "tool"}
+        for line in lines:
+            for call in line.tool_calls:
+                if call.id not in answered:
+                    self._say(
+                        ChatTurn(
+                            role="tool", content=STOPPED_CALL, tool_call_id=call.id, name=call.name
+                        )
+                    )
+        self._say(ChatTurn(role="assistant", content=STOPPED_REPLY))
+        return STOPPED_REPLY
+
+    def _add_steering(self, seq: int) -> None:
+        """The steer notes that came since the turn's last model call, into its
+        conversation; each one's `send` gets the reply that says so."""
+        for p in self._steering:
+            line = self._say(ChatTurn(role="user", content=steer_text(p.text)))
+            self._publish(ChatEvent(kind="user", key=p.id, seq=line.seq, text=p.text))
+            p.reply = ChatReply(
+                id=p.id,
+                seq=line.seq,
+                text=f"steered turn {self._carry.turns} (the reply to message {seq})",
+                run=self._carry.runs,
+                status="steered",
+                steered=seq,
+            )
+            self._remember(p.reply)
+            p.done = True
+            self._queued.pop(p.id, None)
+        self._steering.clear()
 
     async def _respond(
         self, ctx: RecipeContext, input: ChatInput, run: _Run, key: str, seq: int
@@ -379,6 +525,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         for round_ in range(1, run.settings.max_turns + 1):
             self._carry.model_calls += 1
             number = self._carry.model_calls
+            self._add_steering(seq)
             with ctx.scoped(chat_scope(self._carry.turns, round_)):
                 response = await ctx.llm.request(
                     self._messages(input),
@@ -408,8 +555,9 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         """Answer the message being answered and every queued one with `error`, refuse
         what comes later, and return once every handler has finished."""
         self._ended = error
-        for p in [current, *self._queue]:
+        for p in [current, *self._steering, *self._queue]:
             p.error, p.done = error, True
+        self._steering.clear()
         self._queue.clear()
         self._queued.clear()
         self.stream.detach_pollers()

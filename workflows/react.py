@@ -87,6 +87,13 @@ Endings (`ReActOutcome.ending`), each a visible status, never an exception:
 observation before it), `turn_limit` (`max_turns` model calls without an answer)
 and `looping` (the same failing call `loop_limit` times in a row).
 
+Steering. The update `steer` (a `SteerNote`) takes a person's note while the loop
+runs: it is added before the next model call as the user message "Note from a
+person: ..." (`msg:{run}:{n}`, announced as `steer`), and the update returns that
+call's turn once it is there. A note that arrives once the loop has ended is refused
+by the validator; one still waiting when the run answers fails (`NotSteered`) saying
+it was not seen.
+
 `{run}` is `text_key` of the question.
 """
 
@@ -136,6 +143,7 @@ from durafact.react import (
     unknown_tool_message,
 )
 from durafact.sources import Doc, SourceSpec, preview
+from durafact.steer import NOT_STEERED, Steered, SteerNote, note_problem, steer_text
 from durafact.text import not_blank, shorten
 from durafact.tools import (
     TOOL_SESSION_LOST,
@@ -318,6 +326,14 @@ class _Run:
         return ArtifactSpan(prefix=messages_prefix(self.key), count=self.messages)
 
 
+class _Note:
+    """A person's note waiting for the next model call, and where it went."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.steered: Steered | None = None
+
+
 class ReAct(Recipe[In, Out], Generic[In, Out]):
     """Ask the model, run the tools it names, show it what they said, until it answers."""
 
@@ -334,6 +350,55 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         maximum_interval=timedelta(seconds=30),
         maximum_attempts=0,
     )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._notes: list[_Note] = []
+        # Once the loop has ended no model call is left for a note to go before.
+        self._loop_over = False
+
+    # --- steering -----------------------------------------------------------------------
+
+    @workflow.update
+    async def steer(self, note: SteerNote) -> Steered:
+        """A person's note for the agent, added before its next model call as a user
+        message ("Note from a person: ..."); returns which call, once it is there."""
+        return await self._take_note(note)
+
+    @steer.validator
+    def _validate_steer(self, note: SteerNote) -> None:
+        # Runs before the update is accepted: a refusal writes nothing to history.
+        problem = note_problem(note.text) or self.steer_problem()
+        if problem:
+            raise ApplicationError(problem, type=NOT_STEERED, non_retryable=True)
+
+    def steer_problem(self) -> str | None:
+        """Why the run takes no note now (None: it does)."""
+        if self._loop_over:
+            return "the run's tool loop has ended: no model call is left to steer"
+        return None
+
+    async def _take_note(self, note: SteerNote) -> Steered:
+        """Wait for the next model call to take the note; refused if none comes."""
+        waiting = _Note(note.text)
+        self._notes.append(waiting)
+        await workflow.wait_condition(lambda: waiting.steered is not None or self._loop_over)
+        if waiting.steered is None:
+            raise ApplicationError(
+                "the run ended before another model call: the note was not seen",
+                type=NOT_STEERED,
+                non_retryable=True,
+            )
+        return waiting.steered
+
+    def _add_notes(self, ctx: RecipeContext, run: _Run, turn: int) -> None:
+        """The notes that came since the last model call, into the conversation."""
+        for waiting in self._notes:
+            message = message_id(run.key, run.messages)
+            run.say(ChatTurn(role="user", content=steer_text(waiting.text)))
+            ctx.announce(f"note from a person: {_shown(waiting.text)}", kind="steer")
+            waiting.steered = Steered(turn=turn, message=message)
+        self._notes.clear()
 
     # --- hooks --------------------------------------------------------------------------
 
@@ -385,6 +450,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         turn = 0
         for turn in range(1, run.settings.max_turns + 1):
             ctx.set_status(f"turn:{turn}", f"turn {turn}/{run.settings.max_turns}")
+            self._add_notes(ctx, run, turn)
             with ctx.scoped(react_turn_id(run.key, turn)):
                 response = await ctx.llm.request(
                     messages,
@@ -410,7 +476,11 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             if is_looping(list(run.observations.values()), run.settings.loop_limit):
                 ending = "looping"
                 break
-        return await self._end(ctx, input, run, ending, answer, turn)
+        self._loop_over = True
+        result = await self._end(ctx, input, run, ending, answer, turn)
+        # A note that came too late is told so before the run closes.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return result
 
     # --- the parts of a turn ------------------------------------------------------------
 

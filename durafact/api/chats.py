@@ -1,5 +1,6 @@
 """`/api/chats`: start a chat (`ChatWorkflow`), send it a message (the update `send`,
-which returns the reply), follow it as it is written (SSE of the workflow's stream),
+which returns the reply; `steer: true` joins the turn being answered), stop the turn
+being answered (the update `stop`), follow it as it is written (SSE of the workflow's stream),
 read its transcript and memory.
 
 The stream's event ids are the workflow stream's own offsets, which survive
@@ -29,6 +30,7 @@ from durafact.cli.commands import describe
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import validated
 from durafact.cli.output import Unanswered, failure_text, state_name
+from durafact.steer import NOT_STEERED
 from workflows.chat import (
     INVALID_MESSAGE,
     MESSAGES_TOPIC,
@@ -88,13 +90,32 @@ async def send(
     handle = await chat_handle(s, chat_id)
     try:
         return await handle.execute_update(
-            ChatWorkflow.send, ChatSend(text=message.text, id=message.id), result_type=ChatReply
+            ChatWorkflow.send,
+            ChatSend(text=message.text, id=message.id, steer=message.steer),
+            result_type=ChatReply,
         )
     except WorkflowUpdateFailedError as exc:
         refused = isinstance(exc.cause, ApplicationError) and exc.cause.type == INVALID_MESSAGE
         if refused:
             raise ApiError(409, "Refused", failure_text(exc)) from None
         raise ApiError(502, "TurnFailed", failure_text(exc)) from None
+
+
+@router.post(
+    "/chats/{chat_id}/stop",
+    response_model=ChatReply,
+    summary="Stop the turn being answered",
+    responses={409: {"description": "no turn is being answered"}},
+)
+async def stop(chat_id: str, s: Annotated[Services, Depends(services)]) -> ChatReply:
+    """The update `stop`: the turn's model or tool calls are cancelled; its reply, which
+    says `stopped`."""
+    handle = await chat_handle(s, chat_id)
+    try:
+        return await handle.execute_update(ChatWorkflow.stop, result_type=ChatReply)
+    except WorkflowUpdateFailedError as exc:
+        refused = isinstance(exc.cause, ApplicationError) and exc.cause.type == NOT_STEERED
+        raise ApiError(409 if refused else 502, "Refused", failure_text(exc)) from None
 
 
 @router.get(

@@ -158,3 +158,8 @@ class SendMessage(BaseModel):
     id: str | None = Field(
         default=None, description="Its id: the same id again gets the first reply, no new turn."
     )
+    steer: bool = Field(
+        default=False,
+        description="While a turn is being answered: join it before its next model call; "
+        "the reply then says `steered`.",
+    )

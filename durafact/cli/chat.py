@@ -6,9 +6,12 @@
     durafact chat ID --send TEXT [--json]
 
 Interactive, each line is sent with the update `send`; `/memory`, `/transcript` and
-`/quit` (or end of input) are commands. The chat starts when its id is new and is
-attached to otherwise (the options only shape a new chat): a second terminal on the
-same id sees the same conversation, the other terminal's messages marked as such.
+`/quit` (or end of input) are commands. While a reply is awaited, `/stop` stops the turn
+(the update `stop`) and `/steer TEXT` adds TEXT to it before its next model call (a
+message sent with `steer: true`); other lines typed meanwhile are sent after the reply.
+The chat starts when its id is new and is attached to otherwise (the options only shape
+a new chat): a second terminal on the same id sees the same conversation, the other
+terminal's messages marked as such.
 
 What is printed comes from the workflow's stream: `messages` (each message and
 its reply) and `tokens` (the reply as it is written, when the endpoint streams).
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import threading
 import uuid
 from typing import Any
 
@@ -126,7 +130,7 @@ async def chat(client: Any, settings: Settings, args: argparse.Namespace) -> int
             note(f"new chat {workflow_id}: durafact chat {quoted(workflow_id)} --send TEXT")
         return await send_one(client, handle, args.send, args.json)
     opened = "new chat" if started else "attached to chat"
-    say(f"{opened} {workflow_id} (/memory, /transcript, /quit)")
+    say(f"{opened} {workflow_id} (/memory, /transcript, /stop, /steer TEXT, /quit)")
     if not started:
         page = await handle.query(
             ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage
@@ -280,10 +284,10 @@ async def send_one(client: Any, handle: Any, text: str, as_json: bool) -> int:
     return 0
 
 
-async def deliver(handle: Any, text: str, key: str) -> ChatReply:
+async def deliver(handle: Any, text: str, key: str, steer: bool = False) -> ChatReply:
     try:
         return await handle.execute_update(
-            ChatWorkflow.send, ChatSend(text=text, id=key), result_type=ChatReply
+            ChatWorkflow.send, ChatSend(text=text, id=key, steer=steer), result_type=ChatReply
         )
     except WorkflowUpdateFailedError as exc:
         raise Failed(f"not sent: {failure_text(exc)}") from None
@@ -296,31 +300,31 @@ async def interactive(client: Any, handle: Any) -> int:
     printer = Printer(mine)
     offset = await stream_offset(client, handle.id)
     reader = asyncio.create_task(follow(client, handle.id, printer, offset))
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    read_lines(lines)
+    # Lines typed while a reply was awaited, sent after it (None: the input ended).
+    later: list[str | None] = []
     try:
         while True:
-            try:
-                line = await asyncio.to_thread(input, "you> " if sys.stdin.isatty() else "")
-            except EOFError:
+            line = later.pop(0) if later else await lines.get()
+            if line is None or line == "/quit":
                 break
-            text = line.strip()
-            if not text:
-                continue
-            if text == "/quit":
-                break
-            if text == "/memory":
-                view = await handle.query(ChatWorkflow.memory, result_type=MemoryView)
-                say(show_memory(view))
-                continue
-            if text == "/transcript":
-                page = await handle.query(
-                    ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage
-                )
-                say(show_transcript(page))
+            if not line or await command(handle, line):
                 continue
             key = uuid.uuid4().hex
             mine.add(key)
+            sending = asyncio.create_task(deliver(handle, line, key))
+            while not sending.done():  # what is typed meanwhile: /stop, /steer, or later
+                typed = asyncio.create_task(lines.get())
+                await asyncio.wait({sending, typed}, return_when=asyncio.FIRST_COMPLETED)
+                if not typed.done():
+                    typed.cancel()
+                    continue
+                extra = typed.result()
+                if extra is None or not await while_answering(handle, extra, mine):
+                    later.append(extra)
             try:
-                reply = await deliver(handle, text, key)
+                reply = sending.result()
             except Failed as exc:
                 say(f"starter: {exc}", sys.stderr)
                 continue
@@ -333,6 +337,67 @@ async def interactive(client: Any, handle: Any) -> int:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reader
     return 0
+
+
+def read_lines(lines: asyncio.Queue[str | None]) -> None:
+    """Each line typed, stripped, into `lines`, None once the input ends: from a daemon
+    thread, which a `/quit` leaves blocked in input() without holding up the exit."""
+    loop = asyncio.get_running_loop()
+
+    def read() -> None:
+        while True:
+            try:
+                line: str | None = input("you> " if sys.stdin.isatty() else "").strip()
+            except EOFError:
+                line = None
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+            if line is None:
+                return
+
+    threading.Thread(target=read, name="chat-input", daemon=True).start()
+
+
+async def command(handle: Any, line: str) -> bool:
+    """Run `line` if it is a command that needs no turn running (`/memory`, `/transcript`,
+    or `/stop` and `/steer`, which then say there is none); False: a message."""
+    if line == "/memory":
+        view = await handle.query(ChatWorkflow.memory, result_type=MemoryView)
+        say(show_memory(view))
+    elif line == "/transcript":
+        page = await handle.query(
+            ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage
+        )
+        say(show_transcript(page))
+    elif line == "/stop" or line.startswith("/steer"):
+        say(f"{line.split()[0]}: no reply is awaited here", sys.stderr)
+    else:
+        return False
+    return True
+
+
+async def while_answering(handle: Any, line: str, mine: set[str]) -> bool:
+    """`/stop` or `/steer TEXT` typed while a reply is awaited; False: another line."""
+    if line == "/stop":
+        try:
+            await handle.execute_update(ChatWorkflow.stop, result_type=ChatReply)
+        except WorkflowUpdateFailedError as exc:
+            say(f"starter: not stopped: {failure_text(exc)}", sys.stderr)
+        return True
+    if line.startswith("/steer"):
+        text = line.removeprefix("/steer").strip()
+        if not text:
+            say("/steer TEXT: the note is empty", sys.stderr)
+            return True
+        key = uuid.uuid4().hex
+        mine.add(key)
+        try:
+            reply = await deliver(handle, text, key, steer=True)
+        except Failed as exc:
+            say(f"starter: {exc}", sys.stderr)
+            return True
+        say(f"({reply.text})" if reply.status == "steered" else f"assistant> {reply.text}")
+        return True
+    return False
 
 
 def show_memory(view: MemoryView) -> str:

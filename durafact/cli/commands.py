@@ -1,5 +1,5 @@
-"""The commands about workflows that already run: `status`, `result`, `cancel`, and
-answering a person's question (`pending`, `approve`, `decide`)."""
+"""The commands about workflows that already run: `status`, `result`, `cancel`, `steer`,
+and answering a person's question (`pending`, `approve`, `decide`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import getpass
 import re
+import uuid
 from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
@@ -14,7 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
 from durafact.budget import LIMITS, parse_cost, parse_tokens
-from durafact.cli.chat import chat_result
+from durafact.cli.chat import chat_result, deliver
 from durafact.cli.follow import (
     QUERY_TIMEOUT,
     canceled_line,
@@ -43,6 +44,7 @@ from durafact.llm import Usage
 from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
+from durafact.steer import Steered, SteerNote
 from workflows.chat import ChatWorkflow
 from workflows.recipe import (
     AWAITING_APPROVAL,
@@ -164,6 +166,36 @@ async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> i
     if state != "CANCELED":  # it ended another way before it saw the request
         raise Failed(f"workflow {workflow_id} ended {state} before it saw the cancellation")
     say(await canceled_line(handle))
+    return 0
+
+
+async def steer(client: Any, workflow_id: str, note: str) -> int:
+    """A person's note for a running agent: the update `steer` of a ReAct run, or for a
+    chat a message sent with steer: true. Said once the note is in the conversation;
+    a run that is not running, or takes no note, is one line and exit 1."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await describe(handle)
+    state = state_name(description)
+    if state != "RUNNING":
+        raise Failed(f"workflow {workflow_id} is {state}: there is nothing to steer")
+    if description.workflow_type == ChatWorkflow.__name__:
+        reply = await deliver(handle, note, uuid.uuid4().hex, steer=True)
+        if reply.status == "steered":
+            say(f"chat {workflow_id}: {reply.text}")
+        else:  # no model call of a running turn was left: an ordinary message, answered
+            say(f"chat {workflow_id}: the note went in as a message of its own; its reply:")
+            say(indent(reply.text, "  "))
+        return 0
+    try:
+        steered = await handle.execute_update("steer", SteerNote(text=note), result_type=Steered)
+    except WorkflowUpdateFailedError as exc:
+        if "expected but not found" in str(exc.cause):
+            raise Failed(
+                f"workflow {workflow_id} is a {description.workflow_type}: it takes no note "
+                "(ReAct runs and chats do)"
+            ) from None
+        raise Failed(f"not steered: {failure_text(exc)}") from None
+    say(f"workflow {workflow_id}: the note went before turn {steered.turn} ({steered.message})")
     return 0
 
 

@@ -24,6 +24,7 @@
     durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
     durafact status ID
     durafact cancel ID [--reason TEXT] [--no-wait]
+    durafact steer ID NOTE             # a person's note for a running agent or chat
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
     durafact artifacts ID [--json]     # every artifact of a run, texts included
@@ -64,6 +65,7 @@ from durafact.cli.commands import (
     pending,
     result,
     status,
+    steer,
 )
 from durafact.cli.endpoint_options import add_endpoint_options, endpoints_given, with_endpoints
 from durafact.cli.launch import check_sendable, launch_of_type, start
@@ -83,6 +85,7 @@ from durafact.runtime.registry import (
     recipe_modules,
 )
 from durafact.runtime.settings import Settings, SettingsError
+from durafact.steer import note_problem
 from durafact.tools import ToolListRequest
 
 
@@ -109,6 +112,7 @@ COMMANDS = (
     "status",
     "result",
     "cancel",
+    "steer",
     "resume",
     "artifacts",
     "serve",
@@ -224,6 +228,14 @@ def parser() -> Parser:
     stop.add_argument("--reason", default="", help="why: kept in the run's ledger")
     stop.add_argument("--no-wait", action="store_true", help="ask, and return at once")
 
+    note = commands.add_parser(
+        "steer",
+        help="a person's note for a running ReAct run or chat, shown to the model before its "
+        "next call",
+    )
+    note.add_argument("id")
+    note.add_argument("note", metavar="NOTE")
+
     again = commands.add_parser(
         "resume",
         parents=[registration],
@@ -319,6 +331,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 raise Failed(f"--limit {args.limit}: from 1 to {MAX_LIMIT}", code=2)
             client, settings = await connect()
             return await list_runs(client, *filters, args.limit, args.json)
+        if args.command == "steer" and (problem := note_problem(args.note)):
+            raise Failed(problem, code=2)
         changes = corrections(args.set) if args.command == "approve" else {}
         if changes and not args.reject:
             check_new_limits(changes)
@@ -338,6 +352,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
             return await artifacts(client, args.id, args.json)
         if args.command == "cancel":
             return await cancel(client, args.id, args.reason, args.no_wait)
+        if args.command == "steer":
+            return await steer(client, args.id, args.note)
         assert registry is not None
         if args.command == "resume":
             return await resume(client, settings, registry, args.id, args.no_wait, args.json)

@@ -335,7 +335,14 @@ async def test_a_chat_answers_streams_and_shows_its_transcript_and_memory(
     reader = asyncio.create_task(read_events(http, f"{path}/stream?offset=0", count=4))
     reply = await http.post(f"{path}/messages", json={"text": "hello there friend", "id": "m1"})
     assert reply.status_code == 200, reply.text
-    assert reply.json() == {"id": "m1", "seq": 0, "text": "done: hello there friend", "run": 0}
+    assert reply.json() == {
+        "id": "m1",
+        "seq": 0,
+        "text": "done: hello there friend",
+        "run": 0,
+        "status": "answered",
+        "steered": None,
+    }
     events = await asyncio.wait_for(reader, 30)
     assert [e.name for e in events][0] == "message"
     assert events[0].data == {"kind": "user", "key": "m1", "seq": 0, "text": "hello there friend"}
@@ -363,6 +370,31 @@ async def test_a_chat_answers_streams_and_shows_its_transcript_and_memory(
     assert error_of(unknown, 404)["message"] == "no workflow with id 'nobody'"
     for path in ("stream", "transcript", "memory"):
         assert error_of(await http.get(f"/api/chats/nobody/{path}"), 404)["type"] == "NotFound"
+
+
+async def test_stop_ends_the_turn_being_answered_and_says_so(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    created = await http.post("/api/chats", json={"settings": {"stream": False}})
+    chat_id = created.json()["id"]
+    model.hold(lambda call: call.workflow_id == chat_id)
+    path = f"/api/chats/{chat_id}"
+    idle = await http.post(f"{path}/stop")
+    assert (
+        error_of(idle, 409)["message"] == "NotSteered: no turn is being answered: nothing to stop"
+    )
+    asking = asyncio.create_task(
+        http.post(f"{path}/messages", json={"text": "an essay", "id": "e"})
+    )
+    await asyncio.to_thread(model.wait_for, lambda call: call.workflow_id == chat_id)
+
+    stopped = await http.post(f"{path}/stop")
+    reply = await asyncio.wait_for(asking, 30)
+
+    assert stopped.status_code == 200, stopped.text
+    assert reply.json() == stopped.json()
+    assert (reply.json()["id"], reply.json()["status"]) == ("e", "stopped")
+    model.release_all()
 
 
 async def test_without_the_token_every_api_call_is_401_and_pages_load(

@@ -10,6 +10,7 @@ import uuid
 
 from durafact.testing import ScriptedModel
 from tests.helpers import ROOT, STARTER, read_until, starter
+from workflows.chat import STOPPED_REPLY
 
 
 async def interactive(chat_id: str, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -80,7 +81,9 @@ async def test_interactive_session_and_a_second_terminal_see_one_conversation(
         processes.append(second)
         assert second.stdout is not None
         seen = await read_until(second.stdout, "assistant> done: from elsewhere")
-        assert seen[0] == f"attached to chat {chat_id} (/memory, /transcript, /quit)"
+        assert seen[0] == (
+            f"attached to chat {chat_id} (/memory, /transcript, /stop, /steer TEXT, /quit)"
+        )
         await type_line(second, "/quit")
         assert await asyncio.wait_for(second.wait(), 30) == 0
     finally:
@@ -88,6 +91,36 @@ async def test_interactive_session_and_a_second_terminal_see_one_conversation(
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+
+async def test_stop_typed_while_a_reply_is_awaited_stops_the_turn_and_the_next_is_answered(
+    starter_env: dict[str, str], model: ScriptedModel
+) -> None:
+    chat_id = f"chat-{uuid.uuid4().hex[:8]}"
+    model.reply(lambda call: f"done: {call.last_user}")
+    model.hold(lambda call: call.workflow_id == chat_id and call.activity_id == "llm:chat:1")
+    process = await interactive(chat_id, starter_env)
+    try:
+        assert process.stdout is not None
+        await read_until(process.stdout, f"new chat {chat_id}")
+        await type_line(process, "/stop")  # nothing is being answered yet
+        await type_line(process, "write me an essay")
+        await asyncio.to_thread(model.wait_for, lambda call: call.workflow_id == chat_id)
+        await type_line(process, "/stop")
+        await read_until(process.stdout, f"assistant> {STOPPED_REPLY}")
+        await type_line(process, "just say hi")
+        await read_until(process.stdout, "assistant> done: just say hi")
+        await type_line(process, "/quit")
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+        assert process.stderr is not None
+        assert (await process.stderr.read()).decode().splitlines() == [
+            "/stop: no reply is awaited here"
+        ]
+    finally:
+        model.release_all()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 async def test_send_without_an_id_starts_a_chat_and_says_its_id(
