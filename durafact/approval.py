@@ -116,7 +116,6 @@ class ApprovalOutcome(BaseModel):
     reason: str
     changes: dict[str, str] = Field(default_factory=dict)
     timed_out: bool = False
-    by: str = ""
     remember: RememberScope | None = None
 
 

@@ -658,7 +658,6 @@ class RecipeContext:
             reason=answer.reason,
             changes=dict(answer.changes),
             timed_out=question.status == "timed_out",
-            by=answer.by,
             remember=answer.remember,
         )
 

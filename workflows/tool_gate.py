@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from temporalio import workflow
 
-from durafact.approval import ApprovalPolicy, RememberScope
+from durafact.approval import ApprovalPolicy, ApprovalQuestion, RememberScope
 from durafact.ledger import Ledger
 from durafact.react import not_approved_message
 from durafact.tool_policy import (
@@ -74,13 +74,14 @@ async def gate_tool_call(
         thread, question, approval, rule=decision.rule, remember=remember
     )
     if outcome.remember is not None:
+        answer = ctx.ledger.get(outcome.question_id).typed(ApprovalQuestion).data.answer
         rule = RememberedDecision(
             scope=outcome.remember,
             tool=call.name,
             arguments_hash=arguments_hash(call.arguments) if outcome.remember == "call" else None,
             approved=outcome.approved,
             reason=outcome.reason,
-            by=outcome.by,
+            by=answer.by if answer else "",
             at=workflow.now(),
             question_id=outcome.question_id,
         )
