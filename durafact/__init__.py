@@ -7,7 +7,8 @@ clock or draws a random number, so all of it is safe inside the workflow sandbox
 (`tests/durafact/test_purity.py` enforces it). Everything else lives in its
 module: ids in `durafact.ids`, the AnswerFlow engine in `durafact.answer_flow`,
 the grounding rule in `durafact.grounding`, Decimal arithmetic in
-`durafact.arithmetic`, the model-call contract in `durafact.llm`.
+`durafact.arithmetic`, the model-call contract in `durafact.llm`, the tool approval
+policy in `durafact.tool_policy`.
 """
 
 from durafact.answer_flow import AnswerCheck, AnswerIssue, AnswerItem, AnswerResult, RecoveryResult
@@ -21,6 +22,7 @@ from durafact.sources import Doc, SourceRef, SourceSpec
 from durafact.stages import changed_fields, downstream_fields, earliest_stage
 from durafact.status_machine import StatusMachine
 from durafact.text import keyword_score
+from durafact.tool_policy import PolicyRule, RememberedDecision, ToolPolicy
 
 __all__ = [
     "AnswerCheck",
@@ -38,12 +40,15 @@ __all__ = [
     "ContextRef",
     "Doc",
     "Ledger",
+    "PolicyRule",
     "ProvenanceNode",
     "RecoveryResult",
+    "RememberedDecision",
     "Skill",
     "SourceRef",
     "SourceSpec",
     "StatusMachine",
+    "ToolPolicy",
     "Usage",
     "changed_fields",
     "downstream_fields",

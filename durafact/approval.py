@@ -21,6 +21,10 @@ from pydantic import BaseModel, Field, field_validator
 
 ApprovalKind = Literal["approve", "escalate"]
 QuestionStatus = Literal["pending", "approved", "rejected", "timed_out"]
+# How long an answer to a tool question decides later calls (durafact/tool_policy.py):
+# `call` the same tool with the same arguments, `tool` any arguments in this run,
+# `chat` any arguments in this chat, across continue-as-new.
+RememberScope = Literal["call", "tool", "chat"]
 
 TIMED_OUT = "timed out"
 
@@ -39,6 +43,11 @@ class ApprovalAnswer(BaseModel):
     reason: str = ""
     changes: dict[str, str] = Field(default_factory=dict)
     by: str = ""
+    remember: RememberScope | None = Field(
+        default=None,
+        description="Let this answer decide later calls without asking (tool questions only, "
+        "each names the scopes it takes in `remember`).",
+    )
 
 
 class ApprovalQuestion(BaseModel):
@@ -61,6 +70,15 @@ class ApprovalQuestion(BaseModel):
         default_factory=list,
         description="What an approval may set (`approve --set FIELD=VALUE`): a budget "
         "question's `tokens` and `cost`. Other questions take changes with a rejection only.",
+    )
+    rule: str | None = Field(
+        default=None,
+        description="Which policy rule asked (a tool question): `default: ask before a "
+        "destructive tool`, or `rule N: ask ...`.",
+    )
+    remember: list[RememberScope] = Field(
+        default_factory=list,
+        description="The scopes an answer may `remember` (tool questions only).",
     )
 
 
@@ -98,6 +116,7 @@ class ApprovalOutcome(BaseModel):
     reason: str
     changes: dict[str, str] = Field(default_factory=dict)
     timed_out: bool = False
+    remember: RememberScope | None = None
 
 
 def validate_answer(
@@ -108,6 +127,14 @@ def validate_answer(
     if any(not key.strip() for key in answer.changes):
         raise ValueError("a change needs a field name; got an empty one")
     question = _answered_question(questions, answer)
+    if answer.remember is not None and answer.remember not in question.remember:
+        if not question.remember:
+            raise ValueError(
+                f"{question.id} is not a tool approval: remember is taken on tool questions only"
+            )
+        raise ValueError(
+            f"{question.id} remembers {' or '.join(question.remember)}, not {answer.remember}"
+        )
     unsettable = sorted(set(answer.changes) - set(question.settable))
     if answer.approved and unsettable:
         if not question.settable:

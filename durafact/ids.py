@@ -314,6 +314,13 @@ def tool_approval_thread(run: str) -> str:
     return f"tool:{run}"
 
 
+def approval_rule_id(tool: str, scope: str, arguments_hash: str | None = None) -> str:
+    """A remembered answer to a tool question: `approval-rule:delete_file:call:9f2c...`
+    covers those arguments only, `approval-rule:delete_file:tool` any."""
+    bound = f":{arguments_hash}" if arguments_hash else ""
+    return f"approval-rule:{tool}:{scope}{bound}"
+
+
 # --- plan with a ReAct child per step -------------------------------------------------
 
 

@@ -37,7 +37,8 @@ stream's pollers, keeps answering what is queued until every handler has
 finished (an update that arrives meanwhile is answered in this run), and
 continues as new carrying only `ChatCarry`: the memory (window, summaries,
 digest, counters), recent replies by id, the index of answered ids, where each run
-began, and the stream's state.
+began, the stream's state, and the answers to tool questions remembered for the chat
+(scopes `call` and `chat`; a `tool` one lasts for the run it was given in).
 
 Streaming. With `stream` on, the model activity publishes the reply's text as it
 is written to the topic `tokens` (`TextChunk`, keyed by the message id) of the
@@ -92,9 +93,11 @@ from durafact.memory import (
 )
 from durafact.react import truncate_observation
 from durafact.steer import NOT_STEERED, steer_text
+from durafact.tool_policy import RememberedDecision, travelling
 from durafact.tools import ToolCall, checked_tool_names
 from workflows.react import ReAct, ReActSettings, _Run
 from workflows.recipe import RecipeContext, reraise_cancellation
+from workflows.tool_gate import hold_remembered, remembered
 
 MESSAGES_TOPIC = "messages"
 TOKENS_TOPIC = "tokens"
@@ -173,6 +176,10 @@ class ChatCarry(BaseModel):
     usage: Usage = Field(
         default_factory=Usage, description="What the earlier runs spent: the budget is the chat's."
     )
+    remembered: list[RememberedDecision] = Field(
+        default_factory=list,
+        description="Answers to tool questions remembered for the chat (scopes `call`, `chat`).",
+    )
 
     def run_of(self, seq: int) -> int | None:
         """The number of the run that holds message `seq` (None: unknown, a run before
@@ -234,6 +241,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
     """A conversation: `send` a message, get the reply; it lives as long as you talk."""
 
     recipe_name = "chat"
+    remember_scopes = ("call", "tool", "chat")
 
     @workflow.init
     def __init__(self, input: ChatInput) -> None:
@@ -383,6 +391,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
 
     async def lifecycle(self, ctx: RecipeContext, input: ChatInput) -> None:
         run = _Run(ctx, "chat", self.settings(input))
+        hold_remembered(ctx.ledger, [*input.tool_policy.remembered, *self._carry.remembered])
         if input.tools or input.mcp_servers:
             run.specs = await self._list_tools(ctx, run, input)
         ctx.set_status("chatting", f"chat run {self._carry.runs}")
@@ -408,6 +417,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
                 "runs": self._carry.runs + 1,
                 "stream": self.stream.get_state(),
                 "usage": ctx.usage,
+                "remembered": travelling(remembered(ctx.ledger)),
             }
         )
         # The budget as a person may have extended it goes on with what was spent.

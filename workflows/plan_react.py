@@ -17,11 +17,14 @@ the ids, the `supported_by` links and the statuses are that recipe's), whose
   question is the step, with the goal and the earlier steps' findings in words (a
   child cannot read its parent's ledger); its tools, MCP servers and every
   `ReActSettings` field (protocol, max_turns, observation policy, loop guard,
-  approval policy) are the parent input's. A destructive tool asks for approval in
-  the child: answer the child workflow. The child is started with `ctx.run_child`: it
-  draws from what is left of the parent's budget, and its usage (from its result, or
-  from its failure) adds to the parent's; a child its budget stopped stops the parent
-  (`over_budget`).
+  approval policy, tool policy) are the parent input's. A tool question is asked in
+  the child: answer the child workflow. Each agent gets the parent input's remembered
+  decisions and those of the agents before it (`ReActResult.remembered`, `call` scope:
+  an answer remembered for one call in step 1 decides the same call in step 3), all
+  kept in the parent's ledger too; a `tool` one stays in its child. The child is
+  started with `ctx.run_child`: it draws from what is left of the parent's budget,
+  and its usage (from its result, or from its failure) adds to the parent's; a child
+  its budget stopped stops the parent (`over_budget`).
 - The step result (`AgentStepResult`) records the child's answer, its workflow id,
   its ending, its turns and its tool calls. A child that ends `turn_limit` or
   `looping` is not a failure: its result says that the agent stopped without an
@@ -52,6 +55,7 @@ from temporalio import workflow
 
 from durafact.ids import child_artifact_id, child_workflow_id, result_id, step_id
 from durafact.text import not_blank
+from durafact.tool_policy import RememberedDecision
 from durafact.tools import checked_tool_names
 from workflows.plan_execute import (
     FinalAnswer,
@@ -72,6 +76,7 @@ from workflows.react import (
     ToolCallRecord,
 )
 from workflows.recipe import RecipeContext, quote
+from workflows.tool_gate import hold_remembered, remembered
 
 
 class PlanReActInput(PlanExecuteSettings, ReActSettings):
@@ -148,15 +153,17 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
         self._link_results(ctx, history)
         sid = step_id(self.goal.text, step.index)
         child_id = child_workflow_id(workflow.info().workflow_id, ctx.temporal_id(sid))
+        hold_remembered(ctx.ledger, self.goal.tool_policy.remembered)
         child = await ctx.run_child(
             ReActWorkflow.run,
-            self._child_input(step, history),
+            self._child_input(step, history, remembered(ctx.ledger)),
             id=child_id,
             result_type=ReActResult,
             summary=f"run agent: step {step.index + 1} {quote(step.description)}",
         )
         for call in child.tool_calls:
             ctx.ledger.create(child_artifact_id(sid, call.id), call)
+        hold_remembered(ctx.ledger, child.remembered)
         answer_id = None
         if child.answer is not None and child.answer_id is not None:
             answer_id = child_artifact_id(sid, child.answer_id)
@@ -188,8 +195,14 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
 
     # --- the parts --------------------------------------------------------------------
 
-    def _child_input(self, step: PlanStep, history: list[AgentStepResult]) -> ReActInput:
-        """The step as the agent's question, the goal and earlier findings in words."""
+    def _child_input(
+        self,
+        step: PlanStep,
+        history: list[AgentStepResult],
+        decisions: list[RememberedDecision],
+    ) -> ReActInput:
+        """The step as the agent's question, the goal and earlier findings in words; the
+        tool policy with every decision remembered so far (`decisions`)."""
         question = (
             f"{step.description}\n\n(This is step {step.index + 1} of a plan towards the "
             f"goal: {self.goal.text})"
@@ -198,6 +211,7 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
             found = "\n".join(f"{r.index + 1}. {r.text}" for r in history)
             question += f"\nWhat the earlier steps found:\n{found}"
         settings = {name: getattr(self.goal, name) for name in ReActSettings.model_fields}
+        settings["tool_policy"] = self.goal.tool_policy.model_copy(update={"remembered": decisions})
         return ReActInput(
             question=question,
             tools=self.goal.tools,

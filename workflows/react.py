@@ -44,10 +44,13 @@ Each tool call is the activity `call_tool`, id `tool:{run}:{turn}:{k}`, summary
 "call tool: NAME", status `calling:{NAME}` (its phase, `DurafactStatus`, stays
 `turn`), with the idempotency key
 `{workflow id}:{activity id}`. A name the run was not given never reaches a tool:
-its observation is "'x' is not a valid tool, try one of [...]". A destructive
-tool (`ToolSpec.destructive`) never runs before `ctx.ask_approval(thread=
-"tool:{run}")` says yes (status `awaiting_approval`); a rejection or a timeout
-(per `settings.approval`) is the observation "not approved: REASON". Arguments
+its observation is "'x' is not a valid tool, try one of [...]". Every other call
+passes `settings.tool_policy` first (workflows/tool_gate.py): `deny` is the
+observation "denied by policy: RULE" and no call; `ask` (by default, for a destructive
+tool, `ToolSpec.destructive`) runs only once `ctx.ask_approval(thread="tool:{run}")`
+says yes (status `awaiting_approval`), or an answer remembered earlier covers the
+call; a rejection or a timeout (per `settings.approval`) is the observation "not
+approved: REASON". Arguments
 that do not validate and tools that raise come back from the activity as failed
 observations, for the model to correct. So does a call that may or may not have
 run and is not sent again (the activity fails with `ToolSessionLost`: its MCP
@@ -109,7 +112,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from durafact.approval import ApprovalPolicy
+from durafact.approval import ApprovalPolicy, RememberScope
 from durafact.ids import (
     idempotency_key,
     message_id,
@@ -133,7 +136,6 @@ from durafact.react import (
     ReActFinal,
     bind_arguments,
     is_looping,
-    not_approved_message,
     observation_message,
     parse_reply,
     render_tools,
@@ -145,6 +147,7 @@ from durafact.react import (
 from durafact.sources import Doc, SourceSpec, preview
 from durafact.steer import NOT_STEERED, Steered, SteerNote, note_problem, steer_text
 from durafact.text import not_blank, shorten
+from durafact.tool_policy import RememberedDecision, ToolPolicy, travelling
 from durafact.tools import (
     TOOL_SESSION_LOST,
     SkippedTool,
@@ -158,6 +161,7 @@ from durafact.tools import (
 )
 from workflows.recipe import BASELINE, Recipe, RecipeContext, RecipeSettings, subject_text
 from workflows.sources import fan_out_sources, materialize_doc
+from workflows.tool_gate import gate_tool_call, hold_remembered, remembered
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
@@ -192,6 +196,11 @@ class ReActSettings(RecipeSettings):
     approval: ApprovalPolicy = Field(
         default_factory=ApprovalPolicy,
         description="How long a destructive call waits for a person, and what silence means.",
+    )
+    tool_policy: ToolPolicy = Field(
+        default_factory=ToolPolicy,
+        description="Which tool calls run, which are denied, which ask a person (by default: "
+        "ask before a destructive tool), and decisions remembered earlier.",
     )
     source_refs: int = Field(
         default=5,
@@ -350,6 +359,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         maximum_interval=timedelta(seconds=30),
         maximum_attempts=0,
     )
+    # What a person's answer to a tool question may remember in this recipe.
+    remember_scopes: ClassVar[tuple[RememberScope, ...]] = ("call", "tool")
 
     def __init__(self) -> None:
         super().__init__()
@@ -440,6 +451,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         run = _Run(ctx, self.question(input), self.settings(input))
+        hold_remembered(ctx.ledger, run.settings.tool_policy.remembered)
         run.sources = self.sources(input)
         run.specs = await self._list_tools(ctx, run, input)
         messages = self._system_messages(run, await self.system(ctx, input, run.specs))
@@ -599,14 +611,19 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
         if spec is None:  # not one of the run's tools: never sent to the worker
             return failed("UnknownTool", unknown_tool_message(call.name, run.tool_names))
-        if spec.destructive:
-            approval = await ctx.ask_approval(
-                tool_approval_thread(run.key),
-                f"Run the destructive tool {call.name} with {_shown(call.arguments, 400)}?",
-                run.settings.approval,
-            )
-            if not approval.approved:
-                return failed("NotApproved", not_approved_message(approval.reason))
+        kind = "the destructive tool" if spec.destructive else "the tool"
+        refusal = await gate_tool_call(
+            ctx,
+            tool_approval_thread(run.key),
+            call,
+            destructive=spec.destructive,
+            policy=run.settings.tool_policy,
+            approval=run.settings.approval,
+            question=f"Run {kind} {call.name} with {_shown(call.arguments, 400)}?",
+            remember=self.remember_scopes,
+        )
+        if refusal is not None:
+            return failed(refusal.error_type, refusal.text)
         ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}", phase="turn")
         if run.runs_here(call.name):
             return await self._search_sources(ctx, run, activity_id, call)
@@ -835,6 +852,11 @@ class ReActResult(BaseModel):
     turns: int
     tool_calls: list[ToolCallRecord]
     usage: Usage
+    remembered: list[RememberedDecision] = Field(
+        default_factory=list,
+        description="The answers that outlive the run (`call` scope), for a parent to "
+        "pass on to its next agent.",
+    )
 
 
 SYSTEM = (
@@ -869,4 +891,5 @@ class ReActWorkflow(ReAct[ReActInput, ReActResult]):
             turns=outcome.turns,
             tool_calls=outcome.calls,
             usage=ctx.usage,
+            remembered=travelling(remembered(ctx.ledger)),
         )

@@ -51,6 +51,7 @@ from durafact.approval import (
     ApprovalOutcome,
     ApprovalPolicy,
     ApprovalQuestion,
+    RememberScope,
     validate_answer,
 )
 from durafact.budget import Budget
@@ -533,6 +534,8 @@ class RecipeContext:
         policy: ApprovalPolicy | None = None,
         kind: ApprovalKind = "approve",
         settable: Sequence[str] = (),
+        rule: str | None = None,
+        remember: Sequence[RememberScope] = (),
     ) -> ApprovalOutcome:
         """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
 
@@ -542,16 +545,16 @@ class RecipeContext:
         `rejected` (unless another question asked at the same time still waits). On
         timeout the policy rejects ("timed out"), or escalates to a question of kind
         `escalate` that has its own timeout and then rejects. `settable`: what an
-        approval may set (`ApprovalQuestion.settable`).
+        approval may set (`ApprovalQuestion.settable`); `rule`: which policy rule asks
+        (a tool question); `remember`: the scopes an answer may remember.
         """
         policy = policy or ApprovalPolicy()
-        question = self._open_question(thread, text, kind, settable=settable)
+        asking = {"settable": list(settable), "rule": rule, "remember": list(remember)}
+        question = self._open_question(thread, text, kind, **asking)
         outcome = await self._wait_for_answer(question, policy.timeout)
         if outcome is None and policy.on_timeout == "escalate":
             self.ledger.update(question.id, status="timed_out")
-            escalation = self._open_question(
-                thread, text, "escalate", escalates=question, settable=settable
-            )
+            escalation = self._open_question(thread, text, "escalate", escalates=question, **asking)
             self.announce(
                 f"{question.id} timed out; escalated to {escalation.id}", kind="escalation"
             )
@@ -606,6 +609,8 @@ class RecipeContext:
         kind: ApprovalKind,
         escalates: ApprovalQuestion | None = None,
         settable: Sequence[str] = (),
+        rule: str | None = None,
+        remember: Sequence[RememberScope] = (),
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
         typeable = patched(TYPEABLE_APPROVAL_IDS)
@@ -617,6 +622,8 @@ class RecipeContext:
             text=text,
             escalates=escalates.id if escalates else None,
             settable=list(settable),
+            rule=rule,
+            remember=list(remember),
         )
         self.ledger.create(question.id, question)
         if escalates:
@@ -662,6 +669,7 @@ class RecipeContext:
             reason=answer.reason,
             changes=dict(answer.changes),
             timed_out=question.status == "timed_out",
+            remember=answer.remember,
         )
 
     def _settle(self, outcome: ApprovalOutcome) -> None:

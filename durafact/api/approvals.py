@@ -64,7 +64,8 @@ async def decide(
     """The outcome, once the workflow took the answer. `changes` (corrected facts, as the
     command line's `--set`) go with a rejection: the run rebuilds from them and asks
     again in the same thread. With an approval of a budget question (its `settable`),
-    they are its new limits: `{"tokens": "80000"}`."""
+    they are its new limits: `{"tokens": "80000"}`. `remember` (a tool question's
+    `remember` scopes) lets the answer decide later calls without asking."""
     handle = s.client.get_workflow_handle(workflow_id)
     description = await running(handle)
     if not decision.approve:  # an approval's changes are a budget's limits: the run checks
@@ -75,5 +76,6 @@ async def decide(
         reason=decision.reason,
         changes=decision.changes,
         by=decision.by or "http api",
+        remember=decision.remember,
     )
     return await send_decision(handle, answer)

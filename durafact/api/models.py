@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durafact.approval import ApprovalQuestion
+from durafact.approval import ApprovalQuestion, RememberScope
 from durafact.budget import Budget
 from durafact.ledger import Link
 from durafact.llm import Usage
@@ -114,6 +114,12 @@ class Decision(BaseModel):
         "the approval of a budget question, its new limits (`tokens`, `cost`).",
     )
     by: str = Field(default="", max_length=200, description="Who answers (default: `http api`).")
+    remember: RememberScope | None = Field(
+        default=None,
+        description="A tool question: let this answer decide later calls without asking: "
+        "`call` (the same tool and arguments), `tool` (any arguments, this run), `chat` (the "
+        "tool in this chat, across continue-as-new). Other questions refuse it (409).",
+    )
 
 
 class Waiting(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion, RememberScope
 from durafact.budget import LIMITS, parse_cost, parse_tokens
 from durafact.cli.chat import chat_result, deliver
 from durafact.cli.follow import (
@@ -108,6 +108,8 @@ async def status(client: Any, settings: Settings, workflow_id: str) -> int:
         with contextlib.suppress(Exception):
             for question in await pending_questions(handle):
                 say(f"waiting for a person: {question.id} ({question.kind})")
+                if question.rule:
+                    say(f"  asked by: {question.rule}")
                 say(f"  decide: {decide_hint(workflow_id, question.id)}")
         say(f"answer: durafact approve {quoted(workflow_id)} {ANSWER_HINT}")
     if state in RESUMABLE:
@@ -281,6 +283,8 @@ async def pending(client: Any, as_json: bool) -> int:
             count += 1
             say(f"{execution.id}  {question.id}  {question.kind}")
             say(indent(question.text, "  "))
+            if question.rule:
+                say(f"  asked by: {question.rule}")
             say(f"  decide: {decide_hint(execution.id, question.id)}")
     say(
         f"{count} question(s) in {len(rows)} workflow(s) wait; answer one: "
@@ -290,10 +294,16 @@ async def pending(client: Any, as_json: bool) -> int:
 
 
 async def approve(
-    client: Any, workflow_id: str, reject: bool, reason: str, changes: dict[str, str]
+    client: Any,
+    workflow_id: str,
+    reject: bool,
+    reason: str,
+    changes: dict[str, str],
+    remember: RememberScope | None = None,
 ) -> int:
     """The `answer` signal for the workflow's oldest pending question, after checking that
-    something waits, so a wrong id or a settled workflow is one clear line."""
+    something waits, so a wrong id or a settled workflow is one clear line. An answer to
+    remember goes by the `decide` update: a question that cannot remember it says so."""
     handle = client.get_workflow_handle(workflow_id)
     description = await running(handle)
     try:
@@ -305,21 +315,24 @@ async def approve(
     question = questions[0]
     if changes and not reject:  # new limits: for the budget question, whichever is oldest
         budget = next((q for q in questions if q.settable), question)
-        return await approve_with_limits(handle, budget, reason, changes)
+        return await approve_with_limits(handle, budget, reason, changes, remember)
     check_changes(description.workflow_type, changes)
-    await handle.signal(
-        "answer",
-        ApprovalAnswer(
-            question_id=question.id,
-            approved=not reject,
-            reason=reason,
-            changes=changes,
-            by=person(),
-        ),
+    answer = ApprovalAnswer(
+        question_id=question.id,
+        approved=not reject,
+        reason=reason,
+        changes=changes,
+        by=person(),
+        remember=remember,
     )
     verdict = "rejected" if reject else "approved"
     edits = f" with {assignments(changes)}" if changes else ""
-    say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
+    if remember is None:
+        await handle.signal("answer", answer)
+        say(f"{verdict} {question.id} of workflow {workflow_id}{edits} (signal sent)")
+    else:
+        await send_decision(handle, answer)
+        say(f"{verdict} {question.id} of workflow {workflow_id}{edits}, {REMEMBERED[remember]}")
     say(f"result: durafact result {quoted(workflow_id)}")
     return 0
 
@@ -342,7 +355,11 @@ def check_new_limits(changes: dict[str, str]) -> None:
 
 
 async def approve_with_limits(
-    handle: Any, question: ApprovalQuestion, reason: str, changes: dict[str, str]
+    handle: Any,
+    question: ApprovalQuestion,
+    reason: str,
+    changes: dict[str, str],
+    remember: RememberScope | None = None,
 ) -> int:
     """Approve a budget question with new limits, by the `decide` update: a limit the
     run cannot take (below what it spent) is refused here, not dropped by the run."""
@@ -351,7 +368,12 @@ async def approve_with_limits(
             f"{question.id} is not a budget question: --set goes with --reject there", code=2
         )
     answer = ApprovalAnswer(
-        question_id=question.id, approved=True, reason=reason, changes=changes, by=person()
+        question_id=question.id,
+        approved=True,
+        reason=reason,
+        changes=changes,
+        by=person(),
+        remember=remember,  # the run refuses it: a budget question remembers nothing
     )
     outcome = await send_decision(handle, answer)
     say(f"approved {outcome.question_id} of workflow {handle.id} with {assignments(changes)}")
@@ -378,6 +400,7 @@ async def decide(
     question_id: str,
     approved: bool,
     reason: str,
+    remember: RememberScope | None = None,
 ) -> int:
     """The `decide` update: the outcome, or the validator's reason for refusing."""
     handle = client.get_workflow_handle(workflow_id)
@@ -385,13 +408,23 @@ async def decide(
     await warn_if_no_worker(client, settings, description.task_queue)
     if question_id.isdigit():
         question_id = await numbered(handle, workflow_id, int(question_id))
-    answer = ApprovalAnswer(question_id=question_id, approved=approved, reason=reason, by=person())
+    answer = ApprovalAnswer(
+        question_id=question_id, approved=approved, reason=reason, by=person(), remember=remember
+    )
     outcome = await send_decision(handle, answer)
     verdict = "approved" if outcome.approved else "rejected"
     why = f": {outcome.reason}" if outcome.reason else ""
-    say(f"{outcome.question_id} {verdict}{why}")
+    kept = f" ({REMEMBERED[remember]})" if remember else ""
+    say(f"{outcome.question_id} {verdict}{why}{kept}")
     say(f"result: durafact result {quoted(workflow_id)}")
     return 0
+
+
+REMEMBERED = {
+    "call": "remembered for this call (the same tool and arguments)",
+    "tool": "remembered for this tool in this run",
+    "chat": "remembered for this tool in this chat",
+}
 
 
 async def numbered(handle: Any, workflow_id: str, n: int) -> str:

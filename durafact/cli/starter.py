@@ -20,8 +20,10 @@
     durafact list [--recipe R] [--status S] [--over-cost X] [--limit N] [--json]
     durafact pending [--json]          # every workflow waiting for a person
     durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
+                        [--remember call|tool|chat]
                                     # approving a budget question: --set tokens=N, cost=X
     durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
+                        [--remember call|tool|chat]
     durafact status ID
     durafact cancel ID [--reason TEXT] [--no-wait]
     durafact steer ID NOTE             # a person's note for a running agent or chat
@@ -197,6 +199,7 @@ def parser() -> Parser:
         help="with --reject: a corrected fact; the workflow rebuilds from it and asks again; "
         "approving a budget question: its new limit (tokens=80000, cost=5)",
     )
+    add_remember_option(approve)
 
     decide = commands.add_parser(
         "decide", help="answer a named question and print the outcome (the `decide` update)"
@@ -211,6 +214,7 @@ def parser() -> Parser:
     verdict.add_argument("--approve", action="store_true", help="approve")
     verdict.add_argument("--reject", action="store_true", help="reject")
     decide.add_argument("--reason", default="", help="why: kept with the question")
+    add_remember_option(decide)
 
     status = commands.add_parser("status", help="a workflow's Temporal and recipe status")
     status.add_argument("id")
@@ -257,6 +261,16 @@ def parser() -> Parser:
     )
     commands.add_parser("down", help="stop what `up` started")
     return top
+
+
+def add_remember_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--remember",
+        choices=["call", "tool", "chat"],
+        help="a tool question: let this answer decide later calls without asking: the same "
+        "call (tool and arguments), the tool in this run, or the tool in this chat "
+        "(sent by the `decide` update, so a refusal is shown)",
+    )
 
 
 def registry_of(args: argparse.Namespace) -> Registry:
@@ -341,10 +355,16 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "pending":
             return await pending(client, args.json)
         if args.command == "approve":
-            return await approve(client, args.id, args.reject, args.reason, changes)
+            return await approve(client, args.id, args.reject, args.reason, changes, args.remember)
         if args.command == "decide":
             return await decide(
-                client, settings, args.id, args.question_id, args.approve, args.reason
+                client,
+                settings,
+                args.id,
+                args.question_id,
+                args.approve,
+                args.reason,
+                args.remember,
             )
         if args.command == "status":
             return await status(client, settings, args.id)

@@ -270,9 +270,17 @@ async def test_approvals_list_every_question_and_decide_returns_the_outcome_or_4
         "reason": "more money",
         "changes": {"budget": "5000 EUR"},
         "timed_out": False,
+        "remember": None,
     }
     second = await waiting_question(http, workflow_id, n=2)
     assert second["thread"] == question["thread"]
+    remembering = await http.post(
+        f"{path}/{second['id']}", json={"approve": True, "remember": "call"}
+    )
+    assert error_of(remembering, 409)["message"] == (
+        f"decide refused: InvalidAnswer: {second['id']} is not a tool approval: remember is "
+        "taken on tool questions only"
+    )
     approved = await http.post(f"{path}/{second['id']}", json={"approve": True, "by": "ann"})
     assert approved.json()["approved"] is True
     run = await finished(http, workflow_id)
@@ -284,6 +292,39 @@ async def test_approvals_list_every_question_and_decide_returns_the_outcome_or_4
     assert error_of(
         await http.post(f"/api/runs/nobody/approvals/{second['id']}", json={"approve": True}), 404
     )
+
+
+def twice_two_plus_two(call: Call) -> str:
+    """The calculator on 2 + 2 in turns 1 and 2, then the answer."""
+    if call.activity_id.endswith((":1", ":2")):
+        return 'Thought: add.\nAction: calculator\nAction Input: {"expression": "2 + 2"}\nPAUSE'
+    return "Thought: done.\nFinal Answer: 4"
+
+
+async def test_a_tool_question_names_its_rule_and_an_approval_may_remember_the_call(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(twice_two_plus_two)
+    policy = {"rules": [{"action": "ask", "tool": "calc*"}]}
+    workflow_id = await start(
+        http, "ReActWorkflow", {"question": "Two plus two, twice", "tool_policy": policy}
+    )
+    question = await waiting_question(http, workflow_id)
+    inbox = (await http.get("/api/approvals")).json()["runs"]
+    (asked,) = next(run for run in inbox if run["id"] == workflow_id)["questions"]
+    assert (asked["id"], asked["rule"]) == (question["id"], "rule 1: ask calc*")
+    assert asked["remember"] == ["call", "tool"]
+    path = f"/api/runs/{workflow_id}/approvals/{question['id']}"
+    approved = await http.post(path, json={"approve": True, "remember": "call", "by": "ann"})
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["remember"] == "call"
+    run = await finished(http, workflow_id)
+    assert [c["ok"] for c in run["result"]["tool_calls"]] == [True, True]
+    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
+    types = [a["type"] for a in ledger["artifacts"]]
+    assert types.count("ApprovalQuestion") == 1
+    (rule,) = [a["data"] for a in ledger["artifacts"] if a["type"] == "RememberedDecision"]
+    assert (rule["scope"], rule["by"], rule["question_id"]) == ("call", "ann", question["id"])
 
 
 async def test_cancel_ends_a_running_run_and_refuses_a_closed_one(

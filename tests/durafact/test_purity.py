@@ -37,6 +37,7 @@ ALLOWED = {
     "datetime",
     "decimal",
     "enum",
+    "fnmatch",
     "functools",
     "hashlib",
     "inspect",
