@@ -79,7 +79,7 @@ from durafact.memory import (
 )
 from durafact.react import truncate_observation
 from durafact.tools import ToolCall, checked_tool_names
-from workflows.react import ReAct, ReActSettings, _Run
+from workflows.react import ReAct, ReActSettings, _Run, history_full
 from workflows.recipe import RecipeContext, reraise_cancellation
 
 MESSAGES_TOPIC = "messages"
@@ -339,12 +339,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         workflow.continue_as_new(input.model_copy(update={"carried": carried, "budget": budget}))
 
     def _history_full(self) -> bool:
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() >= self._input.continue_after_events
-            or info.get_current_history_size() >= self._input.continue_after_bytes
-        )
+        return history_full(self._input.continue_after_events, self._input.continue_after_bytes)
 
     async def _turn(self, ctx: RecipeContext, input: ChatInput, run: _Run, p: _Pending) -> None:
         self._carry.turns += 1

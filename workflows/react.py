@@ -104,7 +104,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.approval import ApprovalPolicy
 from durafact.ids import (
+    earlier_run_id,
     idempotency_key,
+    loop_digest_id,
     message_id,
     messages_prefix,
     observation_id,
@@ -118,6 +120,14 @@ from durafact.ids import (
     tools_id,
 )
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, LLMResponse, Usage
+from durafact.loop_context import (
+    ContextFold,
+    ContextPolicy,
+    KeepAll,
+    LoopContext,
+    LoopLine,
+    render_lines,
+)
 from durafact.react import (
     STOP,
     TEXT_PROTOCOL,
@@ -148,13 +158,23 @@ from durafact.tools import (
     ToolSpec,
     checked_tool_names,
 )
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
+from workflows.recipe import (
+    Recipe,
+    RecipeContext,
+    RecipeSettings,
+    reraise_cancellation,
+    subject_text,
+)
 from workflows.sources import fan_out_sources, materialize_doc
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
 Ending = Literal["answer", "turn_limit", "looping"]
+
+# Runs started since this patch continue as new between two turns when their history
+# is full (`history_full`); older runs replay as they were recorded, in one run.
+CONTINUE_AS_NEW = "durafact-react-continue-as-new"
 
 
 class ReActSettings(RecipeSettings):
@@ -166,7 +186,11 @@ class ReActSettings(RecipeSettings):
         "chat API's tool calls.",
     )
     max_turns: int = Field(
-        default=8, ge=1, le=500, description="Model calls at most; then the run ends."
+        default=8,
+        ge=1,
+        le=10_000,
+        description="Model calls at most; then the run ends. A long run continues as new "
+        "between turns (`continue_after_events`, `continue_after_bytes`).",
     )
     max_observation_chars: int = Field(
         default=4000, ge=1, description="Longer observations pass through the policy."
@@ -185,6 +209,18 @@ class ReActSettings(RecipeSettings):
         default_factory=ApprovalPolicy,
         description="How long a destructive call waits for a person, and what silence means.",
     )
+    context: ContextPolicy = Field(
+        default_factory=KeepAll,
+        description="What the model sees of earlier turns: `keep_all`, `prune_observations` "
+        "or `compact` (durafact/loop_context.py).",
+    )
+    continue_after_events: int = Field(
+        default=10_000,
+        ge=100,
+        description="Between two turns, a run whose history has this many events (or "
+        "`continue_after_bytes`, or that the server says is full) continues as new.",
+    )
+    continue_after_bytes: int = Field(default=1_000_000, ge=10_000)
     source_refs: int = Field(
         default=5,
         ge=1,
@@ -242,6 +278,44 @@ class ReActOutcome(BaseModel):
     calls: list[ToolCallRecord] = Field(default_factory=list)
 
 
+class EarlierRun(BaseModel):
+    """The artifact `run:{run_id}`: an earlier run of this loop, which continued as new,
+    and the observations its ledger holds (the `artifacts` query of that run id)."""
+
+    run_id: str
+    first_turn: int
+    last_turn: int
+    observations: list[str] = Field(default_factory=list)
+
+
+class ReActCarry(BaseModel):
+    """What a ReAct run carries into the next when it continues as new between two
+    turns: only what the next turn needs. Large values go through the data converter's
+    payload store, like any payload."""
+
+    turns: int = Field(description="Turns made so far, in every run of the chain.")
+    context: LoopContext = Field(description="The model's view, by value.")
+    tools: ToolList = Field(description="The tools listed by the first run.")
+    calls: list[ToolCallRecord] = Field(default_factory=list)
+    recent: list[Observation] = Field(
+        default_factory=list, description="The last observations, for the loop guard."
+    )
+    usage: Usage = Field(default_factory=Usage, description="What the earlier runs spent.")
+    earlier: list[EarlierRun] = Field(default_factory=list)
+    # Remembered approvals (issue 24) belong here: the one place a run's state crosses.
+
+
+def history_full(events: int, size: int) -> bool:
+    """Whether this run's history is past `events` events or `size` bytes, or the
+    server suggests continuing as new."""
+    info = workflow.info()
+    return (
+        info.is_continue_as_new_suggested()
+        or info.get_current_history_length() >= events
+        or info.get_current_history_size() >= size
+    )
+
+
 SEARCH_SOURCES = "search_sources"
 
 
@@ -279,9 +353,15 @@ class _Run:
         self.settings = settings
         self.specs: list[ToolSpec] = []
         self.sources: list[SourceSpec] = []
-        self.messages = 0
+        # What the model sees (its messages are also the artifacts `msg:{run}:{n}`).
+        self.view = LoopContext()
+        self.turn = 0
+        self.first_turn = 1
         self.observations: dict[str, Observation] = {}
         self.calls: list[ToolCallRecord] = []
+        # The earlier runs of the chain (continue-as-new) and their last observations.
+        self.earlier: list[EarlierRun] = []
+        self.carried_recent: list[Observation] = []
         # The documents a search_sources call read, by its call id: its observation's basis.
         self.read: dict[str, list[str]] = {}
 
@@ -308,14 +388,27 @@ class _Run:
     def spec(self, name: str) -> ToolSpec | None:
         return next((s for s in self.specs if s.name == name), None)
 
-    def say(self, turn: ChatTurn) -> None:
-        """Add a message to the conversation: the artifact `msg:{run}:{n}`."""
-        self.ctx.ledger.create(message_id(self.key, self.messages), turn)
-        self.messages += 1
+    def say(self, turn: ChatTurn, observation: str | None = None) -> None:
+        """Add a message of this turn to the conversation: the artifact `msg:{run}:{n}`,
+        and a line of the model's view (`observation`: the artifact it shows)."""
+        self.ctx.ledger.create(message_id(self.key, self.view.next_message), turn)
+        self.view.next_message += 1
+        self.view.window.append(
+            LoopLine(turn=self.turn, observation=observation, **turn.model_dump())
+        )
+
+    def shown(self) -> list[ChatTurn]:
+        """The messages the model sees after the system message."""
+        digest = self.view.digest
+        return self.view.shown(loop_digest_id(self.key, digest.version) if digest else "")
 
     def conversation(self) -> ArtifactSpan:
-        """Every message so far, named in constant size."""
-        return ArtifactSpan(prefix=messages_prefix(self.key), count=self.messages)
+        """What the model sees, named in constant size (the `context_messages` query)."""
+        return ArtifactSpan(prefix=messages_prefix(self.key), count=len(self.shown()))
+
+    def latest(self) -> list[Observation]:
+        """The observations so far, the last ones of earlier runs first: the loop guard's."""
+        return [*self.carried_recent, *self.observations.values()]
 
 
 class ReAct(Recipe[In, Out], Generic[In, Out]):
@@ -375,15 +468,25 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         run = _Run(ctx, self.question(input), self.settings(input))
+        self._loop = run
         run.sources = self.sources(input)
-        run.specs = await self._list_tools(ctx, run, input)
+        carry = input.loop_carry if isinstance(input, ReActInput) else None
+        if carry is None:
+            run.specs = await self._list_tools(ctx, run, input)
+        else:
+            run.specs = self._resume(ctx, run, carry)
         messages = self._system_messages(run, await self.system(ctx, input, run.specs))
-        run.say(ChatTurn(role="user", content=f"Question: {run.question}"))
+        if carry is None:
+            run.say(ChatTurn(role="user", content=f"Question: {run.question}"))
 
         ending: Ending = "turn_limit"
         answer: str | None = None
-        turn = 0
-        for turn in range(1, run.settings.max_turns + 1):
+        turn = run.first_turn - 1
+        for turn in range(run.first_turn, run.settings.max_turns + 1):
+            # Between two turns, never within one: no tool call or approval is in flight.
+            if turn > run.first_turn and self._continues(input, run):
+                await self._continue_as_new(ctx, input, run, turn - 1)
+            run.turn = turn
             ctx.set_status(f"turn:{turn}", f"turn {turn}/{run.settings.max_turns}")
             with ctx.scoped(react_turn_id(run.key, turn)):
                 response = await ctx.llm.request(
@@ -407,10 +510,116 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             )
             for k, (call, observation) in enumerate(zip(calls, observations, strict=True)):
                 await self._observe(ctx, input, run, turn, k, call, observation)
-            if is_looping(list(run.observations.values()), run.settings.loop_limit):
+            if is_looping(run.latest(), run.settings.loop_limit):
                 ending = "looping"
                 break
+            await self._fold_context(ctx, run, turn)
         return await self._end(ctx, input, run, ending, answer, turn)
+
+    @workflow.query
+    def context_messages(self, conversation: ArtifactSpan) -> list[ChatTurn]:
+        """The model's view of the loop (see durafact/loop_context.py), for the model
+        activity; any other span from the ledger."""
+        run = getattr(self, "_loop", None)
+        if run is None or conversation.prefix != messages_prefix(run.key):
+            return Recipe.context_messages(self, conversation)
+        return run.shown()[: conversation.count]
+
+    # --- long runs: the context policy and continue-as-new ------------------------------
+
+    async def _fold_context(self, ctx: RecipeContext, run: _Run, turn: int) -> None:
+        """Let the context policy fold the model's view after `turn`: a fold into the
+        digest is one model call (`llm:digest:{run}:{version}`)."""
+        policy = run.settings.context
+        fold = policy.plan(run.view, turn)
+        if fold is None:
+            return
+        text = None
+        if fold.needs_text:
+            version = run.view.digest.version + 1 if run.view.digest else 1
+            with ctx.scoped(loop_digest_id(run.key, version)):
+                text = await self._digest_text(ctx, run, fold)
+        run.view = policy.apply(run.view, fold, text)
+        digest = run.view.digest
+        if fold.needs_text and digest is not None:
+            ctx.ledger.create(loop_digest_id(run.key, digest.version), digest)
+            ctx.announce(
+                f"context: turns {digest.first_turn} to {digest.last_turn} folded into "
+                f"{loop_digest_id(run.key, digest.version)}",
+                kind="context",
+            )
+
+    async def _digest_text(self, ctx: RecipeContext, run: _Run, fold: ContextFold) -> str | None:
+        """The digest's new text: one model call; None (the policy's fallback: the
+        folded lines cut short) when it fails."""
+        previous = f"Digest so far:\n{fold.previous}\n\n" if fold.previous else ""
+        try:
+            return await ctx.llm.text(
+                f"Question: {run.question}\n\n{previous}Turns to fold:\n{render_lines(fold.lines)}",
+                system=COMPACTOR,
+                summary=f"request model: fold turns {fold.lines[0].turn} to {fold.lines[-1].turn}",
+            )
+        except ActivityError as exc:
+            reraise_cancellation(exc)
+            workflow.logger.warning("folding the loop's context failed: %s", exc.cause)
+            return None
+
+    def _continues(self, input: In, run: _Run) -> bool:
+        """Whether the run continues as new now: its input can carry the loop (a
+        `ReActInput`) and its history is full."""
+        return (
+            isinstance(input, ReActInput)
+            and history_full(run.settings.continue_after_events, run.settings.continue_after_bytes)
+            and workflow.patched(CONTINUE_AS_NEW)
+        )
+
+    async def _continue_as_new(self, ctx: RecipeContext, input: In, run: _Run, turns: int) -> None:
+        """Continue as new after `turns` turns, carrying only what the next turn needs,
+        once every handler has finished (an answer arriving now is taken in this run)."""
+        assert isinstance(input, ReActInput)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        ctx.announce(f"continuing as new after {turns} turns", kind="continue")
+        this_run = EarlierRun(
+            run_id=workflow.info().run_id,
+            first_turn=run.first_turn,
+            last_turn=turns,
+            observations=list(run.observations),
+        )
+        limit = run.settings.loop_limit
+        carry = ReActCarry(
+            turns=turns,
+            context=run.view,
+            tools=ctx.ledger.get(tools_id(run.key)).typed(ToolList).data,
+            calls=run.calls,
+            recent=run.latest()[-limit:] if limit else [],
+            usage=ctx.usage,
+            earlier=[*run.earlier, this_run],
+        )
+        # The budget as a person may have extended it goes on with what was spent.
+        budget = ctx.spending.budget
+        workflow.continue_as_new(input.model_copy(update={"loop_carry": carry, "budget": budget}))
+
+    @staticmethod
+    def _resume(ctx: RecipeContext, run: _Run, carry: ReActCarry) -> list[ToolSpec]:
+        """Take up the loop an earlier run carried here: its tools, the model's view,
+        the calls, what was spent, and what each earlier run holds (`run:{run_id}`)."""
+        ctx.usage = carry.usage
+        ctx.ledger.create(tools_id(run.key), carry.tools)
+        run.view = carry.context
+        run.first_turn = carry.turns + 1
+        run.calls = list(carry.calls)
+        run.carried_recent = list(carry.recent)
+        run.earlier = list(carry.earlier)
+        for earlier in run.earlier:
+            ctx.ledger.create(earlier_run_id(earlier.run_id), earlier)
+        digest = carry.context.digest
+        if digest is not None:
+            ctx.ledger.create(loop_digest_id(run.key, digest.version), digest)
+        ctx.announce(
+            f"continued as new after {carry.turns} turns (run {len(run.earlier) + 1})",
+            kind="continue",
+        )
+        return carry.tools.specs
 
     # --- the parts of a turn ------------------------------------------------------------
 
@@ -667,9 +876,10 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             shown = truncate_observation(text, limit)
         ctx.announce(f"observation: {_shown(shown)}", kind="observation")
         if run.native:
-            run.say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
+            turn = ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name)
         else:
-            run.say(ChatTurn(role="user", content=observation_message(shown)))
+            turn = ChatTurn(role="user", content=observation_message(shown))
+        run.say(turn, observation=oid)
 
     async def _end(
         self,
@@ -687,9 +897,12 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             ctx.ledger.create(answer_id, ReActAnswer(question=run.question, text=answer))
             for oid in run.observations:
                 ctx.ledger.link(answer_id, "based_on", oid)
+            # The observations of earlier runs, by the run that holds them.
+            for earlier in run.earlier:
+                ctx.ledger.link(answer_id, "based_on", earlier_run_id(earlier.run_id))
             ctx.announce(f"answer: {_shown(answer)}", kind="answer")
         elif ending == "looping":
-            last = list(run.observations.values())[-1]
+            last = run.latest()[-1]
             ctx.announce(
                 f"{last.tool} failed {run.settings.loop_limit} times in a row with the same "
                 "arguments: stopped",
@@ -729,6 +942,10 @@ class ReActInput(ReActSettings):
         default_factory=list,
         description="Where the built-in `search_sources` looks; with none it is not offered.",
     )
+    loop_carry: ReActCarry | None = Field(
+        default=None,
+        description="Set by the run itself when it continues as new: where the loop stands.",
+    )
 
     @field_validator("tools", "mcp_servers")
     @classmethod
@@ -764,6 +981,12 @@ SYSTEM = (
     "whenever it can check or compute something better than you can, read what it returns, "
     "and answer only when the results support the answer. If a tool fails, read the error "
     "and change what you send instead of repeating the same call."
+)
+COMPACTOR = (
+    "You keep the notes of an assistant working through a question with tools. Rewrite "
+    "the digest so far and the turns below as one short digest: keep every result, number, "
+    "name and id the answer may need, and what was already tried; drop the rest. Plain "
+    "text, no preamble."
 )
 SUMMARIZER = (
     "You shorten a tool's result for an assistant answering the question below. Keep every "
