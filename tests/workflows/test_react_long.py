@@ -95,6 +95,7 @@ async def first_run_turns(
 # --- continue-as-new ------------------------------------------------------------------
 
 
+@pytest.mark.long_running
 async def test_a_thousand_turns_run_across_runs_each_tool_call_once(
     client: Client, settings: Settings, model: ScriptedModel, tally_file: Path
 ) -> None:
