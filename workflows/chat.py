@@ -68,6 +68,7 @@ from durafact.ids import (
 )
 from durafact.ledger import Artifact
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo, Usage
+from durafact.loop_context import ContextPolicy
 from durafact.memory import (
     ChatLine,
     Fold,
@@ -168,6 +169,16 @@ class ChatInput(ReActSettings):
     @classmethod
     def _names(cls, names: list[str]) -> list[str]:
         return checked_tool_names(names)
+
+    @field_validator("context")
+    @classmethod
+    def _memory_bounds_a_chat(cls, policy: ContextPolicy) -> ContextPolicy:
+        if policy.kind != "keep_all":
+            raise ValueError(
+                f"a chat keeps its conversation bounded with `memory`; the context policy "
+                f"{policy.kind!r} is for tool loops (ReAct, PlanReAct)"
+            )
+        return policy
 
 
 class MemoryView(BaseModel):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 
 from durafact.approval import ApprovalAnswer
@@ -21,7 +22,7 @@ from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import question_waiting, result_despite_worker_crash
 from tests.workflows.test_react import DELETED, act, delete_file, final, tally, turn_calls
-from workflows import ReActInput, ReActResult, ReActWorkflow
+from workflows import ChatInput, ReActInput, ReActResult, ReActWorkflow
 from workflows.react import EarlierRun
 
 
@@ -269,3 +270,9 @@ async def test_compact_folds_all_but_the_last_turns_into_a_digest(
     assert "counted item 44" in fold.last_user
     assert ledger.get(f"digest:{q}:{version}").data["last_turn"] == 44
     assert len(ledger.get(f"obs:{q}:1:0").data["text"]) > 0
+
+
+def test_a_chat_refuses_a_context_policy_its_memory_does_the_bounding() -> None:
+    with pytest.raises(ValidationError, match="a chat keeps its conversation bounded with"):
+        ChatInput(context=PruneObservations())
+    assert ChatInput().context.kind == "keep_all"
