@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import tempfile
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -35,6 +38,7 @@ from activities.tools import tool
 from bench._common import dev_stack
 from bench.handwritten import QUESTION, HandWrittenLoop
 from durafact.loop_context import CompactContext, ContextPolicy, KeepAll
+from durafact.runtime.codec import data_converter
 from durafact.testing import Call, ScriptedModel
 from workflows import ReActInput, ReActResult, ReActWorkflow
 
@@ -83,6 +87,11 @@ class Row:
     runs: int
     largest: int  # the largest run's history bytes
     last_request: int  # bytes of the last model request's body
+    stored: int = 0  # bytes the payload store took for the run
+
+
+def store_bytes(store: Path) -> int:
+    return sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
 
 
 async def chain_row(client: Client, workflow_id: str, first_run: str, model: ScriptedModel) -> Row:
@@ -150,31 +159,47 @@ async def main() -> None:
     sizes = [int(n) for n in args.turns.split(",")]
     systems = {
         "durafact keep_all": KeepAll(),
-        "durafact compact": CompactContext(keep_turns=10, max_tokens=4000),
+        "durafact compact": CompactContext(keep_turns=10, max_tokens=2000),
     }
     rows: dict[tuple[str, int], Row] = {}
-    async with (
-        dev_stack(scripted(sizes[0])) as stack,
-        stack.worker(workflows=[HandWrittenLoop], tools=[lookup]),
-    ):
-        for turns in sizes:
-            for name, context in systems.items():
-                rows[name, turns] = await run_durafact(stack, turns, context)
-            if turns <= args.hand_written_up_to:
-                rows["hand-written", turns] = await run_hand_written(stack, turns)
+    with tempfile.TemporaryDirectory() as payloads:
+        store = Path(payloads)
+        async with dev_stack(scripted(sizes[0])) as plain:
+            # The data converter every durafact client and worker uses: payloads of 128 KiB
+            # or more (a long loop's carry) go to the payload store, here a folder.
+            converter = data_converter({"DURAFACT_PAYLOADS": f"file:{store}"})
+            client = Client(**{**plain.client.config(), "data_converter": converter})
+            stack = dataclasses.replace(plain, client=client)
+            async with stack.worker(tools=[lookup]):
+                for turns in sizes:
+                    for name, context in systems.items():
+                        before = store_bytes(store)
+                        row = await run_durafact(stack, turns, context)
+                        rows[name, turns] = dataclasses.replace(
+                            row, stored=store_bytes(store) - before
+                        )
+            # The hand-written loop as a person writes it: the plain pydantic converter.
+            async with plain.worker(workflows=[HandWrittenLoop], tools=[lookup]):
+                for turns in sizes:
+                    if turns <= args.hand_written_up_to:
+                        rows["hand-written", turns] = await run_hand_written(plain, turns)
 
     print("stored history bytes per model call, every run of the chain (HistoryEvent.ByteSize())")
-    print("| system | turns | model calls | runs | B / call | largest run | last request B |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| system | turns | model calls | runs | B / call | largest run | last request B "
+        "| payload store |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name in [*systems, "hand-written"]:
         for turns in sizes:
             row = rows.get((name, turns))
             if row is None:
-                print(f"| {name} | {turns:,} | not run (one run past 50 MB) | | | | |")
+                print(f"| {name} | {turns:,} | not run (one run past 50 MB) | | | | | |")
                 continue
             print(
                 f"| {name} | {turns:,} | {row.calls:,} | {row.runs} | {row.total / row.calls:,.0f} "
-                f"| {row.largest / 1024:,.0f} KB | {row.last_request:,} |"
+                f"| {row.largest / 1024:,.0f} KB | {row.last_request:,} "
+                f"| {row.stored / 1024:,.0f} KB |"
             )
     small = 30 if 30 in sizes else sizes[0]
     for name in systems:

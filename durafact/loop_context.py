@@ -35,15 +35,19 @@ CHARS_PER_TOKEN = 4
 
 
 class LoopLine(ChatTurn):
-    """One message the model sees, with the turn it belongs to (0: the question) and,
-    for an observation, the id of the artifact that holds it whole."""
+    """One message the model sees: the number of its `msg:{run}:{n}` artifact, the turn
+    it belongs to (0: the question) and, for an observation, the id of the artifact that
+    holds it whole."""
 
+    message: int = Field(ge=0)
     turn: int = Field(ge=0)
     observation: str | None = None
     pruned: bool = False
 
     def chat_turn(self) -> ChatTurn:
-        return ChatTurn.model_validate(self.model_dump(exclude={"turn", "observation", "pruned"}))
+        return ChatTurn.model_validate(
+            self.model_dump(exclude={"message", "turn", "observation", "pruned"})
+        )
 
 
 class LoopDigest(BaseModel):
@@ -87,23 +91,23 @@ class LoopContext(BaseModel):
 
 class ContextFold(BaseModel):
     """A policy's decision: prune the observations of the lines `prune` (their
-    positions in the window), or fold `lines` into the next digest."""
+    positions in the window), or fold `lines` into the next digest (with the digest so
+    far, when there is one)."""
 
     prune: list[int] = Field(default_factory=list)
     lines: list[LoopLine] = Field(default_factory=list)
-    previous: str | None = Field(default=None, description="The digest's text so far.")
 
     @property
     def needs_text(self) -> bool:
         return bool(self.lines)
 
 
-def render_lines(lines: list[LoopLine]) -> str:
-    """The lines as `role: text`, what the fold's model call reads."""
+def fallback_text(lines: list[LoopLine]) -> str:
+    """What a fold keeps when its model call fails: each line as `role: text`, cut short."""
     out = []
     for line in lines:
         calls = "".join(f" [calls {c.name} {c.arguments}]" for c in line.tool_calls)
-        out.append(f"{line.role}: {' '.join(line.content.split())}{calls}")
+        out.append(f"{line.role}: {' '.join(line.content.split())}{calls}"[:FALLBACK_CHARS])
     return "\n".join(out)
 
 
@@ -155,17 +159,12 @@ class CompactContext(BaseModel):
         if context.tokens() <= self.max_tokens:
             return None
         lines = [line for line in context.window if 0 < line.turn <= turn - self.keep_turns]
-        if not lines:
-            return None
-        previous = context.digest.text if context.digest else None
-        return ContextFold(lines=lines, previous=previous)
+        return ContextFold(lines=lines) if lines else None
 
     def apply(self, context: LoopContext, fold: ContextFold, text: str | None) -> LoopContext:
         before = context.digest
         if not (text and text.strip()):
-            kept = "\n".join(
-                line[:FALLBACK_CHARS] for line in render_lines(fold.lines).splitlines()
-            )
+            kept = fallback_text(fold.lines)
             text = "\n".join(t for t in (before.text if before else "", kept) if t)
         digest = LoopDigest(
             text=text.strip(),

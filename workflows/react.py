@@ -25,9 +25,10 @@ Optional hooks: `mcp_servers(input)` (servers whose every tool the run may use),
 input's `sources`) and `summarize(ctx, input, observation_id, observation)` for the
 `summarize` observation policy.
 
-The loop. Tools are named; `list_tools` runs once per run (activity and artifact
-`tools:{run}`) and gives their specs, and the tools of the named MCP servers it
-skipped and why (a name no model accepts, an input schema that is not JSON Schema).
+The loop. Tools are named; `list_tools` runs once per loop (activity and artifact
+`tools:{run}`, carried when it continues as new) and gives their specs, and the
+tools of the named MCP servers it skipped and why (a name no model accepts, an input
+schema that is not JSON Schema).
 Then, for turn 1..`max_turns`: status
 `turn:{n}`, one model activity `llm:react:{run}:{n}` ("request model: turn N"),
 and what the reply asks for:
@@ -82,6 +83,22 @@ model activity's result; an observation once, as its tool activity's result. In
 the text protocol the tool list reaches the system prompt the same way, as a
 reference to `tools:{run}`.
 
+Long runs. What the model sees is the run's view (`_Run.view`, a `LoopContext` of
+durafact/loop_context.py), which the query `context_messages` serves: with the
+context policy `keep_all` (the default) every message; `prune_observations` shows
+observations older than the last turns by their first line and "[pruned: see
+obs:...]"; `compact` folds every turn but the last few into a digest
+(`digest:{run}:{version}`, one model call `llm:digest:{run}:{version}`) once the
+view passes a token estimate. Between two turns, never within one, a run whose
+history is past `continue_after_events` or `continue_after_bytes` (or that the
+server says is full) waits for its handlers to finish and continues as new with
+`ReActInput.loop_carry` (`ReActCarry`): the turn count, the view, the tool list,
+the calls, the last observations (the loop guard), what was spent, and each earlier
+run with the observations it holds. The next run names those as `run:{run_id}`
+artifacts, and the answer is linked `based_on` them as well as on its own
+observations. Only a `ReActInput` can carry the loop; a recipe with another input
+stays in one run.
+
 Endings (`ReActOutcome.ending`), each a visible status, never an exception:
 `answer` (status `completed`; the artifact `answer:{run}` linked `based_on` every
 observation before it), `turn_limit` (`max_turns` model calls without an answer)
@@ -126,7 +143,6 @@ from durafact.loop_context import (
     KeepAll,
     LoopContext,
     LoopLine,
-    render_lines,
 )
 from durafact.react import (
     STOP,
@@ -391,10 +407,11 @@ class _Run:
     def say(self, turn: ChatTurn, observation: str | None = None) -> None:
         """Add a message of this turn to the conversation: the artifact `msg:{run}:{n}`,
         and a line of the model's view (`observation`: the artifact it shows)."""
-        self.ctx.ledger.create(message_id(self.key, self.view.next_message), turn)
+        number = self.view.next_message
+        self.ctx.ledger.create(message_id(self.key, number), turn)
         self.view.next_message += 1
         self.view.window.append(
-            LoopLine(turn=self.turn, observation=observation, **turn.model_dump())
+            LoopLine(message=number, turn=self.turn, observation=observation, **turn.model_dump())
         )
 
     def shown(self) -> list[ChatTurn]:
@@ -550,13 +567,18 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             )
 
     async def _digest_text(self, ctx: RecipeContext, run: _Run, fold: ContextFold) -> str | None:
-        """The digest's new text: one model call; None (the policy's fallback: the
-        folded lines cut short) when it fails."""
-        previous = f"Digest so far:\n{fold.previous}\n\n" if fold.previous else ""
+        """The digest's new text: one model call, which reads the digest so far and the
+        folded messages by reference; None (the policy's fallback: the folded lines cut
+        short) when it fails."""
+        digest = run.view.digest
+        refs = [loop_digest_id(run.key, digest.version)] if digest else []
+        refs += [message_id(run.key, line.message) for line in fold.lines]
         try:
             return await ctx.llm.text(
-                f"Question: {run.question}\n\n{previous}Turns to fold:\n{render_lines(fold.lines)}",
+                f"Question: {run.question}\n\nFold the digest so far (if any) and the "
+                "messages above into the new digest.",
                 system=COMPACTOR,
+                context=list(refs),
                 summary=f"request model: fold turns {fold.lines[0].turn} to {fold.lines[-1].turn}",
             )
         except ActivityError as exc:
@@ -610,6 +632,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         run.calls = list(carry.calls)
         run.carried_recent = list(carry.recent)
         run.earlier = list(carry.earlier)
+        # The messages the model sees, as this run's artifacts: what a fold reads.
+        for line in run.view.window:
+            ctx.ledger.create(message_id(run.key, line.message), line.chat_turn())
         for earlier in run.earlier:
             ctx.ledger.create(earlier_run_id(earlier.run_id), earlier)
         digest = carry.context.digest

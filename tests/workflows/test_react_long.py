@@ -267,7 +267,8 @@ async def test_compact_folds_all_but_the_last_turns_into_a_digest(
     assert "Count item 45." in seen.messages[3]["content"]
     # The fold's call read the turns it folded; the digest is an artifact.
     fold = next(c for c in model.calls if c.activity_id == f"llm:digest:{q}:{version}")
-    assert "counted item 44" in fold.last_user
+    assert f"[msg:{q}:" in fold.text and "counted item 44" in fold.text
+    assert f"[digest:{q}:{version - 1}] DIGEST of llm:digest:{q}:{version - 1}" in fold.text
     assert ledger.get(f"digest:{q}:{version}").data["last_turn"] == 44
     assert len(ledger.get(f"obs:{q}:1:0").data["text"]) > 0
 
