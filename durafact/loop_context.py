@@ -34,20 +34,16 @@ FALLBACK_CHARS = 200
 CHARS_PER_TOKEN = 4
 
 
-class LoopLine(ChatTurn):
-    """One message the model sees: the number of its `msg:{run}:{n}` artifact, the turn
-    it belongs to (0: the question) and, for an observation, the id of the artifact that
-    holds it whole."""
+class LoopLine(BaseModel):
+    """One message the model sees (`said`): the number of its `msg:{run}:{n}` artifact,
+    the turn it belongs to (0: the question) and, for an observation, the id of the
+    artifact that holds it whole."""
 
+    said: ChatTurn
     message: int = Field(ge=0)
     turn: int = Field(ge=0)
     observation: str | None = None
     pruned: bool = False
-
-    def chat_turn(self) -> ChatTurn:
-        return ChatTurn.model_validate(
-            self.model_dump(exclude={"message", "turn", "observation", "pruned"})
-        )
 
 
 class LoopDigest(BaseModel):
@@ -69,7 +65,7 @@ class LoopContext(BaseModel):
     def shown(self, digest_id: str) -> list[ChatTurn]:
         """The messages the model gets: the question, the digest (named `digest_id`) when
         there is one, then the turns it sees."""
-        turns = [line.chat_turn() for line in self.window]
+        turns = [line.said for line in self.window]
         if self.digest is None:
             return turns
         asked = sum(1 for line in self.window if line.turn == 0)
@@ -84,8 +80,8 @@ class LoopContext(BaseModel):
     def tokens(self) -> int:
         """A rough token count of the view: what `CompactContext` compares to its limit."""
         chars = len(self.digest.text) if self.digest else 0
-        chars += sum(len(line.content) for line in self.window)
-        chars += sum(len(c.model_dump_json()) for line in self.window for c in line.tool_calls)
+        chars += sum(len(line.said.content) for line in self.window)
+        chars += sum(len(c.model_dump_json()) for line in self.window for c in line.said.tool_calls)
         return chars // CHARS_PER_TOKEN
 
 
@@ -106,8 +102,9 @@ def fallback_text(lines: list[LoopLine]) -> str:
     """What a fold keeps when its model call fails: each line as `role: text`, cut short."""
     out = []
     for line in lines:
-        calls = "".join(f" [calls {c.name} {c.arguments}]" for c in line.tool_calls)
-        out.append(f"{line.role}: {' '.join(line.content.split())}{calls}"[:FALLBACK_CHARS])
+        said = line.said
+        calls = "".join(f" [calls {c.name} {c.arguments}]" for c in said.tool_calls)
+        out.append(f"{said.role}: {' '.join(said.content.split())}{calls}"[:FALLBACK_CHARS])
     return "\n".join(out)
 
 
@@ -143,8 +140,9 @@ class PruneObservations(BaseModel):
         window = list(context.window)
         for n in fold.prune:
             line = window[n]
-            shown = pruned_text(line.content, line.observation or "")
-            window[n] = line.model_copy(update={"content": shown, "pruned": True})
+            shown = pruned_text(line.said.content, line.observation or "")
+            said = line.said.model_copy(update={"content": shown})
+            window[n] = line.model_copy(update={"said": said, "pruned": True})
         return context.model_copy(update={"window": window})
 
 

@@ -411,7 +411,7 @@ class _Run:
         self.ctx.ledger.create(message_id(self.key, number), turn)
         self.view.next_message += 1
         self.view.window.append(
-            LoopLine(message=number, turn=self.turn, observation=observation, **turn.model_dump())
+            LoopLine(said=turn, message=number, turn=self.turn, observation=observation)
         )
 
     def shown(self) -> list[ChatTurn]:
@@ -421,7 +421,8 @@ class _Run:
 
     def conversation(self) -> ArtifactSpan:
         """What the model sees, named in constant size (the `context_messages` query)."""
-        return ArtifactSpan(prefix=messages_prefix(self.key), count=len(self.shown()))
+        count = len(self.view.window) + (1 if self.view.digest else 0)
+        return ArtifactSpan(prefix=messages_prefix(self.key), count=count)
 
     def latest(self) -> list[Observation]:
         """The observations so far, the last ones of earlier runs first: the loop guard's."""
@@ -634,7 +635,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         run.earlier = list(carry.earlier)
         # The messages the model sees, as this run's artifacts: what a fold reads.
         for line in run.view.window:
-            ctx.ledger.create(message_id(run.key, line.message), line.chat_turn())
+            ctx.ledger.create(message_id(run.key, line.message), line.said)
         for earlier in run.earlier:
             ctx.ledger.create(earlier_run_id(earlier.run_id), earlier)
         digest = carry.context.digest
