@@ -206,22 +206,26 @@ async def test_an_approval_asked_before_the_boundary_is_answered_after_it(
 # --- context policies -----------------------------------------------------------------
 
 
+async def counted_run(
+    client: Client, settings: Settings, model: ScriptedModel, q: str, turns: int, **kw: Any
+) -> tuple[ReActResult, Ledger]:
+    """The result and the ledger of `q` run to its answer after `turns` tally calls."""
+    model.reply(tallying(turns))
+    async with build_worker(client, settings, tools=[tally]):
+        handle = await start(
+            client, settings.task_queue, q, tools=["tally"], max_turns=turns + 1, **kw
+        )
+        result: ReActResult = await asyncio.wait_for(handle.result(), timeout=120)
+        return result, await handle.query(ReActWorkflow.artifacts)
+
+
 async def test_prune_observations_shows_old_observations_by_their_first_line(
     client: Client, settings: Settings, model: ScriptedModel, tally_file: Path
 ) -> None:
     q = "Count and prune"
-    model.reply(tallying(60))
-    async with build_worker(client, settings, tools=[tally]):
-        handle = await start(
-            client,
-            settings.task_queue,
-            q,
-            tools=["tally"],
-            max_turns=61,
-            context=PruneObservations(keep_turns=5),
-        )
-        result: ReActResult = await asyncio.wait_for(handle.result(), timeout=120)
-        ledger: Ledger = await handle.query(ReActWorkflow.artifacts)
+    result, ledger = await counted_run(
+        client, settings, model, q, 60, context=PruneObservations(keep_turns=5)
+    )
     assert result.ending == "answer"
     seen = turn_calls(model)[49]  # what the model saw at turn 50
     assert turn_of(seen) == 50
@@ -239,18 +243,9 @@ async def test_compact_folds_all_but_the_last_turns_into_a_digest(
     client: Client, settings: Settings, model: ScriptedModel, tally_file: Path
 ) -> None:
     q = "Count and compact"
-    model.reply(tallying(60))
-    async with build_worker(client, settings, tools=[tally]):
-        handle = await start(
-            client,
-            settings.task_queue,
-            q,
-            tools=["tally"],
-            max_turns=61,
-            context=CompactContext(keep_turns=5, max_tokens=100),
-        )
-        result: ReActResult = await asyncio.wait_for(handle.result(), timeout=120)
-        ledger: Ledger = await handle.query(ReActWorkflow.artifacts)
+    result, ledger = await counted_run(
+        client, settings, model, q, 60, context=CompactContext(keep_turns=5, max_tokens=100)
+    )
     assert result.ending == "answer"
     seen = turn_calls(model)[49]
     assert turn_of(seen) == 50
