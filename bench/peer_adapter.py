@@ -4,7 +4,10 @@ The harness runs this inside its own child process with the checkout first on
 `sys.path`, against its fake OpenAI-compatible server and a dev server of its own.
 W1 (plan + N steps + finish) runs the shipped `PlanExecuteWorkflow`; W2 (a tool
 loop of N turns) runs the shipped `ReActWorkflow` with the native protocol and the
-harness's `lookup` tool registered on the worker.
+harness's `lookup` tool registered on the worker, at any N up to its `max_turns`
+bound (10,000). A long W2 continues as new between two turns (past 1 MB of history by
+default); the harness reads a workflow's history by its id, which is the last run of
+the chain: `bench/react_bench.py` adds up every run.
 """
 
 from __future__ import annotations
