@@ -200,14 +200,18 @@ class PlanExecuteResult(BaseModel):
 # EXECUTOR, FINISHER), which shared no prefix from one kind to the next.
 SHARED_PREFIX = "durafact-shared-prefix"
 GOAL_SYSTEM = (
-    "You work towards a goal in three kinds of request. 'Plan: at most N steps.' asks for "
-    "the steps: short and concrete, one sentence each, to be carried out one after another. "
-    "'Step K: ...' asks you to carry out that step only, using the results of the earlier "
-    "steps given before it; answer with its result, briefly. 'Write the final answer.' asks "
-    "for the answer to the goal from the results of all the steps: concise and concrete."
-    "\n\nGoal: {goal}"
+    "You help reach a goal in three kinds of request: first its plan, then the result of "
+    "each step of the plan in turn, using the results of the earlier steps given before "
+    "it, then the final answer from the results of all the steps. Answer each request "
+    "briefly, concretely, and only that request.\n\nGoal: {goal}"
 )
-PLAN_REQUEST = "Plan: at most {n} steps."
+# The plan request says what a plan is and repeats the goal, last: a small model given
+# only "at most N steps" here, with the request kinds quoted in the system prompt,
+# planned the words of the requests ("Plan", "Step K:") instead of the goal.
+PLAN_REQUEST = (
+    "Goal: {goal}\nList at most {n} steps that reach this goal, to be carried out one "
+    "after another. Each step is one sentence that starts with a verb and says what to do."
+)
 RESULTS = "The results of the steps so far:"
 FINISH_REQUEST = "Write the final answer."
 PLANNER = (
@@ -239,7 +243,7 @@ async def plan_steps(ctx: RecipeContext, goal: str, max_steps: int) -> list[Plan
     """The ready planner: one structured model call, kept to `max_steps` steps."""
     summary = f"request model: plan steps for {quote(goal)}"
     if workflow.patched(SHARED_PREFIX):
-        messages = plan_messages(goal, PLAN_REQUEST.format(n=max_steps), [])
+        messages = plan_messages(goal, PLAN_REQUEST.format(n=max_steps, goal=goal), [])
         plan = Plan.model_validate(
             (await ctx.llm.request(messages, output=Plan, summary=summary)).data
         )
