@@ -112,7 +112,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
@@ -596,7 +596,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             and workflow.patched(CONTINUE_AS_NEW)
         )
 
-    async def _continue_as_new(self, ctx: RecipeContext, input: In, run: _Run, turns: int) -> None:
+    async def _continue_as_new(
+        self, ctx: RecipeContext, input: In, run: _Run, turns: int
+    ) -> NoReturn:
         """Continue as new after `turns` turns, carrying only what the next turn needs,
         once every handler has finished (an answer arriving now is taken in this run)."""
         assert isinstance(input, ReActInput)
