@@ -373,6 +373,10 @@ class _Run:
         self.view = LoopContext()
         self.turn = 0
         self.first_turn = 1
+        # The history this run began with (the carry's size, after continue-as-new).
+        info = workflow.info()
+        self.start_events = info.get_current_history_length()
+        self.start_bytes = info.get_current_history_size()
         self.observations: dict[str, Observation] = {}
         self.calls: list[ToolCallRecord] = []
         # The earlier runs of the chain (continue-as-new) and their last observations.
@@ -589,10 +593,19 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
     def _continues(self, input: In, run: _Run) -> bool:
         """Whether the run continues as new now: its input can carry the loop (a
-        `ReActInput`) and its history is full."""
+        `ReActInput`), its history is full, and this run made at least half of it. A
+        carry near the limits (a long view kept whole, inline without a payload store)
+        would otherwise fill each next run at once and continue on every turn."""
+        events, size = run.settings.continue_after_events, run.settings.continue_after_bytes
+        info = workflow.info()
+        grown = (
+            info.get_current_history_length() - run.start_events >= events // 2
+            or info.get_current_history_size() - run.start_bytes >= size // 2
+        )
         return (
             isinstance(input, ReActInput)
-            and history_full(run.settings.continue_after_events, run.settings.continue_after_bytes)
+            and history_full(events, size)
+            and grown
             and workflow.patched(CONTINUE_AS_NEW)
         )
 

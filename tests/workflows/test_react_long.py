@@ -203,6 +203,27 @@ async def test_an_approval_asked_before_the_boundary_is_answered_after_it(
     assert after.last_user == "Observation: deleted /tmp/at-the-boundary"
 
 
+async def test_a_carry_as_large_as_the_limit_does_not_continue_on_every_turn(
+    client: Client, settings: Settings, model: ScriptedModel, tally_file: Path
+) -> None:
+    q = "Count past the limit"
+    model.reply(tallying(120))
+    async with build_worker(client, settings, tools=[tally]):
+        handle = await start(
+            client, settings.task_queue, q, tools=["tally"], max_turns=121,
+            continue_after_bytes=10_000,
+        )  # fmt: skip
+        result: ReActResult = await asyncio.wait_for(handle.result(), timeout=120)
+        _, earlier = await chain_ledgers(client, handle)
+        last = await client.get_workflow_handle(handle.id).fetch_history()
+    assert result.ending == "answer" and len(result.tool_calls) == 120
+    # The view, carried whole, outgrew the limit: the last run began with more than it.
+    assert last.events[0].ByteSize() > 10_000
+    # Yet every run made turns of its own, half the limit's worth at least.
+    assert all(e.last_turn - e.first_turn >= 1 for e in earlier)
+    assert len(earlier) < 60
+
+
 # --- context policies -----------------------------------------------------------------
 
 
