@@ -91,7 +91,8 @@ obs:...]"; `compact` folds every turn but the last few into a digest
 (`digest:{run}:{version}`, one model call `llm:digest:{run}:{version}`) once the
 view passes a token estimate. Between two turns, never within one, a run whose
 history is past `continue_after_events` or `continue_after_bytes` (or that the
-server says is full) waits for its handlers to finish and continues as new with
+server says is full), and that made half of that limit itself, waits for its
+handlers to finish and continues as new with
 `ReActInput.loop_carry` (`ReActCarry`): the turn count, the view, the tool list,
 the calls, the last observations (the loop guard), what was spent, and each earlier
 run with the observations it holds. The next run names those as `run:{run_id}`
