@@ -4,19 +4,24 @@ The harness runs this inside its own child process with the checkout first on
 `sys.path`, against its fake OpenAI-compatible server and a dev server of its own.
 W1 (plan + N steps + finish) runs the shipped `PlanExecuteWorkflow`; W2 (a tool
 loop of N turns) runs the shipped `ReActWorkflow` with the native protocol and the
-harness's `lookup` tool registered on the worker.
+harness's `lookup` tool registered on the worker, at any N up to its `max_turns`
+bound (10,000). A long W2 continues as new between two turns (past 1 MB of history by
+default); the harness reads a workflow's history by its id, which is the last run of
+the chain: `bench/react_bench.py` adds up every run. The client has durafact's data
+converter, whose payload store (a temporary folder) takes payloads of 128 KiB or more.
 """
 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import uuid
 
 from peers.common import lookup_text
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.tools import tool
+from durafact.runtime.codec import data_converter
 from durafact.runtime.search_attributes import ensure_search_attributes
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
@@ -48,7 +53,11 @@ class Adapter:
     async def start(
         self, temporal_address: str, model_base_url: str, api_key: str, model: str
     ) -> None:
-        self.client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+        # durafact's data converter, as its clients and workers use it: large payloads (a
+        # long loop's carry) go to a payload store, here a folder removed at stop.
+        payloads = self._stack.enter_context(tempfile.TemporaryDirectory())
+        converter = data_converter({"DURAFACT_PAYLOADS": f"file:{payloads}"})
+        self.client = await Client.connect(temporal_address, data_converter=converter)
         await ensure_search_attributes(self.client, register=True)
         settings = Settings(
             temporal_address=temporal_address,

@@ -321,6 +321,18 @@ def approval_rule_id(tool: str, scope: str, arguments_hash: str | None = None) -
     return f"approval-rule:{tool}:{scope}{bound}"
 
 
+def loop_digest_id(run: str, version: int) -> str:
+    """The digest of the turns a `compact` context policy folded, version `version`;
+    its model call is `llm:{this id}`."""
+    return f"digest:{run}:{version}"
+
+
+def earlier_run_id(run_id: str) -> str:
+    """What a tool loop that continued as new knows of its earlier run `run_id` (a
+    Temporal run id of the same workflow): the observations that run holds."""
+    return f"run:{run_id}"
+
+
 # --- plan with a ReAct child per step -------------------------------------------------
 
 

@@ -46,6 +46,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "long_running: a test of a minute or more, started first (see below)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # With `-n`, xdist hands tests out in this order: a long test started first runs
+    # beside the others, instead of alone at the end.
+    items.sort(key=lambda item: item.get_closest_marker("long_running") is None)
+
+
 @pytest.fixture(autouse=True)
 def durafact_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test's own state directory (DURAFACT_HOME): an embedded stack a test starts,

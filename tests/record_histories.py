@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateStage
 
 from durafact.approval import ApprovalAnswer
 from durafact.budget import Budget
+from durafact.loop_context import CompactContext
 from durafact.memory import RollingDigestSummarizer
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
@@ -295,6 +296,43 @@ async def react_native(client: Client, model: ScriptedModel) -> str:
     return "react_native"
 
 
+async def react_continued(client: Client, model: ScriptedModel) -> str:
+    """A long loop with the `compact` context policy that continues as new between two
+    turns: the run that continues is `react_continuing`, the run after it
+    `react_continued`."""
+
+    def reply(call: Call) -> str:
+        if not call.activity_id.startswith("llm:react:"):
+            return f"digest of {call.activity_id}"
+        turn = int(call.activity_id.rsplit(":", 1)[-1])
+        if turn <= 12:
+            return (
+                f"Thought: step {turn}.\nAction: calculator\n"
+                f'Action Input: {{"expression": "{turn} * 7"}}'
+            )
+        return "Thought: I now know the answer.\nFinal Answer: 546"
+
+    model.reply(reply)
+    handle = await client.start_workflow(
+        ReActWorkflow.run,
+        ReActInput(
+            question="What is the sum of 7, 14, ..., 84?",
+            max_turns=20,
+            continue_after_events=100,
+            context=CompactContext(keep_turns=2, max_tokens=100),
+        ),
+        id="react_continued",
+        task_queue=QUEUE,
+    )
+    first_run = handle.result_run_id
+    await handle.result()
+    continuing = await client.get_workflow_handle(
+        "react_continued", run_id=first_run
+    ).fetch_history()
+    (HISTORIES / "react_continuing.json").write_text(continuing.to_json())
+    return "react_continued"
+
+
 async def plan_react(client: Client, model: ScriptedModel) -> str:
     """A plan of two steps, each a ReAct child: the first answers with the calculator,
     the second runs out of turns."""
@@ -532,6 +570,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     research_insufficient,
     react,
     react_native,
+    react_continued,
     plan_react,
     chat,
     react_over_budget,

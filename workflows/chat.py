@@ -82,6 +82,7 @@ from durafact.ids import (
 )
 from durafact.ledger import Artifact
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo, Usage
+from durafact.loop_context import ContextPolicy
 from durafact.memory import (
     ChatLine,
     Fold,
@@ -95,7 +96,7 @@ from durafact.react import truncate_observation
 from durafact.steer import NOT_STEERED, steer_text
 from durafact.tool_policy import RememberedDecision, travelling
 from durafact.tools import ToolCall, checked_tool_names
-from workflows.react import ReAct, ReActSettings, _Run
+from workflows.react import ReAct, ReActSettings, _Run, history_full
 from workflows.recipe import RecipeContext, reraise_cancellation
 from workflows.tool_gate import hold_remembered, remembered
 
@@ -210,6 +211,16 @@ class ChatInput(ReActSettings):
     @classmethod
     def _names(cls, names: list[str]) -> list[str]:
         return checked_tool_names(names)
+
+    @field_validator("context")
+    @classmethod
+    def _memory_bounds_a_chat(cls, policy: ContextPolicy) -> ContextPolicy:
+        if policy.kind != "keep_all":
+            raise ValueError(
+                f"a chat keeps its conversation bounded with `memory`; the context policy "
+                f"{policy.kind!r} is for tool loops (ReAct, PlanReAct)"
+            )
+        return policy
 
 
 class MemoryView(BaseModel):
@@ -425,12 +436,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         workflow.continue_as_new(input.model_copy(update={"carried": carried, "budget": budget}))
 
     def _history_full(self) -> bool:
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() >= self._input.continue_after_events
-            or info.get_current_history_size() >= self._input.continue_after_bytes
-        )
+        return history_full(self._input.continue_after_events, self._input.continue_after_bytes)
 
     async def _turn(self, ctx: RecipeContext, input: ChatInput, run: _Run, p: _Pending) -> None:
         self._carry.turns += 1

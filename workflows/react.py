@@ -25,9 +25,10 @@ Optional hooks: `mcp_servers(input)` (servers whose every tool the run may use),
 input's `sources`) and `summarize(ctx, input, observation_id, observation)` for the
 `summarize` observation policy.
 
-The loop. Tools are named; `list_tools` runs once per run (activity and artifact
-`tools:{run}`) and gives their specs, and the tools of the named MCP servers it
-skipped and why (a name no model accepts, an input schema that is not JSON Schema).
+The loop. Tools are named; `list_tools` runs once per loop (activity and artifact
+`tools:{run}`, carried when it continues as new) and gives their specs, and the
+tools of the named MCP servers it skipped and why (a name no model accepts, an input
+schema that is not JSON Schema).
 Then, for turn 1..`max_turns`: status
 `turn:{n}`, one model activity `llm:react:{run}:{n}` ("request model: turn N"),
 and what the reply asks for:
@@ -85,6 +86,23 @@ model activity's result; an observation once, as its tool activity's result. In
 the text protocol the tool list reaches the system prompt the same way, as a
 reference to `tools:{run}`.
 
+Long runs. What the model sees is the run's view (`_Run.view`, a `LoopContext` of
+durafact/loop_context.py), which the query `context_messages` serves: with the
+context policy `keep_all` (the default) every message; `prune_observations` shows
+observations older than the last turns by their first line and "[pruned: see
+obs:...]"; `compact` folds every turn but the last few into a digest
+(`digest:{run}:{version}`, one model call `llm:digest:{run}:{version}`) once the
+view passes a token estimate. Between two turns, never within one, a run whose
+history is past `continue_after_events` or `continue_after_bytes` (or that the
+server says is full), and that made half of that limit itself, waits for its
+handlers to finish and continues as new with
+`ReActInput.loop_carry` (`ReActCarry`): the turn count, the view, the tool list,
+the calls, the last observations (the loop guard), what was spent, and each earlier
+run with the observations it holds. The next run names those as `run:{run_id}`
+artifacts, and the answer is linked `based_on` them as well as on its own
+observations. Only a `ReActInput` can carry the loop; a recipe with another input
+stays in one run.
+
 Endings (`ReActOutcome.ending`), each a visible status, never an exception:
 `answer` (status `completed`; the artifact `answer:{run}` linked `based_on` every
 observation before it), `turn_limit` (`max_turns` model calls without an answer)
@@ -105,7 +123,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
@@ -114,7 +132,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from durafact.approval import ApprovalPolicy, RememberScope
 from durafact.ids import (
+    earlier_run_id,
     idempotency_key,
+    loop_digest_id,
     message_id,
     messages_prefix,
     observation_id,
@@ -128,6 +148,13 @@ from durafact.ids import (
     tools_id,
 )
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, LLMResponse, Usage
+from durafact.loop_context import (
+    ContextFold,
+    ContextPolicy,
+    KeepAll,
+    LoopContext,
+    LoopLine,
+)
 from durafact.react import (
     STOP,
     TEXT_PROTOCOL,
@@ -159,7 +186,14 @@ from durafact.tools import (
     ToolSpec,
     checked_tool_names,
 )
-from workflows.recipe import BASELINE, Recipe, RecipeContext, RecipeSettings, subject_text
+from workflows.recipe import (
+    BASELINE,
+    Recipe,
+    RecipeContext,
+    RecipeSettings,
+    reraise_cancellation,
+    subject_text,
+)
 from workflows.sources import fan_out_sources, materialize_doc
 from workflows.tool_gate import gate_tool_call, hold_remembered, remembered
 
@@ -167,6 +201,10 @@ In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
 Ending = Literal["answer", "turn_limit", "looping"]
+
+# Runs started since this patch continue as new between two turns when their history
+# is full (`history_full`); older runs replay as they were recorded, in one run.
+CONTINUE_AS_NEW = "durafact-react-continue-as-new"
 
 
 class ReActSettings(RecipeSettings):
@@ -178,7 +216,11 @@ class ReActSettings(RecipeSettings):
         "chat API's tool calls.",
     )
     max_turns: int = Field(
-        default=8, ge=1, le=500, description="Model calls at most; then the run ends."
+        default=8,
+        ge=1,
+        le=10_000,
+        description="Model calls at most; then the run ends. A long run continues as new "
+        "between turns (`continue_after_events`, `continue_after_bytes`).",
     )
     max_observation_chars: int = Field(
         default=4000, ge=1, description="Longer observations pass through the policy."
@@ -202,6 +244,18 @@ class ReActSettings(RecipeSettings):
         description="Which tool calls run, which are denied, which ask a person (by default: "
         "ask before a destructive tool), and decisions remembered earlier.",
     )
+    context: ContextPolicy = Field(
+        default_factory=KeepAll,
+        description="What the model sees of earlier turns: `keep_all`, `prune_observations` "
+        "or `compact` (durafact/loop_context.py).",
+    )
+    continue_after_events: int = Field(
+        default=10_000,
+        ge=100,
+        description="Between two turns, a run whose history has this many events (or "
+        "`continue_after_bytes`, or that the server says is full) continues as new.",
+    )
+    continue_after_bytes: int = Field(default=1_000_000, ge=10_000)
     source_refs: int = Field(
         default=5,
         ge=1,
@@ -259,6 +313,48 @@ class ReActOutcome(BaseModel):
     calls: list[ToolCallRecord] = Field(default_factory=list)
 
 
+class EarlierRun(BaseModel):
+    """The artifact `run:{run_id}`: an earlier run of this loop, which continued as new,
+    and the observations its ledger holds (the `artifacts` query of that run id)."""
+
+    run_id: str
+    first_turn: int
+    last_turn: int
+    observations: list[str] = Field(default_factory=list)
+
+
+class ReActCarry(BaseModel):
+    """What a ReAct run carries into the next when it continues as new between two
+    turns: only what the next turn needs. Large values go through the data converter's
+    payload store, like any payload."""
+
+    turns: int = Field(description="Turns made so far, in every run of the chain.")
+    context: LoopContext = Field(description="The model's view, by value.")
+    tools: ToolList = Field(description="The tools listed by the first run.")
+    calls: list[ToolCallRecord] = Field(default_factory=list)
+    recent: list[Observation] = Field(
+        default_factory=list, description="The last observations, for the loop guard."
+    )
+    usage: Usage = Field(default_factory=Usage, description="What the earlier runs spent.")
+    earlier: list[EarlierRun] = Field(default_factory=list)
+    remembered: list[RememberedDecision] = Field(
+        default_factory=list,
+        description="Answers to tool questions remembered so far, every scope: the chain "
+        "is one run of the loop.",
+    )
+
+
+def history_full(events: int, size: int) -> bool:
+    """Whether this run's history is past `events` events or `size` bytes, or the
+    server suggests continuing as new."""
+    info = workflow.info()
+    return (
+        info.is_continue_as_new_suggested()
+        or info.get_current_history_length() >= events
+        or info.get_current_history_size() >= size
+    )
+
+
 SEARCH_SOURCES = "search_sources"
 
 
@@ -296,9 +392,19 @@ class _Run:
         self.settings = settings
         self.specs: list[ToolSpec] = []
         self.sources: list[SourceSpec] = []
-        self.messages = 0
+        # What the model sees (its messages are also the artifacts `msg:{run}:{n}`).
+        self.view = LoopContext()
+        self.turn = 0
+        self.first_turn = 1
+        # The history this run began with (the carry's size, after continue-as-new).
+        info = workflow.info()
+        self.start_events = info.get_current_history_length()
+        self.start_bytes = info.get_current_history_size()
         self.observations: dict[str, Observation] = {}
         self.calls: list[ToolCallRecord] = []
+        # The earlier runs of the chain (continue-as-new) and their last observations.
+        self.earlier: list[EarlierRun] = []
+        self.carried_recent: list[Observation] = []
         # The documents a search_sources call read, by its call id: its observation's basis.
         self.read: dict[str, list[str]] = {}
 
@@ -325,14 +431,29 @@ class _Run:
     def spec(self, name: str) -> ToolSpec | None:
         return next((s for s in self.specs if s.name == name), None)
 
-    def say(self, turn: ChatTurn) -> None:
-        """Add a message to the conversation: the artifact `msg:{run}:{n}`."""
-        self.ctx.ledger.create(message_id(self.key, self.messages), turn)
-        self.messages += 1
+    def say(self, turn: ChatTurn, observation: str | None = None) -> None:
+        """Add a message of this turn to the conversation: the artifact `msg:{run}:{n}`,
+        and a line of the model's view (`observation`: the artifact it shows)."""
+        number = self.view.next_message
+        self.ctx.ledger.create(message_id(self.key, number), turn)
+        self.view.next_message += 1
+        self.view.window.append(
+            LoopLine(said=turn, message=number, turn=self.turn, observation=observation)
+        )
+
+    def shown(self) -> list[ChatTurn]:
+        """The messages the model sees after the system message."""
+        digest = self.view.digest
+        return self.view.shown(loop_digest_id(self.key, digest.version) if digest else "")
 
     def conversation(self) -> ArtifactSpan:
-        """Every message so far, named in constant size."""
-        return ArtifactSpan(prefix=messages_prefix(self.key), count=self.messages)
+        """What the model sees, named in constant size (the `context_messages` query)."""
+        count = len(self.view.window) + (1 if self.view.digest else 0)
+        return ArtifactSpan(prefix=messages_prefix(self.key), count=count)
+
+    def latest(self) -> list[Observation]:
+        """The observations so far, the last ones of earlier runs first: the loop guard's."""
+        return [*self.carried_recent, *self.observations.values()]
 
 
 class _Note:
@@ -405,7 +526,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     def _add_notes(self, ctx: RecipeContext, run: _Run, turn: int) -> None:
         """The notes that came since the last model call, into the conversation."""
         for waiting in self._notes:
-            message = message_id(run.key, run.messages)
+            message = message_id(run.key, run.view.next_message)
             run.say(ChatTurn(role="user", content=steer_text(waiting.text)))
             ctx.announce(f"note from a person: {_shown(waiting.text)}", kind="steer")
             waiting.steered = Steered(turn=turn, message=message)
@@ -452,15 +573,25 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         run = _Run(ctx, self.question(input), self.settings(input))
         hold_remembered(ctx.ledger, run.settings.tool_policy.remembered)
+        self._loop = run
         run.sources = self.sources(input)
-        run.specs = await self._list_tools(ctx, run, input)
+        carry = input.loop_carry if isinstance(input, ReActInput) else None
+        if carry is None:
+            run.specs = await self._list_tools(ctx, run, input)
+        else:
+            run.specs = self._resume(ctx, run, carry)
         messages = self._system_messages(run, await self.system(ctx, input, run.specs))
-        run.say(ChatTurn(role="user", content=f"Question: {run.question}"))
+        if carry is None:
+            run.say(ChatTurn(role="user", content=f"Question: {run.question}"))
 
         ending: Ending = "turn_limit"
         answer: str | None = None
-        turn = 0
-        for turn in range(1, run.settings.max_turns + 1):
+        turn = run.first_turn - 1
+        for turn in range(run.first_turn, run.settings.max_turns + 1):
+            # Between two turns, never within one: no tool call or approval is in flight.
+            if turn > run.first_turn and self._continues(input, run):
+                await self._continue_as_new(ctx, input, run, turn - 1)
+            run.turn = turn
             ctx.set_status(f"turn:{turn}", f"turn {turn}/{run.settings.max_turns}")
             self._add_notes(ctx, run, turn)
             with ctx.scoped(react_turn_id(run.key, turn)):
@@ -485,14 +616,144 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             )
             for k, (call, observation) in enumerate(zip(calls, observations, strict=True)):
                 await self._observe(ctx, input, run, turn, k, call, observation)
-            if is_looping(list(run.observations.values()), run.settings.loop_limit):
+            if is_looping(run.latest(), run.settings.loop_limit):
                 ending = "looping"
                 break
+            await self._fold_context(ctx, run, turn)
         self._loop_over = True
         result = await self._end(ctx, input, run, ending, answer, turn)
         # A note that came too late is told so before the run closes.
         await workflow.wait_condition(workflow.all_handlers_finished)
         return result
+
+    @workflow.query
+    def context_messages(self, conversation: ArtifactSpan) -> list[ChatTurn]:
+        """The model's view of the loop (see durafact/loop_context.py), for the model
+        activity; any other span from the ledger."""
+        run = getattr(self, "_loop", None)
+        if run is None or conversation.prefix != messages_prefix(run.key):
+            return Recipe.context_messages(self, conversation)
+        return run.shown()[: conversation.count]
+
+    # --- long runs: the context policy and continue-as-new ------------------------------
+
+    async def _fold_context(self, ctx: RecipeContext, run: _Run, turn: int) -> None:
+        """Let the context policy fold the model's view after `turn`: a fold into the
+        digest is one model call (`llm:digest:{run}:{version}`)."""
+        policy = run.settings.context
+        fold = policy.plan(run.view, turn)
+        if fold is None:
+            return
+        text = None
+        if fold.needs_text:
+            version = run.view.digest.version + 1 if run.view.digest else 1
+            with ctx.scoped(loop_digest_id(run.key, version)):
+                text = await self._digest_text(ctx, run, fold)
+        run.view = policy.apply(run.view, fold, text)
+        digest = run.view.digest
+        if fold.needs_text and digest is not None:
+            ctx.ledger.create(loop_digest_id(run.key, digest.version), digest)
+            ctx.announce(
+                f"context: turns {digest.first_turn} to {digest.last_turn} folded into "
+                f"{loop_digest_id(run.key, digest.version)}",
+                kind="context",
+            )
+
+    async def _digest_text(self, ctx: RecipeContext, run: _Run, fold: ContextFold) -> str | None:
+        """The digest's new text: one model call, which reads the digest so far and the
+        folded messages by reference; None (the policy's fallback: the folded lines cut
+        short) when it fails."""
+        digest = run.view.digest
+        refs = [loop_digest_id(run.key, digest.version)] if digest else []
+        refs += [message_id(run.key, line.message) for line in fold.lines]
+        try:
+            return await ctx.llm.text(
+                f"Question: {run.question}\n\nFold the digest so far (if any) and the "
+                "messages above into the new digest.",
+                system=COMPACTOR,
+                context=list(refs),
+                summary=f"request model: fold turns {fold.lines[0].turn} to {fold.lines[-1].turn}",
+            )
+        except ActivityError as exc:
+            reraise_cancellation(exc)
+            workflow.logger.warning("folding the loop's context failed: %s", exc.cause)
+            return None
+
+    def _continues(self, input: In, run: _Run) -> bool:
+        """Whether the run continues as new now: its input can carry the loop (a
+        `ReActInput`), its history is full, and this run made at least half of it. A
+        carry near the limits (a long view kept whole, inline without a payload store)
+        would otherwise fill each next run at once and continue on every turn."""
+        events, size = run.settings.continue_after_events, run.settings.continue_after_bytes
+        info = workflow.info()
+        grown = (
+            info.get_current_history_length() - run.start_events >= events // 2
+            or info.get_current_history_size() - run.start_bytes >= size // 2
+        )
+        return (
+            isinstance(input, ReActInput)
+            and history_full(events, size)
+            and grown
+            and workflow.patched(CONTINUE_AS_NEW)
+        )
+
+    async def _continue_as_new(
+        self, ctx: RecipeContext, input: In, run: _Run, turns: int
+    ) -> NoReturn:
+        """Continue as new after `turns` turns, carrying only what the next turn needs,
+        once every handler has finished (an answer arriving now is taken in this run)."""
+        assert isinstance(input, ReActInput)
+        # A waiting note goes into the carried view now: its update then finishes, as
+        # every handler must before the run continues, and the next run's first call sees it.
+        self._add_notes(ctx, run, turns + 1)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        ctx.announce(f"continuing as new after {turns} turns", kind="continue")
+        this_run = EarlierRun(
+            run_id=workflow.info().run_id,
+            first_turn=run.first_turn,
+            last_turn=turns,
+            observations=list(run.observations),
+        )
+        limit = run.settings.loop_limit
+        carry = ReActCarry(
+            turns=turns,
+            context=run.view,
+            tools=ctx.ledger.get(tools_id(run.key)).typed(ToolList).data,
+            calls=run.calls,
+            recent=run.latest()[-limit:] if limit else [],
+            usage=ctx.usage,
+            earlier=[*run.earlier, this_run],
+            remembered=remembered(ctx.ledger),
+        )
+        # The budget as a person may have extended it goes on with what was spent.
+        budget = ctx.spending.budget
+        workflow.continue_as_new(input.model_copy(update={"loop_carry": carry, "budget": budget}))
+
+    @staticmethod
+    def _resume(ctx: RecipeContext, run: _Run, carry: ReActCarry) -> list[ToolSpec]:
+        """Take up the loop an earlier run carried here: its tools, the model's view,
+        the calls, what was spent, and what each earlier run holds (`run:{run_id}`)."""
+        ctx.usage = carry.usage
+        ctx.ledger.create(tools_id(run.key), carry.tools)
+        run.view = carry.context
+        run.first_turn = carry.turns + 1
+        run.calls = list(carry.calls)
+        run.carried_recent = list(carry.recent)
+        run.earlier = list(carry.earlier)
+        hold_remembered(ctx.ledger, carry.remembered)
+        # The messages the model sees, as this run's artifacts: what a fold reads.
+        for line in run.view.window:
+            ctx.ledger.create(message_id(run.key, line.message), line.said)
+        for earlier in run.earlier:
+            ctx.ledger.create(earlier_run_id(earlier.run_id), earlier)
+        digest = carry.context.digest
+        if digest is not None:
+            ctx.ledger.create(loop_digest_id(run.key, digest.version), digest)
+        ctx.announce(
+            f"continued as new after {carry.turns} turns (run {len(run.earlier) + 1})",
+            kind="continue",
+        )
+        return carry.tools.specs
 
     # --- the parts of a turn ------------------------------------------------------------
 
@@ -762,9 +1023,10 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             shown = truncate_observation(text, limit)
         ctx.announce(f"observation: {_shown(shown)}", kind="observation")
         if run.native:
-            run.say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
+            turn = ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name)
         else:
-            run.say(ChatTurn(role="user", content=observation_message(shown)))
+            turn = ChatTurn(role="user", content=observation_message(shown))
+        run.say(turn, observation=oid)
 
     async def _end(
         self,
@@ -782,9 +1044,12 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             ctx.ledger.create(answer_id, ReActAnswer(question=run.question, text=answer))
             for oid in run.observations:
                 ctx.ledger.link(answer_id, "based_on", oid)
+            # The observations of earlier runs, by the run that holds them.
+            for earlier in run.earlier:
+                ctx.ledger.link(answer_id, "based_on", earlier_run_id(earlier.run_id))
             ctx.announce(f"answer: {_shown(answer)}", kind="answer")
         elif ending == "looping":
-            last = list(run.observations.values())[-1]
+            last = run.latest()[-1]
             ctx.announce(
                 f"{last.tool} failed {run.settings.loop_limit} times in a row with the same "
                 "arguments: stopped",
@@ -823,6 +1088,10 @@ class ReActInput(ReActSettings):
     sources: list[SourceSpec] = Field(
         default_factory=list,
         description="Where the built-in `search_sources` looks; with none it is not offered.",
+    )
+    loop_carry: ReActCarry | None = Field(
+        default=None,
+        description="Set by the run itself when it continues as new: where the loop stands.",
     )
 
     @field_validator("tools", "mcp_servers")
@@ -864,6 +1133,12 @@ SYSTEM = (
     "whenever it can check or compute something better than you can, read what it returns, "
     "and answer only when the results support the answer. If a tool fails, read the error "
     "and change what you send instead of repeating the same call."
+)
+COMPACTOR = (
+    "You keep the notes of an assistant working through a question with tools. Rewrite "
+    "the digest so far and the turns below as one short digest: keep every result, number, "
+    "name and id the answer may need, and what was already tried; drop the rest. Plain "
+    "text, no preamble."
 )
 SUMMARIZER = (
     "You shorten a tool's result for an assistant answering the question below. Keep every "

@@ -4,7 +4,9 @@ A ready workflow's result names the artifacts behind its answer by id and versio
 instead of carrying their texts again (each text is stored in history once); this
 command shows them all, read with the workflow's `artifacts` query. It works on a
 running run and on a closed one, as long as a worker runs: a closed run's query is
-answered by a worker replaying its history.
+answered by a worker replaying its history. A tool loop that continued as new holds
+its earlier runs' artifacts in those runs: the latest run's ledger names each
+(`run:RUN_ID`, with the observations it holds), and `--run RUN_ID` shows one.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from durafact.cli.follow import ARTIFACTS_TIMEOUT, unanswered
 from durafact.cli.output import Unanswered, indent, say, say_json, state_name
 from durafact.ledger import Ledger
 from durafact.runtime.codec import PayloadDecryptError
+from workflows.react import EarlierRun
 
 
-async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
-    description, ledger = await read_ledger(client, workflow_id)
+async def artifacts(client: Any, workflow_id: str, as_json: bool, run_id: str | None = None) -> int:
+    description, ledger = await read_ledger(client, workflow_id, run_id)
     state = state_name(description)
     if as_json:
         document = {
@@ -39,15 +42,23 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool) -> int:
         f"workflow {workflow_id} ({description.workflow_type}): {state}; "
         f"{len(ledger)} artifacts, {len(ledger.links)} links"
     )
+    for run in (a.data for a in ledger.find_all(EarlierRun)):
+        say(
+            f"earlier run {run.run_id} (turns {run.first_turn} to {run.last_turn}, "
+            f"{len(run.observations)} observations): durafact artifacts {workflow_id} "
+            f"--run {run.run_id}"
+        )
     for block in render(ledger):
         say("")
         say(block)
     return 0
 
 
-async def read_ledger(client: Any, workflow_id: str) -> tuple[Any, Ledger]:
+async def read_ledger(
+    client: Any, workflow_id: str, run_id: str | None = None
+) -> tuple[Any, Ledger]:
     """The run's description and its ledger (the `artifacts` query), or one line why not."""
-    handle = client.get_workflow_handle(workflow_id)
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     description = await describe(handle)
     try:
         ledger = await handle.query("artifacts", result_type=Ledger, rpc_timeout=ARTIFACTS_TIMEOUT)

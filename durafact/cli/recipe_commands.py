@@ -159,6 +159,13 @@ def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -
     react.add_argument(
         "--max-turns", type=int, default=8, metavar="N", help="model calls at most (default 8)"
     )
+    react.add_argument(
+        "--context",
+        choices=("keep_all", "prune_observations", "compact"),
+        default="keep_all",
+        help="what the model sees of earlier turns: every message (default), old observations "
+        "by their first line, or a digest of all but the last 10 turns",
+    )
 
 
 def ready(
@@ -294,6 +301,7 @@ def react_launch(args: argparse.Namespace, registry: Registry) -> Launch:
         "mcp_servers": names(args.mcp),
         "protocol": args.protocol,
         "max_turns": args.max_turns,
+        "context": {"kind": args.context},
     }
     if args.tools is not None:
         values["tools"] = names(args.tools)

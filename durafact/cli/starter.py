@@ -254,6 +254,12 @@ def parser() -> Parser:
     )
     artifacts.add_argument("id")
     artifacts.add_argument("--json", action="store_true", help="print one JSON object")
+    artifacts.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        help="one run of the workflow (a tool loop that continued as new names its earlier "
+        "runs as run:RUN_ID artifacts); default: the latest",
+    )
 
     add_serve_command(commands, [registration])
     commands.add_parser(
@@ -369,7 +375,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "status":
             return await status(client, settings, args.id)
         if args.command == "artifacts":
-            return await artifacts(client, args.id, args.json)
+            return await artifacts(client, args.id, args.json, args.run)
         if args.command == "cancel":
             return await cancel(client, args.id, args.reason, args.no_wait)
         if args.command == "steer":

@@ -21,9 +21,18 @@ from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import ROOT, clean_env, ledger_of, starter
 from tests.scripted_answers import answerer
-from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
+from workflows import (
+    Goal,
+    PlanExecuteResult,
+    PlanExecuteWorkflow,
+    PlanStep,
+    ReActInput,
+    ReActWorkflow,
+    StepResult,
+)
 from workflows.answer_flow import NOT_ENOUGH_INFORMATION
 from workflows.plan_execute import GOAL_SYSTEM
+from workflows.react import EarlierRun
 
 GOAL = "Plan a weekend in Kraków"
 
@@ -186,3 +195,47 @@ async def test_answer_prints_each_quote_from_the_ledger_the_result_names(
     at = lines.index("pricing: fallback after 0 round(s)")
     assert lines[at + 1] == f"  answer: {NOT_ENOUGH_INFORMATION}"
     assert "2 accepted, 1 fallback, 0 blocked" in lines
+
+
+async def test_artifacts_of_a_loop_that_continued_as_new_names_and_shows_each_run(
+    client: Client, worker: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    q = "Multiply step by step"
+
+    def reply(call: Call) -> str:
+        turn = int(call.activity_id.rsplit(":", 1)[-1])
+        if turn <= 12:
+            return (
+                f"Thought: multiply.\nAction: calculator\n"
+                f'Action Input: {{"expression": "{turn} * 3"}}'
+            )
+        return "Final Answer: done"
+
+    model.reply(reply)
+    handle = await client.start_workflow(
+        ReActWorkflow.run,
+        ReActInput(question=q, max_turns=20, continue_after_events=100),
+        id=f"react-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.task_queue,
+    )
+    first_run = handle.result_run_id
+    await handle.result()
+    earlier = [a.data for a in (await ledger_of(handle)).find_all(EarlierRun)]
+    assert earlier and earlier[0].run_id == first_run
+    first = earlier[0]
+
+    run = await starter("artifacts", handle.id, env=env_for(client, worker), cwd=tmp_path)
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[1] == (
+        f"earlier run {first_run} (turns 1 to {first.last_turn}, {first.last_turn} "
+        f"observations): durafact artifacts {handle.id} --run {first_run}"
+    )
+    assert f"obs:{q}:1:0 (Observation" not in run.out  # in the first run's ledger
+
+    old = await starter(
+        "artifacts", handle.id, "--run", str(first_run), env=env_for(client, worker), cwd=tmp_path
+    )
+    assert old.code == 0, old.err
+    assert old.out.startswith(f"workflow {handle.id} (ReActWorkflow): CONTINUED_AS_NEW; ")
+    assert f"obs:{q}:1:0 (Observation, version 1)\n  text:  3" in old.out

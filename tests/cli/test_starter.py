@@ -965,6 +965,18 @@ async def test_react_json_is_one_object_with_the_loops_result_in_either_protocol
     assert [(c.tool, c.ok) for c in result.tool_calls] == [("calculator", True)] * 2
     assert model.calls_for("llm:react:")[0].tool_names == ["calculator"]  # tools= was used
 
+    model.reset()
+    model.reply(agent(*[act("calculator", f"{n} * 2") for n in range(1, 13)], final("done")))
+    pruned = await starter(
+        "react", "Double twelve numbers", "--context", "prune_observations", "--max-turns", "13",
+        "--json", env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert pruned.code == 0, pruned.err
+    # The last 10 turns are shown whole: at turn 12, turn 1's observation is pruned.
+    twelfth = model.calls_for("llm:react:")[11].text
+    assert "Observation: 2\n[pruned: see obs:Double twelve numbers:1:0]" in twelfth
+    assert "[pruned: see obs:Double twelve numbers:2:0]" not in twelfth
+
 
 async def test_react_without_an_answer_says_how_the_loop_ended(
     starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
