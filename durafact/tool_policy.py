@@ -21,7 +21,8 @@ asking. `call` is bound to the arguments by `arguments_hash` (the sha256 of thei
 canonical JSON), so it never covers other arguments; `tool` covers any arguments, for
 the run it was made in; `chat` covers any arguments in a chat, across continue-as-new.
 `call` and `chat` decisions travel (`travelling`): into later PlanReAct children, and
-across a chat's continue-as-new.
+across a chat's continue-as-new. A tool loop that continues as new carries every
+decision, `tool` too: its chain of runs is one run of the loop.
 """
 
 from __future__ import annotations
