@@ -98,5 +98,6 @@ def test_workflow_code_imports_nothing_nondeterministic(name: str) -> None:
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr in FORBIDDEN_CALLS
+        and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "workflow")
     ]
     assert not clock, f"{name} reads the clock outside workflow.now(): {clock}"
