@@ -153,10 +153,7 @@ async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> i
     """Temporal's cancellation, with `reason`; then, unless `no_wait`, wait for the run
     to end and say how. A run that is not running is one line and exit 1."""
     handle = client.get_workflow_handle(workflow_id)
-    description = await describe(handle)
-    state = state_name(description)
-    if state != "RUNNING":
-        raise Failed(f"workflow {workflow_id} is {state}: there is nothing to cancel")
+    await running(handle, "there is nothing to cancel")
     await handle.cancel(reason=reason)
     if no_wait:
         say(f"cancel requested: durafact status {quoted(workflow_id)}")
@@ -176,10 +173,7 @@ async def steer(client: Any, workflow_id: str, note: str) -> int:
     chat a message sent with steer: true. Said once the note is in the conversation;
     a run that is not running, or takes no note, is one line and exit 1."""
     handle = client.get_workflow_handle(workflow_id)
-    description = await describe(handle)
-    state = state_name(description)
-    if state != "RUNNING":
-        raise Failed(f"workflow {workflow_id} is {state}: there is nothing to steer")
+    description = await running(handle, "there is nothing to steer")
     if description.workflow_type == ChatWorkflow.__name__:
         reply = await deliver(handle, note, uuid.uuid4().hex, steer=True)
         if reply.status == "steered":
@@ -452,12 +446,13 @@ async def send_decision(handle: Any, answer: ApprovalAnswer) -> ApprovalOutcome:
         raise Failed(f"decide refused: {failure_text(exc)}") from None
 
 
-async def running(handle: Any) -> Any:
-    """The workflow's description; a one-line reason when it is not running."""
+async def running(handle: Any, nothing: str = "nothing waits for an answer") -> Any:
+    """The workflow's description; a one-line reason, ending with `nothing` (what there
+    is not to do), when it is not running."""
     description = await describe(handle)
     state = state_name(description)
     if state != "RUNNING":
-        raise Failed(f"workflow {handle.id} is {state}: nothing waits for an answer")
+        raise Failed(f"workflow {handle.id} is {state}: {nothing}")
     return description
 
 
