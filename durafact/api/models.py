@@ -12,6 +12,7 @@ from durafact.approval import ApprovalQuestion, RememberScope
 from durafact.budget import Budget
 from durafact.ledger import Link
 from durafact.llm import Usage
+from durafact.steer import Steered
 
 
 class StartRun(BaseModel):
@@ -70,6 +71,11 @@ class RunDetail(RunRow):
     questions: list[ApprovalQuestion] = Field(description="What waits for a person.")
     correctable: list[str] = Field(description="Facts a rejection may correct (`changes`).")
     troubles: list[str] = Field(description="What holds it: retried calls, a failing task.")
+    takes_notes: bool = Field(
+        description="Whether `POST /api/runs/{id}/steer` is for it while it runs: a ReAct "
+        "run, or a PlanReAct run (the note goes to its current step's agent). A chat takes "
+        "a note as a message with `steer: true`."
+    )
     ui_url: str
 
 
@@ -103,6 +109,13 @@ class Canceled(BaseModel):
     id: str
     run_id: str
     state: str = Field(description="CANCEL_REQUESTED: the run ends once it sees it.")
+
+
+class RunSteered(Steered):
+    id: str = Field(
+        description="The workflow that took the note: the run, or its current step's agent "
+        "(a PlanReAct run's child ReActWorkflow)."
+    )
 
 
 class Decision(BaseModel):

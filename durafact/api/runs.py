@@ -1,7 +1,7 @@
 """`/api/runs`: start any registered recipe, list runs, read one (status, result,
-usage, artifacts, provenance), cancel it. Starting goes through the command line's own
-path (`durafact/cli/launch.py`): the same checks, search attributes, memo and summary,
-but an id in use is refused (409) instead of attached to."""
+usage, artifacts, provenance), cancel it, steer its agent. Starting goes through the
+command line's own path (`durafact/cli/launch.py`): the same checks, search attributes,
+memo and summary, but an id in use is refused (409) instead of attached to."""
 
 from __future__ import annotations
 
@@ -27,12 +27,20 @@ from durafact.api.models import (
     RunPage,
     RunRow,
     RunStarted,
+    RunSteered,
     StartRun,
 )
 from durafact.api.services import Services, jsonable, services
 from durafact.cli.artifacts import read_ledger
 from durafact.cli.budget_options import with_budget
-from durafact.cli.commands import CORRECTABLE, describe, pending_questions, queried_usage
+from durafact.cli.commands import (
+    CORRECTABLE,
+    describe,
+    pending_questions,
+    queried_usage,
+    running,
+    steer_agent,
+)
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import (
     MAX_INPUT_DEPTH,
@@ -48,6 +56,10 @@ from durafact.cli.output import Failed, failure_text, state_name
 from durafact.cli.trouble import troubles
 from durafact.ledger import LedgerError
 from durafact.llm import Usage
+from durafact.steer import SteerNote, note_problem
+from workflows.chat import ChatWorkflow
+from workflows.plan_react import PlanReActWorkflow
+from workflows.react import ReAct
 from workflows.recipe import (
     AWAITING_APPROVAL,
     COST_ATTRIBUTE,
@@ -215,8 +227,17 @@ async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> Ru
         questions=questions,
         correctable=list(CORRECTABLE.get(description.workflow_type, ())),
         troubles=[t.line for t in await troubles(s.client, description)] if running else [],
+        takes_notes=takes_notes(s, description.workflow_type),
         ui_url=s.settings.workflow_url(workflow_id, description.run_id),
     )
+
+
+def takes_notes(s: Services, workflow_type: str) -> bool:
+    """Whether the `steer` route is for runs of the type (see RunDetail.takes_notes)."""
+    recipe = s.registry.get(workflow_type)
+    if recipe is None or issubclass(recipe.cls, ChatWorkflow):
+        return False
+    return issubclass(recipe.cls, (ReAct, PlanReActWorkflow))
 
 
 async def ending(s: Services, description: Any) -> tuple[Any, str | None]:
@@ -293,3 +314,39 @@ async def cancel(
         raise ApiError(409, "Conflict", f"run {workflow_id} is {state}: there is nothing to cancel")
     await handle.cancel(reason=body.reason if body else "")
     return Canceled(id=workflow_id, run_id=description.run_id, state="CANCEL_REQUESTED")
+
+
+@router.post(
+    "/runs/{workflow_id}/steer",
+    response_model=RunSteered,
+    summary="A person's note for a running agent",
+    responses={
+        400: {"description": "the note is empty or too long"},
+        409: {
+            "description": "the run has ended; it takes no note (not a ReAct run, or a "
+            "PlanReAct run between its steps); it is a chat (send a message with `steer: "
+            "true`); or it ended before another model call saw the note"
+        },
+    },
+)
+async def steer(
+    workflow_id: str, note: SteerNote, s: Annotated[Services, Depends(services)]
+) -> RunSteered:
+    """The update `steer` of a ReAct run, or of the agent a PlanReAct run's current step
+    runs: the note is added before the agent's next model call as the user message "Note
+    from a person: ...". Answered once it is there, with that call's turn; the refusals
+    are `durafact steer`'s."""
+    if problem := note_problem(note.text):
+        raise ApiError(400, "BadRequest", problem)
+    description = await running(
+        s.client.get_workflow_handle(workflow_id), "there is nothing to steer"
+    )
+    if description.workflow_type == ChatWorkflow.__name__:
+        raise ApiError(
+            409,
+            "Conflict",
+            f"{workflow_id} is a chat: it takes a note as a message with steer: true "
+            f"(POST /api/chats/{workflow_id}/messages)",
+        )
+    agent, steered = await steer_agent(s.client, description, note.text)
+    return RunSteered(id=agent, **steered.model_dump())

@@ -14,12 +14,19 @@ import pytest
 from temporalio.client import Client
 
 from durafact.api import create_app
+from durafact.ids import message_id
 from durafact.runtime.registry import load_registry
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.api.conftest import TOKEN, Served, read_events
+from tests.cli.test_steer import accepted_updates
 from tests.helpers import ROOT, clean_env, free_port, read_until, spawn, starter
 from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
+from tests.workflows.test_plan_react import GOAL as PLAN_REACT_GOAL
+from tests.workflows.test_plan_react import act as react_act
+from tests.workflows.test_plan_react import final as react_final
+from tests.workflows.test_plan_react import script as plan_react_script
+from tests.workflows.test_plan_react import workflow_of
 from tests.workflows.test_supervisor import REQUEST, specialist
 from workflows.chat import ChatInput, ChatWorkflow
 
@@ -344,6 +351,85 @@ async def test_cancel_ends_a_running_run_and_refuses_a_closed_one(
         error_of(again, 409)["message"]
         == f"run {workflow_id} is CANCELED: there is nothing to cancel"
     )
+
+
+NOTE = "give the result in cents"
+
+
+async def test_a_plan_react_runs_note_goes_to_the_agent_of_its_step_and_waits_for_one(
+    http: httpx.AsyncClient, client: Client, model: ScriptedModel
+) -> None:
+    model.reply(plan_react_script([react_act("3 * 12"), react_final("36")], [react_final("9.00")]))
+    planning = model.hold(lambda call: call.schema_name == "Plan")
+
+    def agents_first_turn(call: Call) -> bool:
+        return call.activity_id.startswith("llm:react:") and call.activity_id.endswith(":1")
+
+    held = model.hold(agents_first_turn)
+    workflow_id = await start(http, "PlanReActWorkflow", {"text": PLAN_REACT_GOAL})
+    await asyncio.to_thread(model.wait_for, lambda call: call.schema_name == "Plan")
+    assert (await http.get(f"/api/runs/{workflow_id}")).json()["takes_notes"] is True
+    between = await http.post(f"/api/runs/{workflow_id}/steer", json={"text": NOTE})
+    assert error_of(between, 409)["message"] == (
+        f"workflow {workflow_id} is a PlanReActWorkflow between its steps: no agent runs now "
+        "to take a note"
+    )
+
+    planning.set()
+    agent = workflow_of(await asyncio.to_thread(model.wait_for, agents_first_turn))
+    steering = asyncio.create_task(http.post(f"/api/runs/{workflow_id}/steer", json={"text": NOTE}))
+    while not await accepted_updates(client, agent):
+        await asyncio.sleep(0.1)
+    held.set()
+    steered = await asyncio.wait_for(steering, 30)
+
+    assert steered.status_code == 200, steered.text
+    second = await asyncio.to_thread(
+        model.wait_for, lambda c: workflow_of(c) == agent and c.activity_id.endswith(":2")
+    )
+    assert second.last_user == f"Note from a person: {NOTE}"
+    run = second.activity_id.removeprefix("llm:react:").rsplit(":", 1)[0]
+    # The step, the agent's turn 1, its observation, then the note.
+    assert steered.json() == {"id": agent, "turn": 2, "message": message_id(run, 3)}
+    assert (await finished(http, workflow_id))["state"] == "COMPLETED"
+
+
+async def test_a_note_is_refused_for_an_ended_run_a_recipe_without_a_tool_loop_and_a_chat(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(lambda call: react_final("4"))
+    ended = await start(http, "ReActWorkflow", {"question": "What is 2 + 2?"})
+    assert (await finished(http, ended))["takes_notes"] is True
+    refused = await http.post(f"/api/runs/{ended}/steer", json={"text": NOTE})
+    assert error_of(refused, 409)["message"] == (
+        f"workflow {ended} is COMPLETED: there is nothing to steer"
+    )
+
+    plan = f"plan-{uuid.uuid4().hex[:6]}"
+    model.hold(lambda call: call.workflow_id == plan)
+    await start(http, "PlanExecuteWorkflow", GOAL, id=plan)
+    await asyncio.to_thread(model.wait_for, lambda call: call.workflow_id == plan)
+    assert (await http.get(f"/api/runs/{plan}")).json()["takes_notes"] is False
+    no_loop = await http.post(f"/api/runs/{plan}/steer", json={"text": NOTE})
+    assert error_of(no_loop, 409)["message"] == (
+        f"workflow {plan} is a PlanExecuteWorkflow: it takes no note (ReAct runs and chats do)"
+    )
+    empty = await http.post(f"/api/runs/{plan}/steer", json={"text": "  "})
+    assert error_of(empty, 400)["message"] == "the note is empty"
+    assert error_of(await http.post(f"/api/runs/{plan}/steer", json={}), 422)["type"] == (
+        "InvalidRequest"
+    )
+    await http.post(f"/api/runs/{plan}/cancel")
+
+    chat = (await http.post("/api/chats", json={})).json()["id"]
+    to_chat = await http.post(f"/api/runs/{chat}/steer", json={"text": NOTE})
+    assert error_of(to_chat, 409)["message"] == (
+        f"{chat} is a chat: it takes a note as a message with steer: true "
+        f"(POST /api/chats/{chat}/messages)"
+    )
+    unknown = await http.post("/api/runs/nobody/steer", json={"text": NOTE})
+    assert error_of(unknown, 404)["message"] == "no workflow with id 'nobody'"
+    await http.post(f"/api/runs/{chat}/cancel")
 
 
 async def test_a_research_runs_provenance_goes_down_to_its_sources(

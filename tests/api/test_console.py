@@ -4,17 +4,32 @@ live server: what a person does with runs, approvals and chats."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 from playwright.async_api import BrowserContext, Page, expect
+from temporalio.client import Client
 
+from durafact.ids import message_id, react_run
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
-from tests.api.test_api import busy_agent, finished, start, waiting_question
+from tests.api.test_api import (
+    NOTE,
+    busy_agent,
+    finished,
+    start,
+    twice_two_plus_two,
+    waiting_question,
+)
+from tests.cli.test_steer import accepted_updates
 from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
+from tests.workflows.test_react import act, turns
+from tests.workflows.test_steer import chat_with_calculator
 from tests.workflows.test_supervisor import REQUEST, specialist
+from workflows.chat import STOPPED_REPLY
 
+QUARTER = "What is a quarter of 12 euros?"
 MARKUP = "<script>alert(1)</script><img src=x onerror=alert(2)> and <b>bold</b>"
 PHONE = {"width": 390, "height": 844}
 
@@ -223,7 +238,7 @@ async def test_without_the_token_the_api_answers_401_and_the_page_asks_for_it(
         # The API's docs need no token and nothing from the internet.
         await page.goto("/docs")
         await expect(page.locator(".opblock-summary-path").first).to_be_visible()
-        assert await page.locator(".opblock").count() == 16
+        assert await page.locator(".opblock").count() == 17
     finally:
         await context.close()
     await http.post(f"/api/runs/{waiting}/cancel")
@@ -252,3 +267,123 @@ async def test_every_page_fits_a_phone(
     finally:
         await context.close()
     await http.post(f"/api/runs/{waiting}/cancel")
+
+
+async def test_remember_this_call_chosen_in_the_inbox_lets_the_same_call_run_unasked(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(twice_two_plus_two)
+    policy = {"rules": [{"action": "ask", "tool": "calc*"}]}
+    workflow_id = await start(
+        http, "ReActWorkflow", {"question": "Two plus two, twice", "tool_policy": policy}
+    )
+    question = await waiting_question(http, workflow_id)
+    inbox = await console.new_page()
+    await inbox.goto("/approvals")
+    card = inbox.locator(f'article[data-question="{question["id"]}"]')
+    await expect(card.locator(".rule")).to_have_text("asked by: rule 1: ask calc*")
+    # Only the scopes the question takes: a ReAct run has no chat to remember for.
+    await expect(card.locator("fieldset.remember label")).to_have_text(
+        ["no later call", "this call (the same tool and arguments)", "this tool, in this run"]
+    )
+    await card.get_by_label("this call (the same tool and arguments)").check()
+    await card.get_by_role("button", name="Approve").click()
+    await expect(card.locator(".outcome")).to_have_text(
+        "Approved, remembered for this call (the same tool and arguments)"
+    )
+
+    run = await finished(http, workflow_id)
+    assert [c["ok"] for c in run["result"]["tool_calls"]] == [True, True]
+    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
+    assert [a["type"] for a in ledger["artifacts"]].count("ApprovalQuestion") == 1
+    (rule,) = [a["data"] for a in ledger["artifacts"] if a["type"] == "RememberedDecision"]
+    assert (rule["scope"], rule["by"], rule["question_id"]) == (
+        "call",
+        "web console",
+        question["id"],
+    )
+
+
+async def test_in_the_chat_page_a_note_steers_the_running_turn_and_stop_ends_a_held_one(
+    console: BrowserContext, http: httpx.AsyncClient, client: Client, model: ScriptedModel
+) -> None:
+    model.reply(chat_with_calculator)
+    first = model.hold(lambda call: call.activity_id == "llm:chat:1")
+    model.hold(lambda call: call.activity_id == "llm:chat:2")
+    settings = {"tools": ["calculator"], "stream": False}
+    chat_id = (await http.post("/api/chats", json={"settings": settings})).json()["id"]
+    page = await console.new_page()
+    await page.goto(f"/chats/{chat_id}")
+    await expect(page.locator("#memory")).to_contain_text("rolling_digest")
+    stop, steer = page.get_by_role("button", name="Stop"), page.get_by_role("button", name="Steer")
+    await expect(stop).to_be_hidden()
+    await page.locator("#text").fill("12 euros in cents?")
+    await page.get_by_role("button", name="Send").click()
+    await expect(steer).to_be_visible()
+
+    await page.locator("#text").fill(NOTE)
+    await steer.click()
+    while await accepted_updates(client, chat_id) < 2:  # the message, then the note
+        await asyncio.sleep(0.1)
+    first.set()
+    await expect(page.locator(".messages .outcome")).to_have_text(
+        "steered turn 1 (the reply to message 0)", timeout=15_000
+    )
+    await expect(page.locator(".bubble.assistant")).to_have_text("that is 300 cents")
+    (second_call,) = [c for c in model.calls if c.activity_id == "llm:chat:1:2"]
+    assert second_call.messages[-1]["content"] == f"Note from a person: {NOTE}"
+    await expect(stop).to_be_hidden()
+
+    await page.locator("#text").fill("write me an essay")
+    await page.get_by_role("button", name="Send").click()
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id == "llm:chat:2")
+    await stop.click()
+    stopped = page.locator(".bubble.assistant.stopped")
+    await expect(stopped).to_have_text(STOPPED_REPLY, timeout=15_000)
+    await expect(stop).to_be_hidden()
+    transcript = (await http.get(f"/api/chats/{chat_id}/transcript")).json()["lines"]
+    assert [(t["role"], t["content"]) for t in transcript[-2:]] == [
+        ("user", "write me an essay"),
+        ("assistant", STOPPED_REPLY),
+    ]
+    await http.post(f"/api/runs/{chat_id}/cancel")
+
+
+async def test_a_note_from_the_run_page_reaches_the_agents_next_call_and_cancel_keeps_a_reason(
+    console: BrowserContext, http: httpx.AsyncClient, client: Client, model: ScriptedModel
+) -> None:
+    model.reply(turns(act("calculator", "12 * 0.25"), act("calculator", "3 * 100"), final("300")))
+
+    def turn(n: int) -> Callable[[Call], bool]:
+        return lambda call: (
+            call.activity_id.startswith("llm:react:") and call.activity_id.endswith(f":{n}")
+        )
+
+    held = model.hold(turn(1))
+    model.hold(turn(3))
+    workflow_id = await start(http, "ReActWorkflow", {"question": QUARTER})
+    page = await console.new_page()
+    await page.goto(f"/runs/{workflow_id}")
+    await asyncio.to_thread(model.wait_for, turn(1))
+    card = page.locator("#steer-card")
+    await expect(card).to_be_visible()
+    await card.locator("#note").fill(NOTE)
+    await card.get_by_role("button", name="Send the note").click()
+    while not await accepted_updates(client, workflow_id):
+        await asyncio.sleep(0.1)
+    held.set()
+    await expect(card.locator("#steer-outcome")).to_have_text(
+        f"The note went before turn 2 ({message_id(react_run(QUARTER), 3)})", timeout=15_000
+    )
+    second = await asyncio.to_thread(model.wait_for, turn(2))
+    assert second.last_user == f"Note from a person: {NOTE}"
+    await expect(page.locator("#progress")).to_contain_text(f"note from a person: {NOTE}")
+
+    await asyncio.to_thread(model.wait_for, turn(3))
+    await page.locator("#cancel-reason").fill("the cents are enough")
+    await page.get_by_role("button", name="Cancel run").click()
+    await expect(page.locator("#facts")).to_contain_text("CANCELED", timeout=15_000)
+    await expect(card).to_be_hidden()
+    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
+    (cancellation,) = [a for a in ledger["artifacts"] if a["id"] == "cancellation"]
+    assert cancellation["data"]["reason"] == "the cents are enough"

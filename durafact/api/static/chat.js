@@ -1,6 +1,8 @@
 // A chat: the conversation so far, each reply written into the page as the model
 // writes it (the chat's stream: topics `messages` and `tokens`), then replaced by the
-// durable reply the update returns; the memory and the transcript beside it.
+// durable reply the update returns; the memory and the transcript beside it. While a
+// turn is answered, Stop ends it (the update `stop`) and "Steer this turn" sends the
+// message with `steer: true`, into that turn before its next model call.
 import { api, follow, h, page, showProblem } from "/static/console/console.js";
 
 const id = document.body.dataset.id;
@@ -9,6 +11,9 @@ const messages = document.getElementById("messages");
 const bubbles = new Map(); // message id -> {reply: element, attempt}
 const mine = new Set();
 let stop = null;
+// Turns are answered one at a time: a message seen while one is answered is a note
+// that joined it (steer), and its reply (or error) ends it.
+let answering = false;
 
 function bubble(role, text, key = null) {
   const element = h("li", { class: `bubble ${role}`, "data-key": key }, text);
@@ -22,6 +27,19 @@ function replyTo(key) {
   return bubbles.get(key);
 }
 
+function showAnswering(now) {
+  answering = now;
+  document.getElementById("stop").hidden = !now;
+  document.getElementById("steer").hidden = !now;
+}
+
+// A reply as the update returned it: `stopped` says so in its bubble.
+function showReply(reply) {
+  const entry = replyTo(reply.id);
+  entry.reply.textContent = reply.text;
+  entry.reply.classList.toggle("stopped", reply.status === "stopped");
+}
+
 function onEvent(event) {
   const item = event.data;
   if (event.name === "token") {
@@ -30,36 +48,64 @@ function onEvent(event) {
     entry.attempt = item.attempt;
     entry.reply.append(item.text);
   } else if (event.name === "message") {
-    if (item.kind === "user" && !mine.has(item.key)) bubble("user", item.text, item.key);
+    if (item.kind === "user" && !mine.has(item.key)) {
+      bubble(answering ? "user note" : "user", item.text, item.key);
+    }
+    if (item.kind === "user") showAnswering(true);
     else if (item.kind === "reply") replyTo(item.key).reply.textContent = item.text;
     else if (item.kind === "error") replyTo(item.key).reply.textContent = `(failed: ${item.text})`;
+    if (item.kind !== "user") showAnswering(false);
+  } else if (event.name === "end") {
+    showAnswering(false);
   }
+}
+
+function problem(error) {
+  const shown = document.getElementById("send-problem");
+  shown.textContent = error ? error.message : "";
+  shown.hidden = !error;
 }
 
 async function send(event) {
   event.preventDefault();
+  const steer = Boolean(event.submitter && event.submitter.name === "steer");
   const field = document.getElementById("text");
   const text = field.value.trim();
   if (!text) return;
   const key = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
   mine.add(key);
   field.value = "";
-  bubble("user", text, key);
-  const entry = replyTo(key);
-  entry.reply.classList.add("writing");
-  const problem = document.getElementById("send-problem");
-  problem.hidden = true;
+  const sent = bubble(steer ? "user note" : "user", text, key);
+  // A note gets no reply of its own (the turn it joined answers); a message does.
+  const entry = steer ? null : replyTo(key);
+  if (entry) entry.reply.classList.add("writing");
+  problem(null);
   try {
-    const reply = await api(`${path}/messages`, { method: "POST", body: { text, id: key } });
-    entry.reply.textContent = reply.text;
+    const reply = await api(`${path}/messages`, { method: "POST", body: { text, id: key, steer } });
+    if (reply.status === "steered") {
+      sent.after(h("li", { class: "outcome steered", role: "status" }, reply.text));
+    } else {
+      sent.classList.remove("note"); // too late for the turn: answered as a message
+      showReply(reply);
+    }
   } catch (error) {
-    entry.reply.remove();
-    bubbles.delete(key);
-    problem.textContent = error.message;
-    problem.hidden = false;
+    if (entry) {
+      entry.reply.remove();
+      bubbles.delete(key);
+    }
+    problem(error);
   }
-  entry.reply.classList.remove("writing");
+  if (entry) entry.reply.classList.remove("writing");
   showMemory().catch(showProblem);
+}
+
+async function stopTurn() {
+  problem(null);
+  try {
+    showReply(await api(`${path}/stop`, { method: "POST" }));
+  } catch (error) {
+    problem(error);
+  }
 }
 
 async function showMemory() {
@@ -79,15 +125,23 @@ async function showMemory() {
   return page;
 }
 
+// Whether the transcript ends inside a turn: its last line is not a finished reply.
+function inATurn(lines) {
+  const last = lines[lines.length - 1];
+  return Boolean(last) && !(last.role === "assistant" && !(last.tool_calls || []).length);
+}
+
 page(async () => {
   if (stop) stop();
   document.getElementById("title").textContent = id;
   document.getElementById("send-form").onsubmit = send;
+  document.getElementById("stop").onclick = stopTurn;
   const transcript = await showMemory();
   messages.replaceChildren(
     ...transcript.lines
       .filter((line) => (line.role === "user" || line.role === "assistant") && line.content)
       .map((line) => h("li", { class: `bubble ${line.role}` }, line.content)),
   );
+  showAnswering(inATurn(transcript.lines));
   stop = follow(`${path}/stream`, onEvent);
 });

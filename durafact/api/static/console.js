@@ -176,9 +176,17 @@ export function page(start) {
   start().catch(showProblem);
 }
 
+// What an answer to a tool question may remember (the `remember` scopes it takes).
+const REMEMBERED = {
+  call: "this call (the same tool and arguments)",
+  tool: "this tool, in this run",
+  chat: "this tool, in this chat",
+};
+
 // A question that waits for a person, with the form that answers it (the decide
 // update): approve (a budget question: with new limits, or none to extend it by its
-// first budget), or reject with a reason and corrected facts.
+// first budget), or reject with a reason and corrected facts; a tool question's answer
+// may be remembered, in the scopes it takes.
 export function questionCard(run, question, onAnswered) {
   const facts = run.correctable.map((name) =>
     h("label", {}, name, h("input", { name: `fact:${name}`, autocomplete: "off" })),
@@ -186,6 +194,14 @@ export function questionCard(run, question, onAnswered) {
   const limits = (question.settable || []).map((name) =>
     h("label", {}, name, h("input", { name: `set:${name}`, autocomplete: "off" })),
   );
+  const scopes = question.remember || [];
+  const choice = (value, label) =>
+    h(
+      "label",
+      { class: "check" },
+      h("input", { type: "radio", name: "remember", value, checked: value === "" }),
+      label,
+    );
   const outcome = h("p", { class: "outcome", role: "status" });
   const form = h(
     "form",
@@ -196,6 +212,15 @@ export function questionCard(run, question, onAnswered) {
       : null,
     limits.length
       ? h("fieldset", {}, h("legend", {}, "New limits (with an approval; empty: extend)"), limits)
+      : null,
+    scopes.length
+      ? h(
+          "fieldset",
+          { class: "remember" },
+          h("legend", {}, "Remember the answer for"),
+          choice("", "no later call"),
+          scopes.map((scope) => choice(scope, REMEMBERED[scope] || scope)),
+        )
       : null,
     h(
       "div",
@@ -217,7 +242,8 @@ export function questionCard(run, question, onAnswered) {
     };
     const reason = form.elements.reason.value;
     const changes = approve ? given("set:") : given("fact:");
-    const body = { approve, reason, changes, by: "web console" };
+    const remember = form.elements.remember ? form.elements.remember.value || null : null;
+    const body = { approve, reason, changes, remember, by: "web console" };
     for (const button of form.querySelectorAll("button")) button.disabled = true;
     try {
       const path = `${runPath(run.id)}/approvals/${encodeURIComponent(question.id)}`;
@@ -225,7 +251,8 @@ export function questionCard(run, question, onAnswered) {
       const edits = Object.keys(answer.changes).length
         ? ` (${answer.approved ? "set" : "corrected"}: ${Object.entries(answer.changes).map(([k, v]) => `${k}=${v}`).join(", ")})`
         : "";
-      outcome.textContent = `${answer.approved ? "Approved" : "Rejected"}${edits}`;
+      const kept = answer.remember ? `, remembered for ${REMEMBERED[answer.remember]}` : "";
+      outcome.textContent = `${answer.approved ? "Approved" : "Rejected"}${edits}${kept}`;
       outcome.className = `outcome ${answer.approved ? "approved" : "rejected"}`;
       if (onAnswered) onAnswered(answer);
     } catch (error) {
@@ -245,6 +272,7 @@ export function questionCard(run, question, onAnswered) {
     run.summary ? h("p", { class: "summary" }, run.summary) : null,
     h("p", { class: "qid" }, question.id),
     h("pre", { class: "text" }, question.text),
+    question.rule ? h("p", { class: "rule" }, `asked by: ${question.rule}`) : null,
     form,
   );
 }

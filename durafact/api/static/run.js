@@ -1,6 +1,7 @@
 // A run's page: its status, live progress (SSE, resumed with Last-Event-ID), the
-// questions it waits on, and once it ends the result, the artifacts and the
-// provenance trees from the result down to its sources.
+// questions it waits on, Cancel with a reason, a note to a running agent (the update
+// `steer`), and once it ends the result, the artifacts and the provenance trees from
+// the result down to its sources.
 import {
   api,
   badge,
@@ -48,7 +49,8 @@ async function refresh() {
     ...fact("Usage", usage),
   );
   $("ui-link").setAttribute("href", run.ui_url);
-  $("cancel").hidden = run.state !== "RUNNING";
+  $("cancel-form").hidden = run.state !== "RUNNING";
+  $("steer-card").hidden = !(run.state === "RUNNING" && run.takes_notes);
   $("troubles").replaceChildren(...run.troubles.map((line) => h("li", {}, line)));
   $("questions-card").hidden = run.questions.length === 0;
   const shown = new Set([...$("questions").children].map((card) => card.dataset.question));
@@ -173,17 +175,45 @@ function read(artifactId) {
   $("artifact-text").textContent = artifact ? `${artifact.id}\n\n${artifact.text}` : artifactId;
 }
 
+async function cancel(event) {
+  event.preventDefault();
+  const reason = $("cancel-reason").value.trim() || "cancelled in the console";
+  try {
+    await api(`${runPath(id)}/cancel`, { method: "POST", body: { reason } });
+    refreshSoon();
+  } catch (error) {
+    showProblem(error);
+  }
+}
+
+// The update `steer`: answered once the note is in the conversation, before the
+// agent's next model call (so it may wait for the call in flight).
+async function steer(event) {
+  event.preventDefault();
+  const form = $("steer-form");
+  const outcome = $("steer-outcome");
+  const button = form.querySelector("button");
+  button.disabled = true;
+  outcome.className = "outcome";
+  outcome.textContent = "Waiting for the agent's next model call…";
+  try {
+    const steered = await api(`${runPath(id)}/steer`, { method: "POST", body: { text: $("note").value } });
+    const whose = steered.id === id ? "" : ` of the step's agent ${steered.id}`;
+    outcome.textContent = `The note went before turn ${steered.turn}${whose} (${steered.message})`;
+    outcome.className = "outcome approved";
+    $("note").value = "";
+  } catch (error) {
+    outcome.textContent = error.message;
+    outcome.className = "outcome refused";
+  }
+  button.disabled = false;
+}
+
 page(async () => {
   if (stop) stop();
   $("progress").replaceChildren();
-  $("cancel").onclick = async () => {
-    try {
-      await api(`${runPath(id)}/cancel`, { method: "POST", body: { reason: "cancelled in the console" } });
-      refreshSoon();
-    } catch (error) {
-      showProblem(error);
-    }
-  };
+  $("cancel-form").onsubmit = cancel;
+  $("steer-form").onsubmit = steer;
   await refresh();
   stop = follow(`${runPath(id)}/events`, onEvent);
   loadArtifacts().catch(quiet);
