@@ -345,8 +345,8 @@ async def steer(
         raise ApiError(
             409,
             "Conflict",
-            f"{workflow_id} is a chat: it takes a note as a message with steer: true "
-            f"(POST /api/chats/{workflow_id}/messages)",
+            f"workflow {workflow_id} is a chat: it takes a note as a message sent with steer: "
+            f"true (POST /api/chats/{workflow_id}/messages)",
         )
     agent, steered = await steer_agent(s.client, description, note.text)
     return RunSteered(id=agent, **steered.model_dump())

@@ -308,15 +308,35 @@ def twice_two_plus_two(call: Call) -> str:
     return "Thought: done.\nFinal Answer: 4"
 
 
-async def test_a_tool_question_names_its_rule_and_an_approval_may_remember_the_call(
+async def asking_about_the_calculator(
     http: httpx.AsyncClient, model: ScriptedModel
-) -> None:
+) -> tuple[str, dict]:
+    """A ReAct run that calls the calculator on 2 + 2 twice, under a rule that asks
+    before it: its id and its first question."""
     model.reply(twice_two_plus_two)
     policy = {"rules": [{"action": "ask", "tool": "calc*"}]}
     workflow_id = await start(
         http, "ReActWorkflow", {"question": "Two plus two, twice", "tool_policy": policy}
     )
-    question = await waiting_question(http, workflow_id)
+    return workflow_id, await waiting_question(http, workflow_id)
+
+
+async def remembered_decision(http: httpx.AsyncClient, workflow_id: str) -> dict:
+    """Once the run ends, after both calls ran and one question was asked: the
+    decision it remembered."""
+    run = await finished(http, workflow_id)
+    assert [c["ok"] for c in run["result"]["tool_calls"]] == [True, True]
+    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
+    types = [a["type"] for a in ledger["artifacts"]]
+    assert types.count("ApprovalQuestion") == 1
+    (rule,) = [a["data"] for a in ledger["artifacts"] if a["type"] == "RememberedDecision"]
+    return rule
+
+
+async def test_a_tool_question_names_its_rule_and_an_approval_may_remember_the_call(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    workflow_id, question = await asking_about_the_calculator(http, model)
     inbox = (await http.get("/api/approvals")).json()["runs"]
     (asked,) = next(run for run in inbox if run["id"] == workflow_id)["questions"]
     assert (asked["id"], asked["rule"]) == (question["id"], "rule 1: ask calc*")
@@ -325,12 +345,7 @@ async def test_a_tool_question_names_its_rule_and_an_approval_may_remember_the_c
     approved = await http.post(path, json={"approve": True, "remember": "call", "by": "ann"})
     assert approved.status_code == 200, approved.text
     assert approved.json()["remember"] == "call"
-    run = await finished(http, workflow_id)
-    assert [c["ok"] for c in run["result"]["tool_calls"]] == [True, True]
-    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
-    types = [a["type"] for a in ledger["artifacts"]]
-    assert types.count("ApprovalQuestion") == 1
-    (rule,) = [a["data"] for a in ledger["artifacts"] if a["type"] == "RememberedDecision"]
+    rule = await remembered_decision(http, workflow_id)
     assert (rule["scope"], rule["by"], rule["question_id"]) == ("call", "ann", question["id"])
 
 
@@ -424,7 +439,7 @@ async def test_a_note_is_refused_for_an_ended_run_a_recipe_without_a_tool_loop_a
     chat = (await http.post("/api/chats", json={})).json()["id"]
     to_chat = await http.post(f"/api/runs/{chat}/steer", json={"text": NOTE})
     assert error_of(to_chat, 409)["message"] == (
-        f"{chat} is a chat: it takes a note as a message with steer: true "
+        f"workflow {chat} is a chat: it takes a note as a message sent with steer: true "
         f"(POST /api/chats/{chat}/messages)"
     )
     unknown = await http.post("/api/runs/nobody/steer", json={"text": NOTE})

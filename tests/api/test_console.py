@@ -16,10 +16,11 @@ from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import (
     NOTE,
+    asking_about_the_calculator,
     busy_agent,
     finished,
+    remembered_decision,
     start,
-    twice_two_plus_two,
     waiting_question,
 )
 from tests.cli.test_steer import accepted_updates
@@ -270,14 +271,9 @@ async def test_every_page_fits_a_phone(
 
 
 async def test_remember_this_call_chosen_in_the_inbox_lets_the_same_call_run_unasked(
-    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel, screenshots: Path
 ) -> None:
-    model.reply(twice_two_plus_two)
-    policy = {"rules": [{"action": "ask", "tool": "calc*"}]}
-    workflow_id = await start(
-        http, "ReActWorkflow", {"question": "Two plus two, twice", "tool_policy": policy}
-    )
-    question = await waiting_question(http, workflow_id)
+    workflow_id, question = await asking_about_the_calculator(http, model)
     inbox = await console.new_page()
     await inbox.goto("/approvals")
     card = inbox.locator(f'article[data-question="{question["id"]}"]')
@@ -287,16 +283,14 @@ async def test_remember_this_call_chosen_in_the_inbox_lets_the_same_call_run_una
         ["no later call", "this call (the same tool and arguments)", "this tool, in this run"]
     )
     await card.get_by_label("this call (the same tool and arguments)").check()
+    await card.screenshot(path=screenshots / "tool-question.png")
     await card.get_by_role("button", name="Approve").click()
     await expect(card.locator(".outcome")).to_have_text(
         "Approved, remembered for this call (the same tool and arguments)"
     )
 
-    run = await finished(http, workflow_id)
-    assert [c["ok"] for c in run["result"]["tool_calls"]] == [True, True]
-    ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
-    assert [a["type"] for a in ledger["artifacts"]].count("ApprovalQuestion") == 1
-    (rule,) = [a["data"] for a in ledger["artifacts"] if a["type"] == "RememberedDecision"]
+    # The same call again ran without a question.
+    rule = await remembered_decision(http, workflow_id)
     assert (rule["scope"], rule["by"], rule["question_id"]) == (
         "call",
         "web console",
@@ -305,7 +299,11 @@ async def test_remember_this_call_chosen_in_the_inbox_lets_the_same_call_run_una
 
 
 async def test_in_the_chat_page_a_note_steers_the_running_turn_and_stop_ends_a_held_one(
-    console: BrowserContext, http: httpx.AsyncClient, client: Client, model: ScriptedModel
+    console: BrowserContext,
+    http: httpx.AsyncClient,
+    client: Client,
+    model: ScriptedModel,
+    screenshots: Path,
 ) -> None:
     model.reply(chat_with_calculator)
     first = model.hold(lambda call: call.activity_id == "llm:chat:1")
@@ -337,6 +335,8 @@ async def test_in_the_chat_page_a_note_steers_the_running_turn_and_stop_ends_a_h
     await page.locator("#text").fill("write me an essay")
     await page.get_by_role("button", name="Send").click()
     await asyncio.to_thread(model.wait_for, lambda call: call.activity_id == "llm:chat:2")
+    await expect(stop).to_be_visible()
+    await page.locator(".chat").screenshot(path=screenshots / "chat-controls.png")
     await stop.click()
     stopped = page.locator(".bubble.assistant.stopped")
     await expect(stopped).to_have_text(STOPPED_REPLY, timeout=15_000)
@@ -346,11 +346,14 @@ async def test_in_the_chat_page_a_note_steers_the_running_turn_and_stop_ends_a_h
         ("user", "write me an essay"),
         ("assistant", STOPPED_REPLY),
     ]
-    await http.post(f"/api/runs/{chat_id}/cancel")
 
 
 async def test_a_note_from_the_run_page_reaches_the_agents_next_call_and_cancel_keeps_a_reason(
-    console: BrowserContext, http: httpx.AsyncClient, client: Client, model: ScriptedModel
+    console: BrowserContext,
+    http: httpx.AsyncClient,
+    client: Client,
+    model: ScriptedModel,
+    screenshots: Path,
 ) -> None:
     model.reply(turns(act("calculator", "12 * 0.25"), act("calculator", "3 * 100"), final("300")))
 
@@ -378,6 +381,8 @@ async def test_a_note_from_the_run_page_reaches_the_agents_next_call_and_cancel_
     second = await asyncio.to_thread(model.wait_for, turn(2))
     assert second.last_user == f"Note from a person: {NOTE}"
     await expect(page.locator("#progress")).to_contain_text(f"note from a person: {NOTE}")
+    await page.locator("#overview").screenshot(path=screenshots / "run-controls.png")
+    await card.screenshot(path=screenshots / "run-note.png")
 
     await asyncio.to_thread(model.wait_for, turn(3))
     await page.locator("#cancel-reason").fill("the cents are enough")
