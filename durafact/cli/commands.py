@@ -170,9 +170,10 @@ async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> i
 
 
 async def steer(client: Any, workflow_id: str, note: str) -> int:
-    """A person's note for a running agent: the update `steer` of a ReAct run, or for a
-    chat a message sent with steer: true. Said once the note is in the conversation;
-    a run that is not running, or takes no note, is one line and exit 1."""
+    """A person's note for a running agent: the update `steer` of a ReAct run (of a
+    PlanReAct run: of its current step's agent), or for a chat a message sent with
+    steer: true. Said once the note is in the conversation; a run that is not running,
+    or takes no note, is one line and exit 1."""
     handle = client.get_workflow_handle(workflow_id)
     description = await running(handle, "there is nothing to steer")
     if description.workflow_type == ChatWorkflow.__name__:
