@@ -21,6 +21,7 @@ from durafact.api.console import STATIC
 from durafact.api.console import router as pages
 from durafact.api.errors import install as answer_errors_in_one_shape
 from durafact.api.events import router as events
+from durafact.api.runs import one_run
 from durafact.api.runs import router as runs
 from durafact.api.security import Guard, require_token
 from durafact.api.services import Services
@@ -52,7 +53,7 @@ def create_app(
     answer_errors_in_one_shape(app)
     app.add_middleware(Guard)
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
-    for routes in (runs, events, approvals, chats):
+    for routes in (runs, events, approvals, chats, one_run):  # one_run last: see runs.py
         api.include_router(routes)
     app.include_router(api)
     app.include_router(pages)

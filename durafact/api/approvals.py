@@ -50,7 +50,7 @@ async def approvals(s: Annotated[Services, Depends(services)]) -> Approvals:
 
 
 @router.post(
-    "/runs/{workflow_id}/approvals/{question_id:path}",
+    "/runs/{workflow_id:path}/approvals/{question_id:path}",
     response_model=ApprovalOutcome,
     summary="Approve or reject a question (the decide update)",
     responses={409: {"description": "the workflow refused the answer, or nothing waits"}},

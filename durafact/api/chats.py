@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from durafact.api.errors import ApiError
 from durafact.api.events import PING_SECONDS
 from durafact.api.models import ChatStarted, SendMessage, StartChat
+from durafact.api.runs import refuse_a_step_agents_id
 from durafact.api.services import Services, services
 from durafact.cli.chat import open_chat
 from durafact.cli.commands import describe
@@ -55,8 +56,7 @@ async def start_chat(body: StartChat, s: Annotated[Services, Depends(services)])
         raise ApiError(400, "BadRequest", "settings.carried is what a chat carries, not a setting")
     settings = validated(ChatInput, body.settings, where="settings")
     chat_id = body.id or f"chat-{uuid.uuid4().hex[:8]}"
-    if "/" in chat_id:
-        raise ApiError(400, "BadRequest", "the id holds '/', which no URL of this API can name")
+    refuse_a_step_agents_id(chat_id)
     try:
         handle, _ = await open_chat(s.client, s.settings, chat_id, settings, attach=False)
     except WorkflowAlreadyStartedError:
@@ -77,7 +77,7 @@ async def chat_handle(s: Services, chat_id: str) -> Any:
 
 
 @router.post(
-    "/chats/{chat_id}/messages",
+    "/chats/{chat_id:path}/messages",
     response_model=ChatReply,
     summary="Send a message, get the reply",
     responses={409: {"description": "the chat refused the message"}},
@@ -102,7 +102,7 @@ async def send(
 
 
 @router.post(
-    "/chats/{chat_id}/stop",
+    "/chats/{chat_id:path}/stop",
     response_model=ChatReply,
     summary="Stop the turn being answered",
     responses={409: {"description": "no turn is being answered"}},
@@ -119,7 +119,7 @@ async def stop(chat_id: str, s: Annotated[Services, Depends(services)]) -> ChatR
 
 
 @router.get(
-    "/chats/{chat_id}/stream",
+    "/chats/{chat_id:path}/stream",
     summary="Messages and replies as they are written (SSE)",
     response_class=EventSourceResponse,
 )
@@ -149,7 +149,7 @@ async def items(reader: WorkflowStreamClient, offset: int) -> AsyncIterator[Serv
     yield ServerSentEvent("{}", event="end")
 
 
-@router.get("/chats/{chat_id}/transcript", response_model=TranscriptPage, summary="Transcript")
+@router.get("/chats/{chat_id:path}/transcript", response_model=TranscriptPage, summary="Transcript")
 async def transcript(
     chat_id: str,
     s: Annotated[Services, Depends(services)],
@@ -161,7 +161,9 @@ async def transcript(
     return await chat_query(s, chat_id, ChatWorkflow.transcript, [offset, limit], TranscriptPage)
 
 
-@router.get("/chats/{chat_id}/memory", response_model=MemoryView, summary="What the chat keeps")
+@router.get(
+    "/chats/{chat_id:path}/memory", response_model=MemoryView, summary="What the chat keeps"
+)
 async def memory(chat_id: str, s: Annotated[Services, Depends(services)]) -> MemoryView:
     """The window, the summaries or the digest, and the counters."""
     return await chat_query(s, chat_id, ChatWorkflow.memory, [], MemoryView)

@@ -53,7 +53,7 @@ async def runs_page() -> HTMLResponse:
     return page("runs", "Runs", (STATIC / "runs.html").read_text())
 
 
-@router.get("/runs/{workflow_id}")
+@router.get("/runs/{workflow_id:path}")
 async def run_page(workflow_id: str) -> HTMLResponse:
     return page("run", workflow_id, (STATIC / "run.html").read_text(), id=workflow_id)
 
@@ -68,6 +68,6 @@ async def chats_page() -> HTMLResponse:
     return page("chats", "Chats", (STATIC / "chats.html").read_text())
 
 
-@router.get("/chats/{chat_id}")
+@router.get("/chats/{chat_id:path}")
 async def chat_page(chat_id: str) -> HTMLResponse:
     return page("chat", chat_id, (STATIC / "chat.html").read_text(), id=chat_id)

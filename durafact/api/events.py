@@ -59,7 +59,7 @@ class Cursor:
 
 
 @router.get(
-    "/runs/{workflow_id}/events",
+    "/runs/{workflow_id:path}/events",
     summary="Live progress, status, questions and the end (SSE)",
     response_class=EventSourceResponse,
 )

@@ -69,6 +69,10 @@ from workflows.recipe import (
 )
 
 router = APIRouter(tags=["runs"])
+# Routes take `{workflow_id:path}`: an id may hold '/' (a PlanReAct step's agent is
+# `{run}/{step}`). The one route whose path ends in the id would take `/runs/X/events`
+# whole, so it is on its own router, which app.py adds after every other.
+one_run = APIRouter(tags=["runs"])
 
 # Visibility's names for Temporal's states, by the names the API shows.
 STATES = {
@@ -123,8 +127,7 @@ async def start(
     launch = launch_of_input(recipe, kind, body.input, where="input")
     if body.budget is not None:
         launch = with_budget(launch, body.budget.model_dump(exclude_unset=True), "budget")
-    if body.id is not None and "/" in body.id:
-        raise ApiError(400, "BadRequest", "the id holds '/', which no URL of this API can name")
+    refuse_a_step_agents_id(body.id)
     workflow_id = launch.workflow_id(body.id)
     check_sendable(launch)
     try:
@@ -178,6 +181,15 @@ async def runs(
     )
 
 
+def refuse_a_step_agents_id(workflow_id: str | None) -> None:
+    """An id with '/' is refused: it is how a run's step agents are named, `{run}/{step}`
+    (`child_workflow_id`), and one started by hand could take an agent's id."""
+    if workflow_id is not None and "/" in workflow_id:
+        raise ApiError(
+            400, "BadRequest", "the id holds '/', which names the agents of a run's steps"
+        )
+
+
 def token_bytes(page_token: str | None) -> bytes | None:
     if not page_token:
         return None
@@ -203,7 +215,7 @@ def row(execution: WorkflowExecution) -> RunRow:
     )
 
 
-@router.get("/runs/{workflow_id}", response_model=RunDetail, summary="One run")
+@one_run.get("/runs/{workflow_id:path}", response_model=RunDetail, summary="One run")
 async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> RunDetail:
     """Temporal's status and the recipe's, the result or why it ended, usage (the `usage`
     query while it runs, its result's after), what waits for a person, what holds it,
@@ -261,7 +273,7 @@ async def recipe_status(handle: Any, description: Any) -> str | None:
         return description.typed_search_attributes.get(STATUS_ATTRIBUTE)
 
 
-@router.get("/runs/{workflow_id}/artifacts", response_model=Artifacts, summary="The ledger")
+@router.get("/runs/{workflow_id:path}/artifacts", response_model=Artifacts, summary="The ledger")
 async def artifacts(workflow_id: str, s: Annotated[Services, Depends(services)]) -> Artifacts:
     """Every artifact of the run, running or closed (a closed run's is read by a worker
     replaying it), with its text, and the links between them."""
@@ -280,7 +292,7 @@ async def artifacts(workflow_id: str, s: Annotated[Services, Depends(services)])
 
 
 @router.get(
-    "/runs/{workflow_id}/provenance/{artifact:path}",
+    "/runs/{workflow_id:path}/provenance/{artifact:path}",
     response_model=ProvenanceView,
     summary="What an artifact rests on",
 )
@@ -298,7 +310,10 @@ async def provenance(
 
 
 @router.post(
-    "/runs/{workflow_id}/cancel", status_code=202, response_model=Canceled, summary="Cancel a run"
+    "/runs/{workflow_id:path}/cancel",
+    status_code=202,
+    response_model=Canceled,
+    summary="Cancel a run",
 )
 async def cancel(
     workflow_id: str,
@@ -317,7 +332,7 @@ async def cancel(
 
 
 @router.post(
-    "/runs/{workflow_id}/steer",
+    "/runs/{workflow_id:path}/steer",
     response_model=RunSteered,
     summary="A person's note for a running agent",
     responses={

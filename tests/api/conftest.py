@@ -1,6 +1,7 @@
 """Fixtures of the API and console tests: one `durafact serve` app per module, on a
 real uvicorn server on loopback, over the session's dev server, with a worker of the
-module's own task queue on the scripted model; and the token every call sends."""
+module's own task queue on the scripted model (and the destructive `delete_file`, which
+a run uses only when it names it); and the token every call sends."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.helpers import CHROMIUM_ARGS, chromium_path, serving
+from tests.workflows.test_react import delete_file
 
 TOKEN = "test-token-3f9c"  # the same in every xdist worker: it names tests
 
@@ -45,7 +47,7 @@ async def served(client: Client, scripted_server: ScriptedModel) -> AsyncIterato
         task_queue=f"api-{uuid.uuid4().hex[:8]}",
     )
     app = create_app(client, settings, load_registry(entry_points=False), token=TOKEN)
-    async with build_worker(client, settings), serving(app) as url:
+    async with build_worker(client, settings, tools=[delete_file]), serving(app) as url:
         yield Served(url, settings)
 
 

@@ -8,13 +8,15 @@ import re
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 from temporalio.client import Client
 
 from durafact.api import create_app
-from durafact.ids import message_id
+from durafact.cli.chat import open_chat
+from durafact.ids import message_id, step_id
 from durafact.runtime.registry import load_registry
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, default_reply
@@ -144,8 +146,16 @@ async def test_bad_input_is_refused_and_starts_nothing(
     )
     assert error_of(deep, 422)["type"] == "InvalidInput"
 
+    slashed = await http.post(
+        "/api/runs",
+        json={"type": "PlanExecuteWorkflow", "input": GOAL, "id": f"{workflow_id}/step:x:0"},
+    )
+    assert error_of(slashed, 400)["message"] == (
+        "the id holds '/', which names the agents of a run's steps"
+    )
+
     assert (await http.get(f"/api/runs/{workflow_id}")).status_code == 404
-    assert [e async for e in client.list_workflows(f'WorkflowId="{workflow_id}"')] == []
+    assert [e async for e in client.list_workflows(f'WorkflowId STARTS_WITH "{workflow_id}"')] == []
 
 
 async def test_an_id_in_use_is_409_and_an_unknown_id_is_404(
@@ -409,6 +419,79 @@ async def test_a_plan_react_runs_note_goes_to_the_agent_of_its_step_and_waits_fo
     assert (await finished(http, workflow_id))["state"] == "COMPLETED"
 
 
+DOOMED = "/tmp/eggs/prices-2024.txt"
+
+
+async def asked_in_the_inbox(http: httpx.AsyncClient, workflow_id: str) -> dict:
+    """The inbox's entry for `workflow_id`, once a question of it waits there."""
+    for _ in range(300):
+        inbox = (await http.get("/api/approvals")).json()["runs"]
+        asking = [run for run in inbox if run["id"] == workflow_id and run["questions"]]
+        if asking:
+            return asking[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id} never asked")
+
+
+async def asking_in_a_step(http: httpx.AsyncClient, model: ScriptedModel) -> tuple[str, str, dict]:
+    """A PlanReAct run whose first step's agent calls the destructive `delete_file` on
+    DOOMED: the run's id, the agent's (`{run}/{step}`: it holds '/'), and the agent's
+    entry in the inbox, with its question."""
+    delete = f'Thought: clear it.\nAction: delete_file\nAction Input: {{"path": "{DOOMED}"}}\nPAUSE'
+    model.reply(plan_react_script([delete, react_final("cleared")], [react_final("9.00")]))
+    goal = {"text": PLAN_REACT_GOAL, "tools": ["calculator", "delete_file"]}
+    workflow_id = await start(http, "PlanReActWorkflow", goal)
+    agent = f"{workflow_id}/{step_id(PLAN_REACT_GOAL, 0)}"
+    return workflow_id, agent, await asked_in_the_inbox(http, agent)
+
+
+async def test_a_step_agents_tool_question_is_answered_by_its_id_and_its_run_is_served(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    workflow_id, agent, asking = await asking_in_a_step(http, model)
+    (question,) = asking["questions"]
+    assert asking["type"] == "ReActWorkflow"
+    assert "delete_file" in question["text"] and DOOMED in question["text"]
+    # The agent's id as it is, and percent-encoded (as the console and `Location` send it).
+    for path in (f"/api/runs/{agent}", f"/api/runs/{quote(agent, safe='')}"):
+        shown = (await http.get(path)).json()
+        assert (shown["id"], shown["recipe_status"]) == (agent, "awaiting_approval"), shown
+        assert [q["id"] for q in shown["questions"]] == [question["id"]]
+
+    answered = await http.post(
+        f"/api/runs/{agent}/approvals/{question['id']}", json={"approve": True, "by": "ann"}
+    )
+    assert answered.status_code == 200, answered.text
+    assert (answered.json()["question_id"], answered.json()["approved"]) == (question["id"], True)
+    assert (await finished(http, workflow_id))["state"] == "COMPLETED"
+
+    child = await finished(http, agent)
+    assert (child["id"], child["type"], child["state"]) == (agent, "ReActWorkflow", "COMPLETED")
+    assert [(c["tool"], c["ok"]) for c in child["result"]["tool_calls"]] == [("delete_file", True)]
+    ledger = (await http.get(f"/api/runs/{agent}/artifacts")).json()
+    assert ledger["id"] == agent
+    assert [a["data"]["status"] for a in ledger["artifacts"] if a["id"] == question["id"]] == [
+        "approved"
+    ]
+    answer = child["result"]["answer_id"]
+    tree = (await http.get(f"/api/runs/{agent}/provenance/{answer}")).json()
+    assert tree["tree"]["id"] == answer
+    events = await read_events(http, f"/api/runs/{quote(agent, safe='')}/events")
+    assert [e.data["message"] for e in events if e.name == "approval"] == [
+        f"{question['id']} approved by ann"
+    ]
+    assert (events[-1].name, events[-1].data["state"]) == ("end", "COMPLETED")
+    # The other routes with a suffix take the agent's id whole too.
+    canceled = await http.post(f"/api/runs/{agent}/cancel")
+    assert error_of(canceled, 409)["message"] == (
+        f"run {agent} is COMPLETED: there is nothing to cancel"
+    )
+    steered = await http.post(f"/api/runs/{agent}/steer", json={"text": NOTE})
+    assert error_of(steered, 409)["message"] == (
+        f"workflow {agent} is COMPLETED: there is nothing to steer"
+    )
+
+
 async def test_a_note_is_refused_for_an_ended_run_a_recipe_without_a_tool_loop_and_a_chat(
     http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
@@ -512,6 +595,23 @@ async def test_a_chat_answers_streams_and_shows_its_transcript_and_memory(
     assert error_of(unknown, 404)["message"] == "no workflow with id 'nobody'"
     for path in ("stream", "transcript", "memory"):
         assert error_of(await http.get(f"/api/chats/nobody/{path}"), 404)["type"] == "NotFound"
+
+
+async def test_a_chat_the_command_line_named_with_a_slash_is_reached_by_its_id(
+    http: httpx.AsyncClient, client: Client, served: Served
+) -> None:
+    chat_id = f"team/chat-{uuid.uuid4().hex[:6]}"  # `durafact chat team/...` takes such an id
+    await open_chat(client, served.settings, chat_id, ChatInput())
+    reply = await http.post(f"/api/chats/{chat_id}/messages", json={"text": "hello", "id": "m1"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["text"] == "done: hello"
+    transcript = (await http.get(f"/api/chats/{quote(chat_id, safe='')}/transcript")).json()
+    assert [line["content"] for line in transcript["lines"]] == ["hello", "done: hello"]
+    assert (await http.post(f"/api/runs/{chat_id}/cancel")).status_code == 202
+    refused = await http.post("/api/chats", json={"id": "team/another"})
+    assert error_of(refused, 400)["message"] == (
+        "the id holds '/', which names the agents of a run's steps"
+    )
 
 
 async def test_stop_ends_the_turn_being_answered_and_says_so(

@@ -17,6 +17,7 @@ from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import (
     NOTE,
     asking_about_the_calculator,
+    asking_in_a_step,
     busy_agent,
     finished,
     remembered_decision,
@@ -77,6 +78,27 @@ async def test_a_person_approves_in_the_inbox_and_watches_the_run_complete_on_it
     )
     await expect(run.locator("#answer")).to_contain_text("Approved: the budget report")
     await expect(run.locator("#questions-card")).to_be_hidden()
+
+
+async def test_a_step_agents_question_is_answered_in_the_inbox_and_its_link_opens_its_page(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    _, agent, asking = await asking_in_a_step(http, model)  # the agent's id holds '/'
+    (question,) = asking["questions"]
+    page = await console.new_page()
+    await page.goto("/approvals")
+    card = page.locator("article.question").filter(has=page.get_by_role("link", name=agent))
+    await expect(card.locator(".qid")).to_have_text(question["id"])
+    await card.get_by_role("button", name="Approve").click()
+    await expect(card.locator(".outcome")).to_have_text("Approved")
+
+    await card.get_by_role("link", name=agent).click()
+    await expect(page.locator("#title")).to_have_text(agent)
+    await expect(page.locator("#facts")).to_contain_text("COMPLETED", timeout=15_000)
+    await expect(page.locator("#progress")).to_contain_text(
+        f"{question['id']} approved by web console"
+    )
+    await expect(page.locator("#answer")).to_contain_text("cleared")
 
 
 async def test_rejecting_with_a_corrected_budget_rebuilds_and_asks_again_in_the_same_thread(

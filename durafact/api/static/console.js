@@ -132,6 +132,9 @@ function safeHref(value) {
   return /^(https?:\/\/|\/)/i.test(text) ? text : "#";
 }
 
+// A run's id is one encoded path segment: it may hold '/' (a PlanReAct step's agent is
+// `{run}/{step}`), which the server reads back from `%2F`, and encoded, nothing in an
+// id (a `..`) is resolved by the browser as a path step.
 export const runLink = (id) => `/runs/${encodeURIComponent(id)}`;
 export const runPath = (id) => `/api/runs/${encodeURIComponent(id)}`;
 
