@@ -191,7 +191,7 @@ async def continue_as_new(
 ) -> NoReturn:
     """Continue as new after `turns` turns with `input` (a `ReActInput`), carrying only
     what the next turn needs, once every handler has finished (an answer arriving now
-    is taken in this run)."""
+    is taken in this run; the loop has put the notes waiting to steer it in the view)."""
     await workflow.wait_condition(workflow.all_handlers_finished)
     ctx.announce(f"continuing as new after {turns} turns", kind="continue")
     this_run = EarlierRun(
