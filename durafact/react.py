@@ -36,6 +36,10 @@ Observations pass through a policy before the model sees them:
 `truncate_observation` keeps the first N characters and says so,
 "[truncated: N of M characters]". A loop is the same failing call (the same tool
 with the same arguments, failing) `limit` times in a row: `is_looping`.
+
+The records a run keeps of its tools and calls (`ToolList`, `Observation`,
+`ToolCallRecord`) are here too: the loop (workflows/react.py) and what carries it
+into the next run (workflows/react_long.py) both use them.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from durafact.tools import ToolSpec, parse_arguments
+from durafact.tools import SkippedTool, ToolSpec, parse_arguments
 
 # --- the text protocol ------------------------------------------------------------------
 
@@ -318,6 +322,24 @@ class Observation(BaseModel):
     ok: bool
     error_type: str | None = None
     text: str
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call of the run, without its content (that is `obs:...`)."""
+
+    id: str = Field(description="The activity id, `tool:{run}:{turn}:{k}`.")
+    tool: str
+    ok: bool
+    error_type: str | None = None
+
+
+class ToolList(BaseModel):
+    """The artifact `tools:{run}`: the specs, their text-protocol listing, and the
+    tools the worker skipped."""
+
+    specs: list[ToolSpec]
+    text: str
+    skipped: list[SkippedTool] = Field(default_factory=list)
 
 
 def call_key(tool: str, arguments: dict[str, Any] | str) -> str:

@@ -1,7 +1,8 @@
 """Text in the core: deterministic keyword scoring, shortening, and blank checks.
 
 Shortening (`shorten`) is how every label, summary and message quotes a text that
-may be long: cut to a limit, the cut marked with `…`. `not_blank` is the check of
+may be long: cut to a limit, the cut marked with `…`; `brief` quotes any value so,
+on one line. `not_blank` is the check of
 an input's required text fields (a goal, a topic, a question): stripped, and
 refused when blank.
 
@@ -39,6 +40,7 @@ __all__ = [
     "EN_STOPWORDS",
     "RU_STOPWORDS",
     "STOPWORDS",
+    "brief",
     "keyword_score",
     "not_blank",
     "shorten",
@@ -50,6 +52,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Collection
+from typing import Any
 
 import snowballstemmer
 from pydantic import AfterValidator
@@ -61,6 +64,13 @@ def shorten(text: str, limit: int, *, one_line: bool = False) -> str:
     if one_line:
         text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def brief(value: Any, limit: int = 120) -> str:
+    """A value as a progress line shows it: text as it is, anything else as JSON, on
+    one line and cut to `limit`."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return shorten(text, limit, one_line=True)
 
 
 def without_json_objects(text: str, keys: Collection[str]) -> str:

@@ -6,6 +6,7 @@ PlanReActWorkflow: plan and execute with a ReAct child per step).
 Each module's docstring is its recipe's contract. `RECIPES` and `OUTPUT_MODELS` are
 the built-ins' registration, in the form every recipes module uses."""
 
+from durafact.react import ToolCallRecord
 from workflows.answer_flow import (
     AnswerBatchInput,
     AnswerFlow,
@@ -43,7 +44,6 @@ from workflows.react import (
     ReActResult,
     ReActSettings,
     ReActWorkflow,
-    ToolCallRecord,
 )
 from workflows.recipe import (
     SEARCH_ATTRIBUTES,

@@ -96,7 +96,8 @@ from durafact.react import truncate_observation
 from durafact.steer import NOT_STEERED, steer_text
 from durafact.tool_policy import RememberedDecision, travelling
 from durafact.tools import ToolCall, checked_tool_names
-from workflows.react import ReAct, ReActSettings, _Run, history_full
+from workflows.react import ReAct, ReActSettings, _Run
+from workflows.react_long import history_full
 from workflows.recipe import RecipeContext, reraise_cancellation
 from workflows.tool_gate import hold_remembered, remembered
 

@@ -54,6 +54,7 @@ from pydantic import BaseModel, Field, field_validator
 from temporalio import workflow
 
 from durafact.ids import child_artifact_id, child_workflow_id, result_id, step_id
+from durafact.react import ToolCallRecord
 from durafact.text import not_blank
 from durafact.tool_policy import RememberedDecision
 from durafact.tools import checked_tool_names
@@ -73,7 +74,6 @@ from workflows.react import (
     ReActResult,
     ReActSettings,
     ReActWorkflow,
-    ToolCallRecord,
 )
 from workflows.recipe import RecipeContext, quote
 from workflows.tool_gate import hold_remembered, remembered

@@ -57,20 +57,10 @@ observations, for the model to correct. So does a call that may or may not have
 run and is not sent again (the activity fails with `ToolSessionLost`: its MCP
 session broke mid-call), its observation saying to check before calling again.
 
-search_sources. A run with sources is offered one more tool, `search_sources`
-(arguments `{"query": str}`), that runs in workflow code, not on a worker: a call
-is `fan_out_sources(ctx, query, sources, owner_id=tool:{run}:{turn}:{k})` (one
-`search_source` activity per source; the best `source_refs` refs stored as
-`ref:{stable_id}:{call}`, each `found_by` its `source:{source_id}`), then
-`materialize_doc` on only the best `source_docs` of them (`resolve_ref` activities;
-`resolved:{ref id}`, `materialized_from` the ref). The observation lists each read
-document's id, title and locator with an excerpt of `excerpt_chars`, and is linked
-`based_on` those documents, so the answer's provenance walks answer -> observation
--> document -> ref -> source. Its spec is built here: the text protocol lists it
-with the worker's tools; the native protocol sends it as `tool_specs` beside the
-worker's tool names. No refs is an observation that says so; every source failing,
-or no ref that can be read, is a failed observation (`SearchFailed`,
-`ResolveFailed`), never an exception.
+search_sources. A run with sources is also offered `search_sources`, which runs in
+workflow code: it fans out over the sources and reads the best documents
+(workflows/react_search.py says how). Its observation is linked `based_on` the
+documents it read.
 
 Observations. The full observation is the artifact `obs:{run}:{turn}:{k}`; the
 model sees it through the policy: cut to `max_observation_chars` with
@@ -86,22 +76,14 @@ model activity's result; an observation once, as its tool activity's result. In
 the text protocol the tool list reaches the system prompt the same way, as a
 reference to `tools:{run}`.
 
-Long runs. What the model sees is the run's view (`_Run.view`, a `LoopContext` of
-durafact/loop_context.py), which the query `context_messages` serves: with the
-context policy `keep_all` (the default) every message; `prune_observations` shows
-observations older than the last turns by their first line and "[pruned: see
-obs:...]"; `compact` folds every turn but the last few into a digest
-(`digest:{run}:{version}`, one model call `llm:digest:{run}:{version}`) once the
-view passes a token estimate. Between two turns, never within one, a run whose
-history is past `continue_after_events` or `continue_after_bytes` (or that the
-server says is full), and that made half of that limit itself, waits for its
-handlers to finish and continues as new with
-`ReActInput.loop_carry` (`ReActCarry`): the turn count, the view, the tool list,
-the calls, the last observations (the loop guard), what was spent, and each earlier
-run with the observations it holds. The next run names those as `run:{run_id}`
-artifacts, and the answer is linked `based_on` them as well as on its own
-observations. Only a `ReActInput` can carry the loop; a recipe with another input
-stays in one run.
+Long runs (workflows/react_long.py). What the model sees is the run's view
+(`_Run.view`, a `LoopContext` of durafact/loop_context.py), which the query
+`context_messages` serves; after each turn the context policy (`keep_all`,
+`prune_observations`, `compact`) may fold it. Between two turns, never within one, a
+run whose history is full continues as new with `ReActInput.loop_carry`
+(`ReActCarry`), and the answer is linked `based_on` the earlier runs (`run:{run_id}`)
+as well as on its own observations. Only a `ReActInput` can carry the loop; a recipe
+with another input stays in one run.
 
 Endings (`ReActOutcome.ending`), each a visible status, never an exception:
 `answer` (status `completed`; the artifact `answer:{run}` linked `based_on` every
@@ -121,9 +103,8 @@ it was not seen.
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import timedelta
-from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar, cast
+from typing import Annotated, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio import workflow
@@ -141,26 +122,21 @@ from durafact.ids import (
     react_answer_id,
     react_run,
     react_turn_id,
-    search_failure_id,
     summary_scope,
     tool_approval_thread,
     tool_call_id,
     tools_id,
 )
 from durafact.llm import ArtifactSpan, ChatMessage, ChatTurn, LLMResponse, Usage
-from durafact.loop_context import (
-    ContextFold,
-    ContextPolicy,
-    KeepAll,
-    LoopContext,
-    LoopLine,
-)
+from durafact.loop_context import ContextPolicy, KeepAll, LoopContext, LoopLine
 from durafact.react import (
     STOP,
     TEXT_PROTOCOL,
     FormatViolation,
     Observation,
     ReActFinal,
+    ToolCallRecord,
+    ToolList,
     bind_arguments,
     is_looping,
     observation_message,
@@ -171,13 +147,12 @@ from durafact.react import (
     truncate_observation,
     unknown_tool_message,
 )
-from durafact.sources import Doc, SourceSpec, preview
+from durafact.sources import SourceSpec
 from durafact.steer import NOT_STEERED, Steered, SteerNote, note_problem, steer_text
-from durafact.text import not_blank, shorten
+from durafact.text import brief, not_blank
 from durafact.tool_policy import RememberedDecision, ToolPolicy, travelling
 from durafact.tools import (
     TOOL_SESSION_LOST,
-    SkippedTool,
     ToolCall,
     ToolListing,
     ToolListRequest,
@@ -186,25 +161,22 @@ from durafact.tools import (
     ToolSpec,
     checked_tool_names,
 )
-from workflows.recipe import (
-    BASELINE,
-    Recipe,
-    RecipeContext,
-    RecipeSettings,
-    reraise_cancellation,
-    subject_text,
+from workflows.react_long import (
+    EarlierRun,
+    ReActCarry,
+    continue_as_new,
+    continues,
+    fold_context,
+    resume,
 )
-from workflows.sources import fan_out_sources, materialize_doc
+from workflows.react_search import SEARCH_SOURCES, search_sources, search_sources_spec
+from workflows.recipe import BASELINE, Recipe, RecipeContext, RecipeSettings, subject_text
 from workflows.tool_gate import gate_tool_call, hold_remembered, remembered
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
 Ending = Literal["answer", "turn_limit", "looping"]
-
-# Runs started since this patch continue as new between two turns when their history
-# is full (`history_full`); older runs replay as they were recorded, in one run.
-CONTINUE_AS_NEW = "durafact-react-continue-as-new"
 
 
 class ReActSettings(RecipeSettings):
@@ -277,29 +249,11 @@ class ReActSettings(RecipeSettings):
     )
 
 
-class ToolList(BaseModel):
-    """The artifact `tools:{run}`: the specs, their text-protocol listing, and the
-    tools the worker skipped."""
-
-    specs: list[ToolSpec]
-    text: str
-    skipped: list[SkippedTool] = Field(default_factory=list)
-
-
 class ReActAnswer(BaseModel):
     """The artifact `answer:{run}`."""
 
     question: str
     text: str
-
-
-class ToolCallRecord(BaseModel):
-    """One tool call of the run, without its content (that is `obs:...`)."""
-
-    id: str = Field(description="The activity id, `tool:{run}:{turn}:{k}`.")
-    tool: str
-    ok: bool
-    error_type: str | None = None
 
 
 class ReActOutcome(BaseModel):
@@ -311,75 +265,6 @@ class ReActOutcome(BaseModel):
     answer_id: str | None = None
     turns: int = Field(description="Model calls made in the loop.")
     calls: list[ToolCallRecord] = Field(default_factory=list)
-
-
-class EarlierRun(BaseModel):
-    """The artifact `run:{run_id}`: an earlier run of this loop, which continued as new,
-    and the observations its ledger holds (the `artifacts` query of that run id)."""
-
-    run_id: str
-    first_turn: int
-    last_turn: int
-    observations: list[str] = Field(default_factory=list)
-
-
-class ReActCarry(BaseModel):
-    """What a ReAct run carries into the next when it continues as new between two
-    turns: only what the next turn needs. Large values go through the data converter's
-    payload store, like any payload."""
-
-    turns: int = Field(description="Turns made so far, in every run of the chain.")
-    context: LoopContext = Field(description="The model's view, by value.")
-    tools: ToolList = Field(description="The tools listed by the first run.")
-    calls: list[ToolCallRecord] = Field(default_factory=list)
-    recent: list[Observation] = Field(
-        default_factory=list, description="The last observations, for the loop guard."
-    )
-    usage: Usage = Field(default_factory=Usage, description="What the earlier runs spent.")
-    earlier: list[EarlierRun] = Field(default_factory=list)
-    remembered: list[RememberedDecision] = Field(
-        default_factory=list,
-        description="Answers to tool questions remembered so far, every scope: the chain "
-        "is one run of the loop.",
-    )
-
-
-def history_full(events: int, size: int) -> bool:
-    """Whether this run's history is past `events` events or `size` bytes, or the
-    server suggests continuing as new."""
-    info = workflow.info()
-    return (
-        info.is_continue_as_new_suggested()
-        or info.get_current_history_length() >= events
-        or info.get_current_history_size() >= size
-    )
-
-
-SEARCH_SOURCES = "search_sources"
-
-
-def search_sources_spec(sources: list[SourceSpec]) -> ToolSpec:
-    """The spec of the workflow-side tool over `sources`."""
-    names = ", ".join(spec.source_id for spec in sources)
-    return ToolSpec(
-        name=SEARCH_SOURCES,
-        description=f"Search the configured sources ({names}) and read the best matching "
-        "documents: each comes back with its id and an excerpt.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for: a few keywords."}
-            },
-            "required": ["query"],
-            "additionalProperties": False,
-        },
-    )
-
-
-def _shown(value: Any, limit: int = 120) -> str:
-    """A value as a progress line shows it: text as it is, anything else as JSON."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return shorten(text, limit, one_line=True)
 
 
 class _Run:
@@ -528,7 +413,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         for waiting in self._notes:
             message = message_id(run.key, run.view.next_message)
             run.say(ChatTurn(role="user", content=steer_text(waiting.text)))
-            ctx.announce(f"note from a person: {_shown(waiting.text)}", kind="steer")
+            ctx.announce(f"note from a person: {brief(waiting.text)}", kind="steer")
             waiting.steered = Steered(turn=turn, message=message)
         self._notes.clear()
 
@@ -579,7 +464,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if carry is None:
             run.specs = await self._list_tools(ctx, run, input)
         else:
-            run.specs = self._resume(ctx, run, carry)
+            run.specs = resume(ctx, run, carry)
         messages = self._system_messages(run, await self.system(ctx, input, run.specs))
         if carry is None:
             run.say(ChatTurn(role="user", content=f"Question: {run.question}"))
@@ -589,8 +474,12 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         turn = run.first_turn - 1
         for turn in range(run.first_turn, run.settings.max_turns + 1):
             # Between two turns, never within one: no tool call or approval is in flight.
-            if turn > run.first_turn and self._continues(input, run):
-                await self._continue_as_new(ctx, input, run, turn - 1)
+            if turn > run.first_turn and isinstance(input, ReActInput) and continues(run):
+                # A waiting note goes into the carried view now: its update then finishes,
+                # as every handler must before the run continues, and the next run's first
+                # call sees it.
+                self._add_notes(ctx, run, turn)
+                await continue_as_new(ctx, input, run, turn - 1)
             run.turn = turn
             ctx.set_status(f"turn:{turn}", f"turn {turn}/{run.settings.max_turns}")
             self._add_notes(ctx, run, turn)
@@ -619,7 +508,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             if is_looping(run.latest(), run.settings.loop_limit):
                 ending = "looping"
                 break
-            await self._fold_context(ctx, run, turn)
+            await fold_context(ctx, run, turn)
         self._loop_over = True
         result = await self._end(ctx, input, run, ending, answer, turn)
         # A note that came too late is told so before the run closes.
@@ -634,126 +523,6 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if run is None or conversation.prefix != messages_prefix(run.key):
             return Recipe.context_messages(self, conversation)
         return run.shown()[: conversation.count]
-
-    # --- long runs: the context policy and continue-as-new ------------------------------
-
-    async def _fold_context(self, ctx: RecipeContext, run: _Run, turn: int) -> None:
-        """Let the context policy fold the model's view after `turn`: a fold into the
-        digest is one model call (`llm:digest:{run}:{version}`)."""
-        policy = run.settings.context
-        fold = policy.plan(run.view, turn)
-        if fold is None:
-            return
-        text = None
-        if fold.needs_text:
-            version = run.view.digest.version + 1 if run.view.digest else 1
-            with ctx.scoped(loop_digest_id(run.key, version)):
-                text = await self._digest_text(ctx, run, fold)
-        run.view = policy.apply(run.view, fold, text)
-        digest = run.view.digest
-        if fold.needs_text and digest is not None:
-            ctx.ledger.create(loop_digest_id(run.key, digest.version), digest)
-            ctx.announce(
-                f"context: turns {digest.first_turn} to {digest.last_turn} folded into "
-                f"{loop_digest_id(run.key, digest.version)}",
-                kind="context",
-            )
-
-    async def _digest_text(self, ctx: RecipeContext, run: _Run, fold: ContextFold) -> str | None:
-        """The digest's new text: one model call, which reads the digest so far and the
-        folded messages by reference; None (the policy's fallback: the folded lines cut
-        short) when it fails."""
-        digest = run.view.digest
-        refs = [loop_digest_id(run.key, digest.version)] if digest else []
-        refs += [message_id(run.key, line.message) for line in fold.lines]
-        try:
-            return await ctx.llm.text(
-                f"Question: {run.question}\n\nFold the digest so far (if any) and the "
-                "messages above into the new digest.",
-                system=COMPACTOR,
-                context=list(refs),
-                summary=f"request model: fold turns {fold.lines[0].turn} to {fold.lines[-1].turn}",
-            )
-        except ActivityError as exc:
-            reraise_cancellation(exc)
-            workflow.logger.warning("folding the loop's context failed: %s", exc.cause)
-            return None
-
-    def _continues(self, input: In, run: _Run) -> bool:
-        """Whether the run continues as new now: its input can carry the loop (a
-        `ReActInput`), its history is full, and this run made at least half of it. A
-        carry near the limits (a long view kept whole, inline without a payload store)
-        would otherwise fill each next run at once and continue on every turn."""
-        events, size = run.settings.continue_after_events, run.settings.continue_after_bytes
-        info = workflow.info()
-        grown = (
-            info.get_current_history_length() - run.start_events >= events // 2
-            or info.get_current_history_size() - run.start_bytes >= size // 2
-        )
-        return (
-            isinstance(input, ReActInput)
-            and history_full(events, size)
-            and grown
-            and workflow.patched(CONTINUE_AS_NEW)
-        )
-
-    async def _continue_as_new(
-        self, ctx: RecipeContext, input: In, run: _Run, turns: int
-    ) -> NoReturn:
-        """Continue as new after `turns` turns, carrying only what the next turn needs,
-        once every handler has finished (an answer arriving now is taken in this run)."""
-        assert isinstance(input, ReActInput)
-        # A waiting note goes into the carried view now: its update then finishes, as
-        # every handler must before the run continues, and the next run's first call sees it.
-        self._add_notes(ctx, run, turns + 1)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        ctx.announce(f"continuing as new after {turns} turns", kind="continue")
-        this_run = EarlierRun(
-            run_id=workflow.info().run_id,
-            first_turn=run.first_turn,
-            last_turn=turns,
-            observations=list(run.observations),
-        )
-        limit = run.settings.loop_limit
-        carry = ReActCarry(
-            turns=turns,
-            context=run.view,
-            tools=ctx.ledger.get(tools_id(run.key)).typed(ToolList).data,
-            calls=run.calls,
-            recent=run.latest()[-limit:] if limit else [],
-            usage=ctx.usage,
-            earlier=[*run.earlier, this_run],
-            remembered=remembered(ctx.ledger),
-        )
-        # The budget as a person may have extended it goes on with what was spent.
-        budget = ctx.spending.budget
-        workflow.continue_as_new(input.model_copy(update={"loop_carry": carry, "budget": budget}))
-
-    @staticmethod
-    def _resume(ctx: RecipeContext, run: _Run, carry: ReActCarry) -> list[ToolSpec]:
-        """Take up the loop an earlier run carried here: its tools, the model's view,
-        the calls, what was spent, and what each earlier run holds (`run:{run_id}`)."""
-        ctx.usage = carry.usage
-        ctx.ledger.create(tools_id(run.key), carry.tools)
-        run.view = carry.context
-        run.first_turn = carry.turns + 1
-        run.calls = list(carry.calls)
-        run.carried_recent = list(carry.recent)
-        run.earlier = list(carry.earlier)
-        hold_remembered(ctx.ledger, carry.remembered)
-        # The messages the model sees, as this run's artifacts: what a fold reads.
-        for line in run.view.window:
-            ctx.ledger.create(message_id(run.key, line.message), line.said)
-        for earlier in run.earlier:
-            ctx.ledger.create(earlier_run_id(earlier.run_id), earlier)
-        digest = carry.context.digest
-        if digest is not None:
-            ctx.ledger.create(loop_digest_id(run.key, digest.version), digest)
-        ctx.announce(
-            f"continued as new after {carry.turns} turns (run {len(run.earlier) + 1})",
-            kind="continue",
-        )
-        return carry.tools.specs
 
     # --- the parts of a turn ------------------------------------------------------------
 
@@ -771,7 +540,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
     async def _list_tools(self, ctx: RecipeContext, run: _Run, input: In) -> list[ToolSpec]:
         """The run's tools, listed once (`tools:{run}`), and search_sources when the run has
-        sources (its spec made here)."""
+        sources (its spec made in workflow code, not listed by a worker)."""
         names = [n for n in self.tools(input) if not run.runs_here(n)]
         request = ToolListRequest(tools=names, mcp_servers=self.mcp_servers(input))
         listing = ToolListing(specs=[])
@@ -791,7 +560,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 # A bare list: what list_tools returned before it named skipped tools.
                 result_type=ToolListing | list[ToolSpec],
                 activity_id=ctx.temporal_id(tools_id(run.key)),
-                summary=f"get tools: {_shown(names, 80)}",
+                summary=f"get tools: {brief(names, 80)}",
                 start_to_close_timeout=self.tool_timeout,
                 schedule_to_close_timeout=ctx.model_deadline,
                 retry_policy=self.tool_retry,
@@ -824,7 +593,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             run.say(ChatTurn(role="user", content=parsed.correction))
             return None, []
         if parsed.thought:
-            ctx.announce(f"thought: {_shown(parsed.thought)}", kind="thought")
+            ctx.announce(f"thought: {brief(parsed.thought)}", kind="thought")
         if isinstance(parsed, ReActFinal):
             return parsed.answer, []
         call = ToolCall(
@@ -832,7 +601,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             name=parsed.tool,
             arguments=bind_arguments(parsed.arguments, run.spec(parsed.tool)),
         )
-        ctx.announce(f"action: {call.name} {_shown(call.arguments)}", kind="action")
+        ctx.announce(f"action: {call.name} {brief(call.arguments)}", kind="action")
         return None, [call]
 
     def _read_native_reply(
@@ -848,9 +617,9 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if not calls:
             return response.text.strip(), []
         if response.text.strip():
-            ctx.announce(f"thought: {_shown(response.text)}", kind="thought")
+            ctx.announce(f"thought: {brief(response.text)}", kind="thought")
         for call in calls:
-            ctx.announce(f"action: {call.name} {_shown(call.arguments)}", kind="action")
+            ctx.announce(f"action: {call.name} {brief(call.arguments)}", kind="action")
         return None, calls
 
     async def _call(
@@ -880,14 +649,17 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             destructive=spec.destructive,
             policy=run.settings.tool_policy,
             approval=run.settings.approval,
-            question=f"Run {kind} {call.name} with {_shown(call.arguments, 400)}?",
+            question=f"Run {kind} {call.name} with {brief(call.arguments, 400)}?",
             remember=self.remember_scopes,
         )
         if refusal is not None:
             return failed(refusal.error_type, refusal.text)
         ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}", phase="turn")
         if run.runs_here(call.name):
-            return await self._search_sources(ctx, run, activity_id, call)
+            observation, run.read[activity_id] = await search_sources(
+                ctx, call, activity_id, run.sources, run.settings
+            )
+            return observation
         result = await self._call_tool(ctx, activity_id, call)
         return Observation(
             call_id=call.id,
@@ -929,65 +701,6 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 error_type=TOOL_SESSION_LOST,
             )
 
-    async def _search_sources(
-        self, ctx: RecipeContext, run: _Run, owner: str, call: ToolCall
-    ) -> Observation:
-        """search_sources in workflow code: fan out, read the best few refs, show excerpts.
-        The documents read are kept in `run.read[owner]` for the observation's links."""
-
-        def seen(text: str, error_type: str | None = None) -> Observation:
-            return Observation(
-                call_id=call.id,
-                tool=call.name,
-                arguments=call.arguments,
-                ok=error_type is None,
-                error_type=error_type,
-                text=text,
-            )
-
-        query = call.arguments.get("query") if isinstance(call.arguments, dict) else None
-        if not isinstance(query, str) or not query.strip():
-            return seen(
-                f'invalid arguments for {SEARCH_SOURCES}: give {{"query": "..."}}, a non-empty '
-                f"string, not {_shown(call.arguments)}",
-                "InvalidArguments",
-            )
-        query = query.strip()
-        names = ", ".join(s.source_id for s in run.sources)
-        refs = await fan_out_sources(
-            ctx, query, sources=run.sources, owner_id=owner, limit=run.settings.source_refs
-        )
-        if not refs:
-            failed = [
-                s.source_id
-                for s in run.sources
-                if search_failure_id(s.source_id, owner) in ctx.ledger
-            ]
-            if len(failed) == len(run.sources):
-                return seen(f"searching failed in every source ({names})", "SearchFailed")
-            return seen(f"no documents match {query!r} in {names}; try other words")
-        chosen = refs[: run.settings.source_docs]
-        docs = [
-            doc.typed(Doc)
-            for doc in await asyncio.gather(*(materialize_doc(ctx, ref) for ref in chosen))
-            if doc is not None
-        ]
-        if not docs:
-            return seen(
-                f"found {len(refs)} references for {query!r}, but none of the best "
-                f"{len(chosen)} could be read",
-                "ResolveFailed",
-            )
-        run.read[owner] = [doc.id for doc in docs]
-        lines = [f"{len(docs)} of {len(refs)} references for {query!r} read ({names}); cite by id:"]
-        for doc in docs:
-            title = doc.data.title or doc.data.uid
-            lines.append(
-                f"[{doc.id}] {title} ({doc.data.source_id}: {doc.data.uid})\n"
-                f"{preview(doc.data.text, run.settings.excerpt_chars)}"
-            )
-        return seen("\n\n".join(lines))
-
     async def _observe(
         self,
         ctx: RecipeContext,
@@ -1021,7 +734,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             shown = f"{truncate_observation(summary, limit)}\n{summary_note(len(text))}"
         elif len(text) > limit:
             shown = truncate_observation(text, limit)
-        ctx.announce(f"observation: {_shown(shown)}", kind="observation")
+        ctx.announce(f"observation: {brief(shown)}", kind="observation")
         if run.native:
             turn = ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name)
         else:
@@ -1047,7 +760,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             # The observations of earlier runs, by the run that holds them.
             for earlier in run.earlier:
                 ctx.ledger.link(answer_id, "based_on", earlier_run_id(earlier.run_id))
-            ctx.announce(f"answer: {_shown(answer)}", kind="answer")
+            ctx.announce(f"answer: {brief(answer)}", kind="answer")
         elif ending == "looping":
             last = run.latest()[-1]
             ctx.announce(
@@ -1133,12 +846,6 @@ SYSTEM = (
     "whenever it can check or compute something better than you can, read what it returns, "
     "and answer only when the results support the answer. If a tool fails, read the error "
     "and change what you send instead of repeating the same call."
-)
-COMPACTOR = (
-    "You keep the notes of an assistant working through a question with tools. Rewrite "
-    "the digest so far and the turns below as one short digest: keep every result, number, "
-    "name and id the answer may need, and what was already tried; drop the rest. Plain "
-    "text, no preamble."
 )
 SUMMARIZER = (
     "You shorten a tool's result for an assistant answering the question below. Keep every "

@@ -24,7 +24,7 @@ from durafact.cli.follow import ARTIFACTS_TIMEOUT, unanswered
 from durafact.cli.output import Unanswered, indent, say, say_json, state_name
 from durafact.ledger import Ledger
 from durafact.runtime.codec import PayloadDecryptError
-from workflows.react import EarlierRun
+from workflows.react_long import EarlierRun
 
 # The worker's code for a nondeterminism error (a replay that took another path).
 NONDETERMINISM = "[TMPRL1100]"

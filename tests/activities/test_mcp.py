@@ -36,6 +36,7 @@ from activities.mcp import (
 )
 from activities.tools import ToolCatalog, ToolSessionLost, ToolUnavailable
 from durafact.approval import ApprovalAnswer
+from durafact.react import ToolList
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
@@ -51,7 +52,6 @@ from tests.helpers import (
     start_worker,
 )
 from workflows import ReActInput, ReActResult, ReActWorkflow, ToolCallRecord
-from workflows.react import ToolList
 
 SERVER = ROOT / "tests" / "mcp_server.py"
 RAW_SERVER = ROOT / "tests" / "mcp_raw_server.py"

@@ -36,7 +36,7 @@ from workflows import (
 )
 from workflows.answer_flow import NOT_ENOUGH_INFORMATION
 from workflows.plan_execute import GOAL_SYSTEM
-from workflows.react import EarlierRun
+from workflows.react_long import EarlierRun
 
 GOAL = "Plan a weekend in Kraków"
 

@@ -13,6 +13,7 @@ from durafact.text import (
     EN_STOPWORDS,
     RU_STOPWORDS,
     STOPWORDS,
+    brief,
     keyword_score,
     not_blank,
     shorten,
@@ -134,6 +135,13 @@ def test_shorten_on_one_line_folds_whitespace_before_it_counts() -> None:
     assert shorten("two\n\n  lines", 20, one_line=True) == "two lines"
     assert shorten("two\n\n  lines", 20) == "two\n\n  lines"
     assert shorten("a  b  c  d", 5, one_line=True) == "a b …"
+
+
+def test_brief_shows_text_as_it_is_and_any_other_value_as_json_on_one_line() -> None:
+    assert brief("a thought\nover two lines") == "a thought over two lines"
+    assert brief({"expression": "2 + 2", "ünits": None}) == '{"expression": "2 + 2", "ünits": null}'
+    assert brief(["x" * 200]) == '["' + "x" * 117 + "…"
+    assert brief("a" * 500, 400) == "a" * 399 + "…"
 
 
 class Brief(BaseModel):

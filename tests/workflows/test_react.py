@@ -36,7 +36,7 @@ from tests.helpers import (
     scheduled_activities,
 )
 from workflows import ReActInput, ReActResult, ReActWorkflow
-from workflows.react import SEARCH_SOURCES
+from workflows.react_search import SEARCH_SOURCES
 from workflows.recipe import BASELINE, STATUS_ATTRIBUTE
 
 # --- tools of these tests -------------------------------------------------------------

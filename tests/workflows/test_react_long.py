@@ -24,7 +24,7 @@ from durafact.testing import Call, ScriptedModel
 from tests.helpers import question_waiting, result_despite_worker_crash
 from tests.workflows.test_react import DELETED, act, delete_file, final, tally, turn_calls
 from workflows import ChatInput, ReActInput, ReActResult, ReActWorkflow
-from workflows.react import EarlierRun
+from workflows.react_long import EarlierRun
 
 
 def turn_of(call: Call) -> int:
