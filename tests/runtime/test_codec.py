@@ -29,6 +29,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
+from durafact.plugin import DurafactPlugin
 from durafact.runtime.codec import (
     ENCODING,
     KEY_ID_FIELD,
@@ -52,7 +53,6 @@ from tests.helpers import (
     starter,
     with_converter,
 )
-from workflows import RECIPES
 
 MARKER = "ZEBRA-7f3a91"
 GOAL = f"Plan the {MARKER} launch"
@@ -178,9 +178,10 @@ async def test_a_goal_is_in_no_stored_payload_yet_the_starter_and_replayer_read_
         assert len(refused.err_lines) == 1 and reason in refused.err, refused.err
         assert MARKER not in refused.out + refused.err
 
-    # The replayer decrypts the history with the same converter.
+    # A replayer with the plugin and the same keys decrypts the history.
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    replayer = Replayer(workflows=RECIPES, data_converter=keyed({"DURAFACT_KEYS": K1}))
+    plugin = DurafactPlugin(env={"DURAFACT_KEYS": K1}, entry_points=False)
+    replayer = Replayer(workflows=[], plugins=[plugin])
     await replayer.replay_workflow(WorkflowHistory(workflow_id, list(history.events)))
 
 
