@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateStage
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateStage
+from temporalio.exceptions import ApplicationError
 
 from durafact.approval import ApprovalAnswer
+from durafact.budget import Budget, Spent
 from durafact.ids import approval_id, earlier_run_id, tool_approval_thread
 from durafact.ledger import Ledger
 from durafact.loop_context import CompactContext, PruneObservations
@@ -25,6 +27,7 @@ from tests.helpers import question_waiting, result_despite_worker_crash
 from tests.workflows.test_react import DELETED, act, delete_file, final, tally, turn_calls
 from workflows import ChatInput, ReActInput, ReActResult, ReActWorkflow
 from workflows.react_long import EarlierRun
+from workflows.spending import OVER_BUDGET_ERROR
 
 
 def turn_of(call: Call) -> int:
@@ -165,6 +168,35 @@ async def test_a_worker_killed_at_the_boundary_loses_nothing(
     # Only the call in flight on the killed worker was asked again.
     turns = [turn_of(c) for c in turn_calls(model)]
     assert turns == sorted([*range(1, 22), boundary + 1])
+
+
+async def test_a_budget_counts_what_the_earlier_runs_spent(
+    client: Client, settings: Settings, model: ScriptedModel, tally_file: Path
+) -> None:
+    q = "Count on a budget"
+    script = tallying(20)
+    kw: dict[str, Any] = {"tools": ["tally"], "max_turns": 30, "continue_after_events": 100}
+    boundary = await first_run_turns(client, settings, model, script, **kw)
+    # What the scripted model counts for each call: prompt and reply words.
+    tokens = [len(c.text.split()) + len(script(c).split()) for c in turn_calls(model)]
+    stop_after = boundary + 2
+    limit = sum(tokens[:stop_after])  # spent exactly by the second run's second call
+    model.reset()
+    model.reply(script)
+    async with build_worker(client, settings, tools=[tally]):
+        handle = await start(client, settings.task_queue, q, budget=Budget(tokens=limit), **kw)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), timeout=120)
+        _, earlier = await chain_ledgers(client, handle)
+    stop = failed.value.cause
+    assert isinstance(stop, ApplicationError) and stop.type == OVER_BUDGET_ERROR
+    # It stopped in the second run, counting the first run's calls too: without them it
+    # would have gone on for as many calls again.
+    assert [e.last_turn for e in earlier] == [boundary]
+    assert len(turn_calls(model)) == stop_after
+    spent = Spent.among(stop.details)
+    assert spent is not None and spent.usage.total_tokens == limit
+    assert stop.message == f"over budget: spent {limit:,} of {limit:,} tokens"
 
 
 async def test_an_approval_asked_before_the_boundary_is_answered_after_it(
