@@ -1,0 +1,145 @@
+"""How long the command line takes before it does anything, and what it imports for it.
+
+    python -m bench.cli_startup [--runs 10] [--checkout DIR]
+
+Runs `python CHECKOUT/starter.py` RUNS times per command, as a person (or a test) does,
+and prints the median and the fastest wall time of each; then which of the heavy
+packages each command imported (one more run under `-X importtime`). Another checkout
+(an older commit extracted with `git archive`, say) is measured the same way, so the
+same command on the same machine gives the before and the after.
+
+- `--help`: argparse only.
+- `status ID`: connects, to a Temporal address where nothing listens, and fails with
+  "cannot reach Temporal" (so no server and no network time is counted).
+- `plan GOAL`: validates the goal against the registered recipes, then fails the same
+  way: everything a typical `plan` does before its first message to the server.
+- `plan GOAL --max-steps 0`: bad input, refused before any connection.
+
+Each command runs twice over: with a bytecode cache (written to a temporary directory
+by a first run, as an installed package has one), and without one
+(PYTHONDONTWRITEBYTECODE=1, as on machines that set it: every project module is
+compiled again on every run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+COMMANDS = {
+    "--help": ("--help",),
+    "status ID": ("status", "bench-no-such-run"),
+    "plan GOAL": ("plan", "Plan a weekend trip to Kraków"),
+    "plan GOAL --max-steps 0": ("plan", "Plan a weekend trip to Kraków", "--max-steps", "0"),
+}
+# The packages worth naming when a command imports them: the model client, MCP, the
+# Temporal client, the activities and the workflows.
+HEAVY = ("openai", "mcp", "temporalio.client", "activities", "workflows")
+
+
+def closed_port() -> int:
+    """A loopback port where nothing listens (bound and released here)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def environment(checkout: Path, home: Path, cache: Path | None) -> dict[str, str]:
+    """This process's environment without a user's Temporal, model or durafact settings,
+    pointed at a Temporal address where nothing listens; with or without a bytecode
+    cache."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURAFACT_", "PYTHON"))
+    }
+    env |= {
+        "PYTHONPATH": str(checkout),
+        "DURAFACT_HOME": str(home),
+        "TEMPORAL_CONFIG_FILE": os.devnull,
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{closed_port()}",
+    }
+    if cache is None:
+        return env | {"PYTHONDONTWRITEBYTECODE": "1"}
+    return env | {"PYTHONPYCACHEPREFIX": str(cache)}
+
+
+def run(checkout: Path, env: dict[str, str], args: tuple[str, ...], *flags: str) -> str:
+    """One run of the starter; its stderr. A command that crashed stops the bench."""
+    done = subprocess.run(
+        [sys.executable, *flags, str(checkout / "starter.py"), *args],
+        env=env,
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode not in (0, 1, 2) or "Traceback" in done.stderr:
+        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stderr
+
+
+def seconds(checkout: Path, env: dict[str, str], args: tuple[str, ...], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        run(checkout, env, args)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def heavy_imports(checkout: Path, env: dict[str, str], args: tuple[str, ...]) -> str:
+    """The HEAVY packages one run of the command imported, and the milliseconds each
+    took (`-X importtime`'s cumulative time of its first import)."""
+    found: dict[str, int] = {}
+    for line in run(checkout, env, args, "-X", "importtime").splitlines():
+        if not line.startswith("import time:"):
+            continue
+        _, cumulative, name = (part.strip() for part in line[len("import time:") :].split("|"))
+        if name in HEAVY:
+            found[name] = int(cumulative) // 1000
+    return ", ".join(f"{name} {ms} ms" for name, ms in found.items()) or "none of them"
+
+
+def commit(checkout: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip() or "(not a git checkout)"
+
+
+def main() -> None:
+    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    options.add_argument("--runs", type=int, default=10, help="runs of each command")
+    options.add_argument("--checkout", type=Path, default=HERE, help="the checkout to measure")
+    given = options.parse_args()
+    checkout = given.checkout.resolve()
+    print(f"checkout {checkout} at {commit(checkout)}, {given.runs} runs of each command")
+    with tempfile.TemporaryDirectory() as temp:
+        home, cache = Path(temp, "home"), Path(temp, "pycache")
+        for label, use in (("with a bytecode cache", cache), ("without one", None)):
+            print(f"\n{label}: median (fastest) wall seconds")
+            for name, args in COMMANDS.items():
+                env = environment(checkout, home, use)
+                if use is not None:
+                    run(checkout, env, args)  # writes the cache
+                times = seconds(checkout, env, args, given.runs)
+                print(f"  {name:<26} {statistics.median(times):5.2f} ({min(times):.2f})")
+        print("\nheavy packages imported (with a bytecode cache)")
+        for name, args in COMMANDS.items():
+            env = environment(checkout, home, cache)
+            print(f"  {name:<26} {heavy_imports(checkout, env, args)}")
+
+
+if __name__ == "__main__":
+    main()
