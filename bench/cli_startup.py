@@ -1,12 +1,12 @@
 """How long the command line takes before it does anything, and what it imports for it.
 
-    python -m bench.cli_startup [--runs 10] [--checkout DIR]
+    python -m bench.cli_startup [--runs 10] [--checkout DIR ...]
 
 Runs `python CHECKOUT/starter.py` RUNS times per command, as a person (or a test) does,
 and prints the median and the fastest wall time of each; then which of the heavy
-packages each command imported (one more run under `-X importtime`). Another checkout
-(an older commit extracted with `git archive`, say) is measured the same way, so the
-same command on the same machine gives the before and the after.
+packages each command imported (one more run under `-X importtime`). With two
+checkouts (this one and an older commit extracted with `git archive`, say) their runs
+alternate, so both meet the same load on a shared machine: the before and the after.
 
 - `--help`: argparse only.
 - `status ID`: connects, to a Temporal address where nothing listens, and fails with
@@ -87,13 +87,11 @@ def run(checkout: Path, env: dict[str, str], args: tuple[str, ...], *flags: str)
     return done.stderr
 
 
-def seconds(checkout: Path, env: dict[str, str], args: tuple[str, ...], runs: int) -> list[float]:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        run(checkout, env, args)
-        times.append(time.perf_counter() - started)
-    return times
+def seconds(checkout: Path, env: dict[str, str], args: tuple[str, ...]) -> float:
+    """The wall time of one run."""
+    started = time.perf_counter()
+    run(checkout, env, args)
+    return time.perf_counter() - started
 
 
 def heavy_imports(checkout: Path, env: dict[str, str], args: tuple[str, ...]) -> str:
@@ -121,24 +119,44 @@ def commit(checkout: Path) -> str:
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--runs", type=int, default=10, help="runs of each command")
-    options.add_argument("--checkout", type=Path, default=HERE, help="the checkout to measure")
+    options.add_argument(
+        "--checkout",
+        type=Path,
+        action="append",
+        help="a checkout to measure (repeatable; default: this one)",
+    )
     given = options.parse_args()
-    checkout = given.checkout.resolve()
-    print(f"checkout {checkout} at {commit(checkout)}, {given.runs} runs of each command")
+    checkouts = [c.resolve() for c in given.checkout or [HERE]]
+    for number, checkout in enumerate(checkouts, start=1):
+        print(f"[{number}] {checkout} at {commit(checkout)}")
+    print(f"{given.runs} runs of each command; median (fastest) wall seconds")
+    columns = "".join(f"{f'[{n}]':>14}" for n in range(1, len(checkouts) + 1))
     with tempfile.TemporaryDirectory() as temp:
-        home, cache = Path(temp, "home"), Path(temp, "pycache")
-        for label, use in (("with a bytecode cache", cache), ("without one", None)):
-            print(f"\n{label}: median (fastest) wall seconds")
+        home = Path(temp, "home")
+        caches = [Path(temp, f"pycache-{n}") for n in range(len(checkouts))]
+        for label, cached in (("with a bytecode cache", True), ("without one", False)):
+            print(f"\n{label:<30}{columns}")
             for name, args in COMMANDS.items():
-                env = environment(checkout, home, use)
-                if use is not None:
-                    run(checkout, env, args)  # writes the cache
-                times = seconds(checkout, env, args, given.runs)
-                print(f"  {name:<26} {statistics.median(times):5.2f} ({min(times):.2f})")
+                envs = [
+                    environment(c, home, cache if cached else None)
+                    for c, cache in zip(checkouts, caches, strict=True)
+                ]
+                if cached:
+                    for checkout, env in zip(checkouts, envs, strict=True):
+                        run(checkout, env, args)  # writes the cache
+                times: list[list[float]] = [[] for _ in checkouts]
+                for _ in range(given.runs):  # the checkouts take turns
+                    for checkout, env, measured in zip(checkouts, envs, times, strict=True):
+                        measured.append(seconds(checkout, env, args))
+                cells = "".join(
+                    f"{f'{statistics.median(t):.2f} ({min(t):.2f})':>14}" for t in times
+                )
+                print(f"  {name:<28}{cells}")
         print("\nheavy packages imported (with a bytecode cache)")
-        for name, args in COMMANDS.items():
-            env = environment(checkout, home, cache)
-            print(f"  {name:<26} {heavy_imports(checkout, env, args)}")
+        for number, (checkout, cache) in enumerate(zip(checkouts, caches, strict=True), 1):
+            for name, args in COMMANDS.items():
+                imported = heavy_imports(checkout, environment(checkout, home, cache), args)
+                print(f"  [{number}] {name:<26} {imported}")
 
 
 if __name__ == "__main__":
