@@ -3,12 +3,14 @@
     python -m bench.cli_startup [--runs 10] [--checkout DIR ...]
 
 Runs `python CHECKOUT/starter.py` RUNS times per command, as a person (or a test) does,
-and prints the median and the fastest wall time of each; then which of the heavy
-packages each command imported (one more run under `-X importtime`). With two
-checkouts (this one and an older commit extracted with `git archive`, say) their runs
-alternate, so both meet the same load on a shared machine: the before and the after.
+and prints the median and the fastest wall time of each; then, from one more run under
+`-X importtime`, how long each command spent importing in all and which of the heavy
+packages it imported (`-X importtime` slows importing itself: compare its figures with
+each other, not with the wall times). With two checkouts (this one and an older commit
+extracted with `git archive`, say) their runs alternate, so both meet the same load on a
+shared machine: the before and the after.
 
-- `--help`: argparse only.
+- `--help`: reads the arguments and prints the usage.
 - `status ID`: connects, to a Temporal address where nothing listens, and fails with
   "cannot reach Temporal" (so no server and no network time is counted).
 - `plan GOAL`: validates the goal against the registered recipes, then fails the same
@@ -94,17 +96,24 @@ def seconds(checkout: Path, env: dict[str, str], args: tuple[str, ...]) -> float
     return time.perf_counter() - started
 
 
-def heavy_imports(checkout: Path, env: dict[str, str], args: tuple[str, ...]) -> str:
-    """The HEAVY packages one run of the command imported, and the milliseconds each
-    took (`-X importtime`'s cumulative time of its first import)."""
-    found: dict[str, int] = {}
+def imports(checkout: Path, env: dict[str, str], args: tuple[str, ...]) -> str:
+    """How long one run of the command spent importing, all told, and which of the HEAVY
+    packages it imported, with the milliseconds each took (`-X importtime`: the
+    cumulative time of each first import; the total sums the top-level ones)."""
+    total, found = 0, {}
     for line in run(checkout, env, args, "-X", "importtime").splitlines():
         if not line.startswith("import time:"):
             continue
-        _, cumulative, name = (part.strip() for part in line[len("import time:") :].split("|"))
+        _, cumulative, shown = line[len("import time:") :].split("|")
+        name = shown.strip()
+        if not cumulative.strip().isdigit():  # the header
+            continue
+        if shown.startswith(" ") and not shown.startswith("  "):  # imported at the top level
+            total += int(cumulative)
         if name in HEAVY:
             found[name] = int(cumulative) // 1000
-    return ", ".join(f"{name} {ms} ms" for name, ms in found.items()) or "none of them"
+    heavy = ", ".join(f"{name} {ms}" for name, ms in found.items()) or "none of them"
+    return f"{total // 1000:>5} ms; {heavy}"
 
 
 def commit(checkout: Path) -> str:
@@ -152,10 +161,10 @@ def main() -> None:
                     f"{f'{statistics.median(t):.2f} ({min(t):.2f})':>14}" for t in times
                 )
                 print(f"  {name:<28}{cells}")
-        print("\nheavy packages imported (with a bytecode cache)")
+        print("\nimporting, all told, and the heavy packages in it (ms, with a bytecode cache)")
         for number, (checkout, cache) in enumerate(zip(checkouts, caches, strict=True), 1):
             for name, args in COMMANDS.items():
-                imported = heavy_imports(checkout, environment(checkout, home, cache), args)
+                imported = imports(checkout, environment(checkout, home, cache), args)
                 print(f"  [{number}] {name:<26} {imported}")
 
 
