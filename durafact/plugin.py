@@ -13,8 +13,10 @@ activities (`request_model`, `search_source`, `resolve_ref`, `list_tools`,
 of `durafact` and `workflows`, the handoff of model context in memory
 (durafact/runtime/handoff.py), and a check at start-up that the namespace has
 durafact's search attributes. It closes its model
-clients and MCP sessions when the worker stops. `durafact-worker`, the embedded
-stack and the tests assemble their workers this way too.
+clients and MCP sessions when the worker stops. What a worker owns is made in
+durafact/runtime/worker_kit.py, imported only then, so a client's plugin loads neither
+the model and source activities nor `openai` or the MCP SDK. `durafact-worker`, the
+embedded stack and the tests assemble their workers this way too.
 
 A plugin given to the client is applied to every worker of that client as well
 (Temporal's rule); a worker given a `DurafactPlugin` of its own takes that one
