@@ -54,6 +54,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from activities.heartbeat import heartbeating
 from durafact.llm import (
     ArtifactSpan,
     ChatMessage,
@@ -136,20 +137,6 @@ def classify_error(exc: Exception, endpoint: str | None = None) -> ApplicationEr
     if isinstance(exc, openai.APIConnectionError):
         return ApplicationError(redact_urls(f"{where} unreachable: {exc}"), type="ModelUnreachable")
     raise exc
-
-
-async def heartbeating(awaitable: Any, every: float = 2.0) -> Any:
-    """Await `awaitable` while heartbeating, so a dead worker is noticed within the
-    heartbeat timeout rather than the (much longer) start-to-close timeout."""
-    task = asyncio.ensure_future(awaitable)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=every)
-            if done:
-                return task.result()
-            activity.heartbeat()
-    finally:
-        task.cancel()
 
 
 UNKNOWN_OUTPUT_TYPE = "UnknownOutputType"

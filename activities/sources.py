@@ -38,7 +38,8 @@ from activities.embedding_source import (
     OpenAIEmbeddings,
 )
 from activities.files_source import FileSystemSource
-from activities.llm import classify_error, heartbeating
+from activities.heartbeat import heartbeating
+from activities.llm import classify_error
 from activities.web_source import RegisteredPage, WebSource
 from durafact.sources import (
     DEFAULT_ENDPOINT,

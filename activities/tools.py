@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.llm import heartbeating
+from activities.heartbeat import heartbeating
 from durafact.text import shorten
 from durafact.tools import (
     MCP_SEPARATOR,

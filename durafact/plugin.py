@@ -13,8 +13,10 @@ activities (`request_model`, `search_source`, `resolve_ref`, `list_tools`,
 of `durafact` and `workflows`, the handoff of model context in memory
 (durafact/runtime/handoff.py), and a check at start-up that the namespace has
 durafact's search attributes. It closes its model
-clients and MCP sessions when the worker stops. `durafact-worker`, the embedded
-stack and the tests assemble their workers this way too.
+clients and MCP sessions when the worker stops. What a worker owns is made in
+durafact/runtime/worker_kit.py, imported only then, so a client's plugin loads neither
+the model and source activities nor `openai` or the MCP SDK. `durafact-worker`, the
+embedded stack and the tests assemble their workers this way too.
 
 A plugin given to the client is applied to every worker of that client as well
 (Temporal's rule); a worker given a `DurafactPlugin` of its own takes that one
@@ -34,26 +36,21 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel
-from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities import ModelActivities, SourceActivities
-from activities.chat import ChatActivities
-from activities.mcp import McpServer, close_servers, configured_servers
-from activities.tools import Tool, ToolActivities, ToolCatalog
+from activities.tools import Tool, ToolCatalog
 from durafact.prices import Prices
 from durafact.runtime.codec import Keyring, converter_for, keys_from_env
-from durafact.runtime.endpoints import Endpoint, configured_endpoints, endpoint_client
-from durafact.runtime.handoff import Handoff, HandoffInterceptor
+from durafact.runtime.endpoints import Endpoint, configured_endpoints
+from durafact.runtime.handoff import HandoffInterceptor
 from durafact.runtime.payloads import PayloadStore, store_from_env
 from durafact.runtime.prices import prices_from_env
 from durafact.runtime.registry import Registry, load_registry, recipe_modules
@@ -61,6 +58,10 @@ from durafact.runtime.search_attributes import require_search_attributes
 from durafact.runtime.settings import DEFAULT_MODEL
 from durafact.runtime.tracing import TRACE_CONTENT_ENV, interceptors, provider_from_env
 from durafact.sources import DEFAULT_ENDPOINT
+
+if TYPE_CHECKING:
+    from activities.mcp import McpServer
+    from durafact.runtime.worker_kit import WorkerKit
 
 log = logging.getLogger("durafact.plugin")
 
@@ -145,7 +146,7 @@ class DurafactPlugin(SimplePlugin):
         self._registration = (modules, builtins, entry_points, workflows, output_models, tools)
         given = list(mcp) if mcp is not None else None
         self._mcp_specs = [s for s in given or () if isinstance(s, str)]
-        self._mcp_objects = {s.name: s for s in given or () if isinstance(s, McpServer)}
+        self._mcp_objects = {s.name: s for s in given or () if not isinstance(s, str)}
         self._mcp_env = None if given is not None else env.get("DURAFACT_MCP")
         self.endpoints = dict(configured_endpoints(env) if endpoints is None else endpoints)
         self.endpoints.setdefault(DEFAULT_ENDPOINT, Endpoint(name=DEFAULT_ENDPOINT, base_url=None))
@@ -158,7 +159,7 @@ class DurafactPlugin(SimplePlugin):
         self.tracing = provider_from_env(env) if tracing is None else tracing
         content = env.get(TRACE_CONTENT_ENV, "") == "1"
         self._tracing = interceptors(self.tracing, self.model, content) if self.tracing else []
-        self._kits: list[_WorkerKit] = []
+        self._kits: list[WorkerKit] = []
         super().__init__(NAME, data_converter=self._converter, interceptors=self._tracing[:1])
 
     @functools.cached_property
@@ -201,7 +202,20 @@ class DurafactPlugin(SimplePlugin):
                 "the worker's client has no durafact data converter: connect it with "
                 "Client.connect(..., plugins=[DurafactPlugin()])"
             )
-        kit = _WorkerKit(self, client)
+        # Here, not at the top: only a worker needs the activities and their libraries
+        # (openai, mcp, ...), so a client's plugin, such as the command line's, never
+        # imports them (durafact/runtime/worker_kit.py).
+        from durafact.runtime.worker_kit import WorkerKit
+
+        kit = WorkerKit(
+            client,
+            self.registry,
+            self._mcp_servers(),
+            self._mcp_objects,
+            self.endpoints,
+            self.model,
+            self.prices,
+        )
         self._kits.append(kit)
         config["workflows"] = self._with_registered(config.get("workflows"))
         config["activities"] = [*(config.get("activities") or ()), *kit.activities]
@@ -255,7 +269,7 @@ class DurafactPlugin(SimplePlugin):
         own = [p for p in worker_plugins if isinstance(p, DurafactPlugin)]
         return bool(own) and self not in own
 
-    def _kit_of(self, worker: Worker) -> _WorkerKit | None:
+    def _kit_of(self, worker: Worker) -> WorkerKit | None:
         activities = worker.config(active_config=True).get("activities") or []
         return next((k for k in self._kits if k.activities[0] in activities), None)
 
@@ -267,49 +281,11 @@ class DurafactPlugin(SimplePlugin):
 
     def _mcp_servers(self) -> dict[str, McpServer]:
         """New sessions for the configured servers, and the given server objects."""
+        # Here, not at the top: only a worker or a replayer reads the MCP servers, and
+        # the mcp SDK takes longer to import than all the rest of a client's plugin.
+        from activities.mcp import configured_servers
+
         return {**configured_servers(self._mcp_specs, self._mcp_env), **self._mcp_objects}
-
-
-class _WorkerKit:
-    """What one worker of a plugin owns: its model clients, MCP sessions, handoff store
-    and the activities bound to them."""
-
-    def __init__(self, plugin: DurafactPlugin, client: Client) -> None:
-        registry = plugin.registry
-        self.servers = plugin._mcp_servers()
-        given = plugin._mcp_objects.values()
-        self.own_servers = [s for s in self.servers.values() if s not in given]
-        catalog = ToolCatalog(registry.tools.values(), self.servers)
-        self.clients: dict[str, openai.AsyncOpenAI] = {
-            name: endpoint_client(endpoint) for name, endpoint in plugin.endpoints.items()
-        }
-        self.handoff = Handoff()
-        models = ModelActivities(
-            self.clients[DEFAULT_ENDPOINT],
-            client,
-            plugin.model,
-            registry.output_models.values(),
-            tools=catalog,
-            endpoints={n: c for n, c in self.clients.items() if n != DEFAULT_ENDPOINT},
-            handed=self.handoff.take,
-            models={n: e.model for n, e in plugin.endpoints.items() if e.model},
-            prices=plugin.prices,
-        )
-        sources = SourceActivities(endpoints=self.clients)
-        tools = ToolActivities(catalog)
-        self.activities: list[Callable[..., Any]] = [
-            models.request_model,
-            sources.search_source,
-            sources.resolve_ref,
-            tools.list_tools,
-            tools.call_tool,
-            ChatActivities(client).read_reply,
-        ]
-
-    async def close(self) -> None:
-        await close_servers(self.own_servers)  # and their stdio processes
-        for endpoint in self.clients.values():
-            await endpoint.close()
 
 
 def is_durafact(converter: DataConverter) -> bool:

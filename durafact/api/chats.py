@@ -30,7 +30,8 @@ from durafact.cli.chat import open_chat
 from durafact.cli.commands import describe
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import validated
-from durafact.cli.output import Unanswered, failure_text, state_name
+from durafact.cli.output import Unanswered, state_name
+from durafact.cli.results import failure_text
 from durafact.steer import NOT_STEERED
 from workflows.chat import (
     INVALID_MESSAGE,

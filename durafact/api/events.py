@@ -30,7 +30,7 @@ from durafact.api.errors import ApiError
 from durafact.api.services import Services, jsonable, services
 from durafact.cli.commands import describe, pending_questions
 from durafact.cli.follow import POLL_INTERVAL, progress_page
-from durafact.cli.output import failure_text
+from durafact.cli.results import failure_text
 
 router = APIRouter(tags=["runs"])
 

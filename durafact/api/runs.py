@@ -52,7 +52,8 @@ from durafact.cli.launch import (
     start_run,
     type_label,
 )
-from durafact.cli.output import Failed, failure_text, state_name
+from durafact.cli.output import Failed, state_name
+from durafact.cli.results import failure_text
 from durafact.cli.trouble import troubles
 from durafact.ledger import LedgerError
 from durafact.llm import Usage

@@ -1,6 +1,7 @@
 """The budget options every command that starts a run takes (`start`, the recipe
-commands, `chat`), and how they reach the run: as its input's `budget` (a
-`RecipeSettings` field, durafact/budget.py), checked before anything starts.
+commands, `chat`; declared in durafact/cli/arguments.py), and how they reach the run:
+as its input's `budget` (a `RecipeSettings` field, durafact/budget.py), checked before
+anything starts.
 
     --budget-tokens N            tokens the run (and its children) may use
     --budget-cost X              what it may cost, in the worker's currency
@@ -16,46 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from durafact.budget import Budget, parse_cost, parse_tokens
+from durafact.budget import Budget
 from durafact.cli.launch import Launch
 from durafact.cli.output import Failed, one_line
-from durafact.cli.recipe_commands import duration
 from workflows.recipe import RecipeSettings
-
-
-def add_budget_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--budget-tokens",
-        type=lambda text: checked(parse_tokens, text, "--budget-tokens"),
-        metavar="N",
-        help="tokens the run's model calls may use, its children's included",
-    )
-    parser.add_argument(
-        "--budget-cost",
-        type=lambda text: checked(parse_cost, text, "--budget-cost"),
-        metavar="X",
-        help="what the run may cost, in the worker's currency (its models need DURAFACT_PRICES)",
-    )
-    parser.add_argument(
-        "--budget-ask",
-        action="store_true",
-        help="when the budget is spent, ask a person (durafact approve ID [--set tokens=N]) "
-        "instead of ending the run over_budget",
-    )
-    parser.add_argument(
-        "--budget-ask-timeout",
-        type=lambda text: duration(text, "--budget-ask-timeout"),
-        metavar="DURATION",
-        help="with --budget-ask: how long the question waits, then the run ends over_budget "
-        "(default: as long as it takes)",
-    )
-
-
-def checked(parse: Any, text: str, option: str) -> Any:
-    try:
-        return parse(text, option)
-    except ValueError as exc:
-        raise Failed(str(exc), code=2) from None
 
 
 def budget_given(args: argparse.Namespace) -> dict[str, Any]:

@@ -39,13 +39,13 @@ from temporalio.common import (
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from durafact.cli.budget_options import add_budget_options, budget_given, budgeted
-from durafact.cli.endpoint_options import add_endpoint_options, endpoints_given
+from durafact.cli.arguments import MEMORY_POLICIES
+from durafact.cli.budget_options import budget_given, budgeted
+from durafact.cli.endpoint_options import endpoints_given
 from durafact.cli.follow import warn_if_no_worker
 from durafact.cli.output import (
     Failed,
     emit_json,
-    failure_text,
     indent,
     note,
     quoted,
@@ -53,8 +53,8 @@ from durafact.cli.output import (
     say_json,
     state_name,
 )
+from durafact.cli.results import failure_text
 from durafact.llm import TextChunk
-from durafact.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
 from durafact.runtime.settings import Settings
 from workflows.chat import (
     MESSAGES_TOPIC,
@@ -69,43 +69,18 @@ from workflows.chat import (
 )
 from workflows.recipe import RECIPE_ATTRIBUTE
 
-POLICIES = {
-    "digest": RollingDigestSummarizer,
-    "summaries": WindowSummarizer,
-    "prune": WindowPruner,
-}
 # How long a reply's last streamed words may trail the update's result.
 STREAM_GRACE = 3.0
 SHOWN_ON_ATTACH = 10
-
-
-def add_chat_command(commands: Any) -> None:
-    chat = commands.add_parser(
-        "chat", help="talk to a durable chat: each line is sent, the reply streams"
-    )
-    chat.add_argument("id", nargs="?", help="the chat's workflow id (default: a new chat)")
-    chat.add_argument("--send", metavar="TEXT", help="send one message, print the reply, exit")
-    chat.add_argument("--json", action="store_true", help="with --send: print one JSON object")
-    chat.add_argument(
-        "--memory",
-        choices=tuple(POLICIES),
-        default="digest",
-        help="a new chat's memory: one rolling digest (default), numbered summaries, or "
-        "the last messages only",
-    )
-    chat.add_argument(
-        "--tools", default="", metavar="NAME,...", help="worker tools a new chat may use"
-    )
-    chat.add_argument("--no-stream", action="store_true", help="a new chat's replies arrive whole")
-    add_budget_options(chat)  # a new chat's
-    add_endpoint_options(chat)
 
 
 def chat_input(args: argparse.Namespace) -> ChatInput:
     """A new chat's input from the options; a bad tool name is one line (exit code 2)."""
     tools = [name.strip() for name in args.tools.split(",") if name.strip()]
     try:
-        input = ChatInput(memory=POLICIES[args.memory](), tools=tools, stream=not args.no_stream)
+        input = ChatInput(
+            memory=MEMORY_POLICIES[args.memory](), tools=tools, stream=not args.no_stream
+        )
     except ValueError as exc:
         raise Failed(f"--tools: {exc}", code=2) from None
     return budgeted(input, budget_given(args)).model_copy(update=endpoints_given(args))

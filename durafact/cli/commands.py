@@ -30,7 +30,6 @@ from durafact.cli.output import (
     assignments,
     cost_text,
     decide_hint,
-    failure_text,
     indent,
     quoted,
     say,
@@ -39,6 +38,7 @@ from durafact.cli.output import (
     usage_line,
 )
 from durafact.cli.registered import NOT_REGISTERED, registration_fix
+from durafact.cli.results import failure_text
 from durafact.cli.trouble import RESUMABLE, end_failure, troubles
 from durafact.llm import Usage
 from durafact.runtime.codec import PayloadDecryptError

@@ -1,6 +1,7 @@
 """The endpoint options every command that starts a run takes (`start`, the recipe
-commands, `chat`), and how they reach the run: as its input's `endpoints` and
-`fallback_after` (`RecipeSettings` fields), checked before anything starts.
+commands, `chat`; declared in durafact/cli/arguments.py), and how they reach the run:
+as its input's `endpoints` and `fallback_after` (`RecipeSettings` fields), checked
+before anything starts.
 
     --endpoint NAME              a model endpoint of the worker (repeatable, in order: a
                                  call that keeps failing on one moves to the next)
@@ -15,26 +16,8 @@ from typing import Any
 
 from durafact.cli.launch import Launch
 from durafact.cli.output import Failed
-from durafact.cli.recipe_commands import duration
 from durafact.llm import checked_endpoints
 from workflows.recipe import RecipeSettings
-
-
-def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--endpoint",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a model endpoint configured on the worker (repeatable, in order: a call that "
-        "keeps failing on one moves to the next; default: the worker's `default`)",
-    )
-    parser.add_argument(
-        "--fallback-after",
-        type=lambda text: duration(text, "--fallback-after"),
-        metavar="DURATION",
-        help="how long a call fails on one endpoint before it moves to the next (default 2m)",
-    )
 
 
 def endpoints_given(args: argparse.Namespace) -> dict[str, Any]:

@@ -23,15 +23,13 @@ from durafact.cli.output import (
     Failed,
     brief,
     emit_json,
-    failure_text,
-    has_layout,
     indent,
     note,
     one_line,
-    print_result,
     quoted,
     say,
 )
+from durafact.cli.results import failure_text, has_layout, print_result
 from durafact.cli.trouble import events_newest_first, span, troubles
 from durafact.ids import CANCELLATION_ID
 from durafact.ledger import Ledger

@@ -17,8 +17,6 @@ from typing import Any
 from durafact.cli.output import Failed, cost_text, say, say_json, state_name
 from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 1000
 # Filters go into a visibility query: names only, never quotes.
 NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 COLUMNS = ("WORKFLOW ID", "RECIPE", "STATUS", "STATE", "TOKENS", "COST", "STARTED (UTC)")

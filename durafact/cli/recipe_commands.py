@@ -1,8 +1,9 @@
 """The per-recipe commands: `plan`, `reflect`, `answer`, `route`, `research`, `react`.
 
-Conveniences over `start TYPE --input ...`: each turns its arguments into the
-ready workflow's input, checked here (one line, exit code 2, before any
-connection), and starts it on the same path (`durafact/cli/launch.py`).
+Conveniences over `start TYPE --input ...`: each turns its arguments (declared in
+durafact/cli/arguments.py) into the ready workflow's input, checked here (one line,
+exit code 2, before any connection), and starts it on the same path
+(`durafact/cli/launch.py`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import ipaddress
-import re
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,153 +18,24 @@ from pydantic import BaseModel, ValidationError
 
 from activities.skills import SkillError, load_skills
 from durafact.answer_flow import AnswerBatchError
+from durafact.cli.arguments import duration
 from durafact.cli.launch import Launch
 from durafact.cli.output import Failed, one_line, summarize
 from durafact.runtime.registry import Registry
 from durafact.sources import SourceSpec
-from durafact.text import shorten
 from workflows.answer_flow import AnswerFlowWorkflow, load_answer_batch
-from workflows.plan_execute import MAX_STEPS, Goal, PlanExecuteWorkflow
+from workflows.plan_execute import Goal, PlanExecuteWorkflow
 from workflows.react import ReActInput, ReActWorkflow
 from workflows.reflection import ReflectionInput, ReflectionWorkflow
 from workflows.research import ResearchInput, ResearchWorkflow
 from workflows.supervisor import SupervisorRequest, SupervisorWorkflow
 
-RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research", "react")
 # Shipped with the package (durafact/data/): the skills matched into prompts, and what
 # `research` reads when no source is given, the sample shop.
 DATA = Path(__file__).resolve().parent.parent / "data"
 SKILLS = DATA / "skills"
 SAMPLE_DOCS = DATA / "research" / "docs"
 SAMPLE_CSV = DATA / "research" / "prices.csv"
-
-
-def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """The per-recipe subcommands, each with the options every launch shares (`parents`)."""
-    plan = commands.add_parser(
-        "plan", parents=parents, help="start a PlanExecute workflow and wait for it"
-    )
-    plan.add_argument("goal", help="what the plan should achieve")
-    plan.add_argument(
-        "--max-steps",
-        type=int,
-        default=Goal.model_fields["max_steps"].default,
-        help=f"upper bound on plan length, 1-{MAX_STEPS} (default %(default)s)",
-    )
-
-    reflect = commands.add_parser(
-        "reflect", parents=parents, help="write, critique and rewrite a text on a topic"
-    )
-    reflect.add_argument("topic", help="what the text should be about")
-    reflect.add_argument("--accept-at", type=float, default=0.8, help="score that accepts")
-    reflect.add_argument("--max-rounds", type=int, default=2, help="rewrites at most")
-
-    answer = commands.add_parser(
-        "answer", parents=parents, help="answer a batch of questions from their sources"
-    )
-    answer.add_argument("file", help="the batch: a JSON file (format in README)")
-    answer.add_argument("--max-repairs", type=int, help="repair rounds (default: the file's, 1)")
-    answer.add_argument(
-        "--review",
-        choices=("off", "optional", "required"),
-        help="review policy (default: the file's)",
-    )
-
-    route = commands.add_parser(
-        "route",
-        parents=parents,
-        help="route a request to a specialist and ask a person to approve the report",
-    )
-    route.add_argument("request", help="what the person asks for")
-    route.add_argument(
-        "--approval-timeout",
-        metavar="DURATION",
-        help="how long the approval waits: 30s, 15m, 2h, 3d (default: as long as it takes)",
-    )
-    route.add_argument(
-        "--on-timeout",
-        choices=("reject", "escalate"),
-        help="after the timeout: reject (default), or escalate once and then reject",
-    )
-
-    research = commands.add_parser(
-        "research",
-        parents=parents,
-        help="answer a question from documents, a CSV file and web pages, with provenance",
-    )
-    research.add_argument("question", help="what to find out")
-    research.add_argument(
-        "--docs", metavar="DIR", help="a directory of .md/.txt files (default: the sample shop's)"
-    )
-    research.add_argument(
-        "--csv", metavar="FILE", help="a CSV file with a header row (default: the sample prices)"
-    )
-    research.add_argument(
-        "--csv-key", metavar="COLUMN", help="the CSV column that names a row (default: the first)"
-    )
-    research.add_argument(
-        "--url",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="a web page to consider (repeatable); fetched only if the model chooses it",
-    )
-    research.add_argument("--search-endpoint", metavar="URL", help="a SearxNG JSON search API")
-    research.add_argument(
-        "--allow-private",
-        action="store_true",
-        help="let the web source fetch loopback and private addresses (a local wiki); "
-        "a redirect from there still needs --allow-network",
-    )
-    research.add_argument(
-        "--allow-network",
-        action="append",
-        default=[],
-        metavar="CIDR",
-        help="a network the web source may fetch from, redirects included (repeatable), "
-        "e.g. 10.1.2.0/24: the narrow exception to the public-address rule",
-    )
-    research.add_argument("--limit", type=int, default=8, help="search results kept (default 8)")
-    research.add_argument(
-        "--max-docs", type=int, default=4, help="documents the model may read (default 4)"
-    )
-
-    react = commands.add_parser(
-        "react",
-        parents=parents,
-        help="answer a question in a tool loop: think, call a tool, read what it said, repeat",
-    )
-    react.add_argument("question", help="what to find out")
-    react.add_argument(
-        "--tools",
-        action="append",
-        metavar="NAME[,NAME...]",
-        help="the worker's tools the agent may use (repeatable; default: calculator; "
-        "'' for none; SERVER__TOOL for one MCP tool)",
-    )
-    react.add_argument(
-        "--mcp",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="an MCP server configured on the worker whose every tool it may use (repeatable)",
-    )
-    react.add_argument(
-        "--protocol",
-        choices=("text", "native"),
-        default="text",
-        help="text: Thought/Action/Observation (default); native: the chat API's tool calls",
-    )
-    react.add_argument(
-        "--max-turns", type=int, default=8, metavar="N", help="model calls at most (default 8)"
-    )
-    react.add_argument(
-        "--context",
-        choices=("keep_all", "prune_observations", "compact"),
-        default="keep_all",
-        help="what the model sees of earlier turns: every message (default), old observations "
-        "by their first line, or a digest of all but the last 10 turns",
-    )
 
 
 def ready(
@@ -385,33 +255,6 @@ def network(value: str) -> str:
             f"--allow-network: {value!r} is not a network ({exc}); give one like 10.1.2.0/24",
             code=2,
         ) from None
-
-
-DURATION = re.compile(r"([1-9][0-9]*)([smhd])")
-LONGEST = timedelta(days=36_500)  # a wait of more than 100 years is a typo
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def duration(text: str, option: str) -> timedelta:
-    """`30s`, `15m`, `2h`, `3d`: a positive whole number and one unit, nothing else."""
-    match = DURATION.fullmatch(text)
-    if match is None:
-        raise Failed(
-            f"{option}: {text!r} is not a duration (a whole number above 0 and s, m, h or d: "
-            "30s, 15m, 2h, 3d)",
-            code=2,
-        )
-    shown = shorten(text, 24)
-    too_long = Failed(f"{option}: {shown!r} is longer than 100 years (36500d)", code=2)
-    if len(match[1]) > 12:  # more than 100 years in any unit; int() refuses 4300 digits
-        raise too_long
-    try:
-        value = timedelta(**{UNITS[match[2]]: int(match[1])})
-    except OverflowError:  # more days than timedelta holds
-        raise too_long from None
-    if value > LONGEST:
-        raise too_long
-    return value
 
 
 def checked(

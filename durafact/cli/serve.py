@@ -17,17 +17,6 @@ from durafact.cli.output import Failed, say
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-
-
-def add_serve_command(commands: Any, parents: list[Any]) -> None:
-    serve = commands.add_parser(
-        "serve", parents=parents, help="the HTTP API and the web console (DURAFACT_API_TOKEN)"
-    )
-    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (%(default)s)")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (%(default)s)")
-
 
 def check_serve_args(host: str, port: int) -> str | None:
     """The token (DURAFACT_API_TOKEN), or None; a one-line refusal (exit code 2) for an

@@ -14,7 +14,8 @@ is the endpoint `embed`); a variable ending in `_KEY` is always a key, one endin
 `_MODEL` the name of the chat model that endpoint serves (a fallback endpoint at
 another provider names the same model differently). An endpoint without a key gets
 none (keyless local servers); it never gets another endpoint's. Each mistake is one
-line (`EndpointError`), raised when the worker starts.
+line (`EndpointError`), raised when the worker starts. The worker's clients for them
+are made where its activities are (durafact/runtime/worker_kit.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-import openai
 from pydantic import BaseModel, Field
 
 from durafact.redaction import redact_url
@@ -33,8 +33,6 @@ ENDPOINT_PREFIX = "DURAFACT_ENDPOINT_"
 KEY_SUFFIX = "_KEY"
 MODEL_SUFFIX = "_MODEL"
 NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
-# The openai client insists on a key; local servers accept any. Not a credential.
-NO_KEY = "unused"
 
 
 class EndpointError(ValueError):
@@ -132,14 +130,3 @@ def configured_endpoints(env: Mapping[str, str]) -> dict[str, Endpoint]:
         check_url(base_url, "OPENAI_BASE_URL")
     default = default_endpoint(base_url, env.get("OPENAI_API_KEY") or None)
     return {DEFAULT_ENDPOINT: default, **named_endpoints(env)}
-
-
-def endpoint_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
-    """A client for one endpoint, with its own key only (never the environment's):
-    no client-side retries, since Temporal owns them."""
-    return openai.AsyncOpenAI(
-        base_url=endpoint.base_url,
-        api_key=endpoint.api_key or NO_KEY,
-        max_retries=0,
-        timeout=openai.Timeout(90.0, connect=5.0),
-    )

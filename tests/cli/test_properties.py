@@ -22,10 +22,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from durafact.cli.arguments import duration
 from durafact.cli.commands import corrections
 from durafact.cli.launch import read_input
 from durafact.cli.output import Failed, decide_hint, one_line, quoted
-from durafact.cli.recipe_commands import checked, duration, names
+from durafact.cli.recipe_commands import checked, names
 from tests.properties import FAST, JSON
 from workflows.plan_execute import MAX_STEPS, Goal
 from workflows.react import ReActInput

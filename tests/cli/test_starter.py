@@ -27,9 +27,9 @@ from temporalio.client import Client
 
 from activities.tools import tool
 from durafact.approval import ApprovalAnswer, ApprovalQuestion
+from durafact.cli.arguments import parser
 from durafact.cli.output import ANSWER_HINT
 from durafact.cli.recipe_commands import launch_of
-from durafact.cli.starter import parser
 from durafact.ledger import Ledger
 from durafact.runtime.registry import load_registry
 from durafact.runtime.settings import Settings

@@ -1,0 +1,170 @@
+"""What each command does once its arguments are read (durafact/cli/arguments.py):
+the checks that need the registry or the workflows' models, then a client, then the
+command's own module. A runtime error (the embedded stack, the settings) is one line.
+
+With no Temporal address configured and nothing answering on localhost:7233, the
+recipe commands, `status` and `result` first start the embedded stack (`up`): the
+Temporal dev server with its Web UI, the local model unless OPENAI_BASE_URL/
+OPENAI_API_KEY name another one, and a worker (which runs the same recipes modules).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from durafact.cli.arguments import LAUNCH_COMMANDS, MAX_LIMIT
+from durafact.cli.artifacts import artifacts
+from durafact.cli.budget_options import budget_given, with_budget
+from durafact.cli.chat import chat, check_chat_args
+from durafact.cli.commands import (
+    approve,
+    cancel,
+    check_new_limits,
+    corrections,
+    decide,
+    pending,
+    result,
+    status,
+    steer,
+)
+from durafact.cli.endpoint_options import endpoints_given, with_endpoints
+from durafact.cli.launch import check_sendable, launch_of_type, start
+from durafact.cli.listing import amount, list_runs, name_filter
+from durafact.cli.output import Failed, note, say
+from durafact.cli.recipe_commands import launch_of
+from durafact.cli.registered import refuse_unknown_tools
+from durafact.cli.resume import resume
+from durafact.cli.serve import check_serve_args, serve
+from durafact.runtime import embedded
+from durafact.runtime.embedded import Embedded, EmbeddedError, open_client
+from durafact.runtime.registry import (
+    ENV_VAR,
+    RegistrationError,
+    Registry,
+    load_registry,
+    recipe_modules,
+)
+from durafact.runtime.settings import Settings, SettingsError
+from durafact.steer import note_problem
+from durafact.tools import ToolListRequest
+
+
+async def dispatch(args: argparse.Namespace) -> int:
+    """Run the command `args` name; its exit code."""
+    try:
+        return await run_command(args)
+    except (EmbeddedError, SettingsError) as exc:
+        raise Failed(str(exc)) from None
+
+
+async def run_command(args: argparse.Namespace) -> int:
+    if args.command == "up":
+        registry_of(args)
+        return await up()
+    if args.command == "down":
+        embedded.down(Embedded.from_env(), say)
+        return 0
+    if args.command in LAUNCH_COMMANDS:
+        registry = registry_of(args)
+        if args.command == "start":
+            launch = launch_of_type(registry, args.type, args.input)
+        else:
+            launch = launch_of(args, registry)
+        launch = with_budget(launch, budget_given(args))
+        launch = with_endpoints(launch, endpoints_given(args))
+        workflow_id = launch.workflow_id(args.id)
+        check_sendable(launch)
+        client, settings = await connect()
+        if args.command == "react":
+            asked = launch.args[0]
+            needed = ToolListRequest(tools=asked.tools, mcp_servers=asked.mcp_servers)
+            await refuse_unknown_tools(client, settings.task_queue, needed)
+        return await start(
+            client, settings, launch, workflow_id, args.no_wait, args.json, args.model_deadline
+        )
+    if args.command == "serve":
+        registry = registry_of(args)
+        token = check_serve_args(args.host, args.port)
+        client, settings = await connect(console=False)  # this command is the console
+        return await serve(client, settings, registry, args.host, args.port, token)
+    if args.command == "chat":
+        check_chat_args(args)
+        client, settings = await connect()
+        return await chat(client, settings, args)
+    if args.command == "list":
+        filters = (
+            name_filter(args.recipe, "--recipe"),
+            name_filter(args.status, "--status"),
+            amount(args.over_cost, "--over-cost"),
+        )
+        if not 1 <= args.limit <= MAX_LIMIT:
+            raise Failed(f"--limit {args.limit}: from 1 to {MAX_LIMIT}", code=2)
+        client, settings = await connect()
+        return await list_runs(client, *filters, args.limit, args.json)
+    if args.command == "steer" and (problem := note_problem(args.note)):
+        raise Failed(problem, code=2)
+    changes = corrections(args.set) if args.command == "approve" else {}
+    if changes and not args.reject:
+        check_new_limits(changes)
+    registry = registry_of(args) if args.command in ("result", "resume") else None
+    client, settings = await connect()
+    if args.command == "pending":
+        return await pending(client, args.json)
+    if args.command == "approve":
+        return await approve(client, args.id, args.reject, args.reason, changes, args.remember)
+    if args.command == "decide":
+        return await decide(
+            client,
+            settings,
+            args.id,
+            args.question_id,
+            args.approve,
+            args.reason,
+            args.remember,
+        )
+    if args.command == "status":
+        return await status(client, settings, args.id)
+    if args.command == "artifacts":
+        return await artifacts(client, args.id, args.json, args.run)
+    if args.command == "cancel":
+        return await cancel(client, args.id, args.reason, args.no_wait)
+    if args.command == "steer":
+        return await steer(client, args.id, args.note)
+    assert registry is not None
+    if args.command == "resume":
+        return await resume(client, settings, registry, args.id, args.no_wait, args.json)
+    return await result(client, settings, registry, args.id, args.json)
+
+
+def registry_of(args: argparse.Namespace) -> Registry:
+    """The registered recipes, or a one-line reason; the modules named here are passed
+    on (DURAFACT_RECIPES) to an embedded worker this command starts."""
+    modules = recipe_modules(args.recipes)
+    try:
+        registry = load_registry(modules)
+    except RegistrationError as exc:
+        raise Failed(str(exc), code=2) from None
+    if modules:
+        os.environ[ENV_VAR] = ",".join(modules)
+    return registry
+
+
+# --- connecting, with the embedded default ---------------------------------------------
+
+
+async def connect(console: bool = True) -> tuple[Any, Settings]:
+    """A client for the configured server, on a namespace ready for durafact workflows;
+    the embedded stack starts first when no address is configured
+    (durafact/runtime/embedded.py), with its console unless `console` is False."""
+    try:
+        return await open_client(note, console=console)
+    except SettingsError as exc:
+        raise Failed(str(exc)) from None
+
+
+async def up() -> int:
+    stack = Embedded.from_env()
+    await embedded.up(stack, Settings.from_env(), say)
+    return 0

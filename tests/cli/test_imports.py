@@ -1,0 +1,105 @@
+"""What the command line imports, which is most of the time it takes to start: reading
+the arguments needs only the core (so `--help` and a usage mistake answer at once), and
+no command loads what only a worker needs (the `openai` client, the `mcp` SDK, the
+activities). Checked by module name, never by a clock (bench/cli_startup.py times it).
+The one number the arguments cannot import from the workflows, `plan`'s step limit, is
+checked against them here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from durafact.cli.arguments import parser
+from tests.helpers import ROOT, STARTER, run_command
+from workflows.plan_execute import MAX_STEPS, Goal
+
+# Only a worker needs these: a model client, MCP sessions, the activities that use them.
+WORKER_ONLY = (
+    "openai",
+    "mcp",
+    "activities.llm",
+    "activities.sources",
+    "activities.mcp",
+    "durafact.runtime.worker_kit",
+)
+# Every command needs these once it runs, and reading its arguments needs none of them.
+RUNTIME = ("temporalio", "workflows", "activities", "durafact.runtime", "durafact.plugin")
+
+READ_ARGUMENTS = """
+import sys
+from durafact.cli.arguments import parser
+for argv in (
+    ["plan", "Plan a trip", "--max-steps", "4", "--budget-tokens", "900"],
+    ["route", "Renovate", "--approval-timeout", "2h", "--fallback-after", "2m"],
+    ["chat", "--memory", "prune", "--budget-cost", "0.5"],
+    ["list", "--limit", "10"],
+    ["approve", "run-1", "--reject", "--set", "budget=5"],
+    ["serve", "--port", "8001"],
+):
+    parser().parse_args(argv)
+import durafact.cli.starter
+print("\\n".join(sorted(sys.modules)))
+"""
+
+
+def loaded(names: list[str], packages: tuple[str, ...]) -> list[str]:
+    """The modules in `names` that are one of `packages` or inside one."""
+    return [n for n in names if any(n == p or n.startswith(f"{p}.") for p in packages)]
+
+
+def imported_by(stderr: str) -> list[str]:
+    """The modules a `python -X importtime` run imported, from its stderr."""
+    lines = [line for line in stderr.splitlines() if line.startswith("import time:")]
+    names = [line.rsplit("|", 1)[1].strip() for line in lines]
+    return [name for name in names if name != "imported package"]  # the header
+
+
+def test_reading_the_arguments_imports_only_the_core() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", READ_ARGUMENTS], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    modules = done.stdout.split()
+    assert "durafact.cli.arguments" in modules and "durafact.cli.starter" in modules
+    assert loaded(modules, RUNTIME + WORKER_ONLY) == []
+
+
+async def test_commands_load_no_model_client_mcp_or_activities(
+    starter_env: dict[str, str], tmp_path: Path
+) -> None:
+    missing = f"plan-missing-{uuid.uuid4().hex[:6]}"
+    status = await run_command(
+        sys.executable, "-X", "importtime", str(STARTER), "status", missing,
+        env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+    # A launch command gets as far as the registered recipes and their input models.
+    plan = await run_command(
+        sys.executable, "-X", "importtime", str(STARTER), "plan", "Plan a trip",
+        "--max-steps", "0", env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert (status.code, status.err_lines[-1]) == (1, f"starter: no workflow with id {missing!r}")
+    assert (plan.code, plan.err_lines[-1]) == (
+        2,
+        "starter: --max-steps: Input should be greater than or equal to 1",
+    )
+    for run in (status, plan):
+        modules = imported_by(run.err)
+        assert "temporalio.client" in modules and "durafact.plugin" in modules
+        assert loaded(modules, WORKER_ONLY) == []
+
+
+def test_plan_states_the_limits_of_its_goal(capsys: pytest.CaptureFixture[str]) -> None:
+    """The arguments cannot import the workflows, so `plan --max-steps` spells out the
+    limits of `Goal`: the same ones."""
+    default = Goal.model_fields["max_steps"].default
+    assert parser().parse_args(["plan", "Plan a trip"]).max_steps == default
+    with pytest.raises(SystemExit):
+        parser().parse_args(["plan", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"upper bound on plan length, 1-{MAX_STEPS} (default {default})" in shown
