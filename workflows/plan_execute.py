@@ -14,9 +14,9 @@ only the three hooks that need judgement, and a three-line `run`:
         async def finish(self, ctx, trip, results): ...       # -> Itinerary
 
 Limits: `settings(goal)`, a `PlanExecuteSettings`: `max_steps`, the longest plan
-(default 3, at most `MAX_STEPS`), for `plan` to keep to (the ready planner does). By
-default the input when it subclasses `PlanExecuteSettings` (as `Goal` does), else
-the defaults; override `settings` to set them otherwise.
+(default 3, at most 100: durafact/plan_limits.py), for `plan` to keep to (the ready
+planner does). By default the input when it subclasses `PlanExecuteSettings` (as `Goal`
+does), else the defaults; override `settings` to set them otherwise.
 
 Guarantees: `plan` runs once; the steps run strictly one at a time, each given
 the results of all earlier steps in order (`history`); `finish` runs when every
@@ -53,6 +53,7 @@ from temporalio.exceptions import ApplicationError
 from durafact.ids import final_id, goal_id, plan_scope, result_id, step_id, text_key
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import ChatMessage, ContextRef, Usage
+from durafact.plan_limits import DEFAULT_STEPS, MAX_STEPS
 from durafact.text import not_blank
 from workflows.recipe import (
     Recipe,
@@ -69,17 +70,15 @@ S = TypeVar("S", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
 F = TypeVar("F", bound=BaseModel)
 
-# The longest plan a run may ask for. `max_steps` is per run (the input, `--max-steps`),
-# so a long plan needs no new deployment; the bound keeps one run's history (about 4 KB
-# per step) and its artifacts query (every text of the run) far below Temporal's limits.
-MAX_STEPS = 100
-
 
 class PlanExecuteSettings(RecipeSettings):
     """The limits of a PlanExecute run."""
 
     max_steps: int = Field(
-        default=3, ge=1, le=MAX_STEPS, description=f"Upper bound on plan length, 1-{MAX_STEPS}."
+        default=DEFAULT_STEPS,
+        ge=1,
+        le=MAX_STEPS,
+        description=f"Upper bound on plan length, 1-{MAX_STEPS}.",
     )
 
 

@@ -58,6 +58,7 @@ from typing import Any, NoReturn
 from durafact.budget import parse_cost, parse_tokens
 from durafact.cli.output import Failed
 from durafact.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
+from durafact.plan_limits import DEFAULT_STEPS, MAX_STEPS
 from durafact.text import shorten
 
 RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research", "react")
@@ -268,8 +269,8 @@ def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -
     plan.add_argument(
         "--max-steps",
         type=int,
-        default=3,  # Goal's, as is the 100: tests/cli/test_imports.py checks both
-        help="upper bound on plan length, 1-100 (default %(default)s)",
+        default=DEFAULT_STEPS,
+        help=f"upper bound on plan length, 1-{MAX_STEPS} (default %(default)s)",
     )
 
     reflect = commands.add_parser(

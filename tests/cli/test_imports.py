@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from durafact.cli.arguments import parser
+from durafact.plan_limits import MAX_STEPS
 from tests.helpers import ROOT, STARTER, run_command
-from workflows.plan_execute import MAX_STEPS, Goal
+from workflows.plan_execute import Goal
 
 # Only a worker needs these: a model client, MCP sessions, the activities that use them.
 WORKER_ONLY = (
@@ -95,8 +96,7 @@ async def test_commands_load_no_model_client_mcp_or_activities(
 
 
 def test_plan_states_the_limits_of_its_goal(capsys: pytest.CaptureFixture[str]) -> None:
-    """The arguments cannot import the workflows, so `plan --max-steps` spells out the
-    limits of `Goal`: the same ones."""
+    """`plan --max-steps` states the limits `Goal` keeps to (both from the core)."""
     default = Goal.model_fields["max_steps"].default
     assert parser().parse_args(["plan", "Plan a trip"]).max_steps == default
     with pytest.raises(SystemExit):

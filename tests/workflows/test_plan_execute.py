@@ -12,11 +12,11 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 
 from durafact.ledger import ArtifactRef, Ledger
 from durafact.llm import Usage
+from durafact.plan_limits import MAX_STEPS
 from durafact.runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of, run_to_ledger, scheduled_activities, stored_times
 from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
-from workflows.plan_execute import MAX_STEPS
 from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 
 GOAL = "Plan a weekend in Kraków"
