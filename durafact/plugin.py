@@ -6,7 +6,9 @@
 
 On a client it installs durafact's data converter: pydantic, the AES-GCM payload
 codec when keys are configured, and external storage for large payloads
-(durafact/runtime/codec.py, durafact/runtime/payloads.py). On a worker it adds the
+(durafact/runtime/codec.py, durafact/runtime/payloads.py), and asks a query again when
+the worker that answered it lost a replay race with the run's close
+(durafact/runtime/query_retry.py). On a worker it adds the
 activities (`request_model`, `search_source`, `resolve_ref`, `list_tools`,
 `call_tool`, and the chat's `read_reply`), the ready workflows unless
 `builtins=False`, the recipes of the modules it is given, the sandbox pass-through
@@ -53,6 +55,7 @@ from durafact.runtime.endpoints import Endpoint, configured_endpoints
 from durafact.runtime.handoff import HandoffInterceptor
 from durafact.runtime.payloads import PayloadStore, store_from_env
 from durafact.runtime.prices import prices_from_env
+from durafact.runtime.query_retry import QueryRetry
 from durafact.runtime.registry import Registry, load_registry, recipe_modules
 from durafact.runtime.search_attributes import require_search_attributes
 from durafact.runtime.settings import DEFAULT_MODEL
@@ -160,7 +163,9 @@ class DurafactPlugin(SimplePlugin):
         content = env.get(TRACE_CONTENT_ENV, "") == "1"
         self._tracing = interceptors(self.tracing, self.model, content) if self.tracing else []
         self._kits: list[WorkerKit] = []
-        super().__init__(NAME, data_converter=self._converter, interceptors=self._tracing[:1])
+        super().__init__(
+            NAME, data_converter=self._converter, interceptors=[*self._tracing[:1], QueryRetry()]
+        )
 
     @functools.cached_property
     def registry(self) -> Registry:

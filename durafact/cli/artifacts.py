@@ -11,7 +11,6 @@ its earlier runs' artifacts in those runs: the latest run's ledger names each
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from datetime import timedelta
 from typing import Any
@@ -25,9 +24,6 @@ from durafact.cli.output import Unanswered, indent, say, say_json, state_name
 from durafact.ledger import Ledger
 from durafact.runtime.codec import PayloadDecryptError
 from workflows.react_long import EarlierRun
-
-# The worker's code for a nondeterminism error (a replay that took another path).
-NONDETERMINISM = "[TMPRL1100]"
 
 
 async def artifacts(client: Any, workflow_id: str, as_json: bool, run_id: str | None = None) -> int:
@@ -73,18 +69,7 @@ async def read_ledger(
 
 
 async def query_ledger(handle: Any, rpc_timeout: timedelta | None = None) -> Ledger:
-    """The `artifacts` query, asked again once if the worker reports nondeterminism.
-
-    A query that reaches the worker just as it lets go of a run that has just closed
-    can fail to replay it (sdk-core's race, temporalio/sdk-rust#198; seen once in a
-    CI run, on `artifacts` asked right after the result). The second answer comes
-    from a fresh replay. A history that truly does not replay fails both times."""
-    try:
-        return await handle.query("artifacts", result_type=Ledger, rpc_timeout=rpc_timeout)
-    except WorkflowQueryFailedError as exc:
-        if NONDETERMINISM not in str(exc):
-            raise
-    await asyncio.sleep(0.2)
+    """The `artifacts` query (asked again on a worker's replay race: QueryRetry)."""
     return await handle.query("artifacts", result_type=Ledger, rpc_timeout=rpc_timeout)
 
 

@@ -81,7 +81,7 @@ async def wait_and_print(
             if watch and not outcome.done():
                 await watch.poll()
         if feed:
-            await feed.poll()  # the announcements made since the last poll
+            await feed.poll(final=True)  # the announcements made since the last poll
         value = outcome.result()
     except WorkflowFailureError as exc:
         state = (await handle.describe()).status
@@ -190,9 +190,14 @@ class ProgressFeed:
         self.offset = 0
         self.before = [(a.kind, a.status, a.message) for a in before]
 
-    async def poll(self) -> None:
+    async def poll(self, final: bool = False) -> None:
+        """Print what was announced since the last poll. `final`: the run has ended,
+        so an unanswered query leaves lines out for good: say so."""
         page = await progress_page(self.handle, self.offset)
         if page is None:
+            if final:
+                status = f"durafact status {quoted(self.handle.id)}"
+                say(f"  (the last announcements were not read; they are in {status})")
             return
         for event in page.events:
             label = f"  [{event.status}] "

@@ -12,13 +12,9 @@ import json
 import uuid
 from pathlib import Path
 
-import pytest
-from temporalio import workflow
-from temporalio.client import Client, WorkflowQueryFailedError
-from temporalio.worker import Worker
+from temporalio.client import Client
 
 from durafact.answer_flow import AnswerResult
-from durafact.cli.artifacts import query_ledger
 from durafact.ledger import Ledger
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
@@ -243,38 +239,3 @@ async def test_artifacts_of_a_loop_that_continued_as_new_names_and_shows_each_ru
     assert old.code == 0, old.err
     assert old.out.startswith(f"workflow {handle.id} (ReActWorkflow): CONTINUED_AS_NEW; ")
     assert f"obs:{q}:1:0 (Observation, version 1)\n  text:  3" in old.out
-
-
-# Counts the runs of `Unsteady`'s code in this process: it takes another path each time.
-UNSTEADY_RUNS = [0]
-
-
-@workflow.defn(sandboxed=False)
-class Unsteady:
-    """A workflow with a real nondeterminism: its first run sleeps, each replay does not."""
-
-    @workflow.run
-    async def run(self) -> None:
-        UNSTEADY_RUNS[0] += 1
-        if UNSTEADY_RUNS[0] == 1:
-            await workflow.sleep(0.01)
-
-    @workflow.query
-    def artifacts(self) -> Ledger:
-        return Ledger()
-
-
-async def test_a_history_that_does_not_replay_fails_the_query_after_one_retry(
-    client: Client, settings: Settings
-) -> None:
-    # query_ledger asks twice when the worker reports nondeterminism (a race it can
-    # lose on a run that has just closed); a real one must still fail, both times.
-    UNSTEADY_RUNS[0] = 0
-    async with Worker(client, task_queue=settings.task_queue, workflows=[Unsteady]):
-        handle = await client.start_workflow(
-            Unsteady.run, id=f"unsteady-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue
-        )
-        await handle.result()
-        with pytest.raises(WorkflowQueryFailedError, match=r"\[TMPRL1100\] Nondeterminism"):
-            await query_ledger(handle)
-    assert UNSTEADY_RUNS[0] == 3  # the run, then a replay for each of the two queries
