@@ -4,6 +4,7 @@ live server: what a person does with runs, approvals and chats."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +12,9 @@ import httpx
 from playwright.async_api import BrowserContext, Page, expect
 from temporalio.client import Client
 
+from durafact.cli.chat import open_chat
 from durafact.ids import message_id, react_run
+from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import (
@@ -29,7 +32,7 @@ from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
 from tests.workflows.test_react import act, turns
 from tests.workflows.test_steer import chat_with_calculator
 from tests.workflows.test_supervisor import REQUEST, specialist
-from workflows.chat import STOPPED_REPLY
+from workflows.chat import STOPPED_REPLY, ChatInput
 
 QUARTER = "What is a quarter of 12 euros?"
 MARKUP = "<script>alert(1)</script><img src=x onerror=alert(2)> and <b>bold</b>"
@@ -414,3 +417,19 @@ async def test_a_note_from_the_run_page_reaches_the_agents_next_call_and_cancel_
     ledger = (await http.get(f"/api/runs/{workflow_id}/artifacts")).json()
     (cancellation,) = [a for a in ledger["artifacts"] if a["id"] == "cancellation"]
     assert cancellation["data"]["reason"] == "the cents are enough"
+
+
+async def test_a_chat_page_opened_before_its_worker_answers_fills_in_once_it_does(
+    console: BrowserContext, client: Client, served: Served
+) -> None:
+    # A chat on a queue that no worker polls yet: its queries go unanswered (503).
+    late = served.settings.model_copy(update={"task_queue": f"late-{uuid.uuid4().hex[:8]}"})
+    chat = f"chat-{uuid.uuid4().hex[:8]}"
+    await open_chat(client, late, chat, ChatInput())
+    page = await console.new_page()
+    await page.goto(f"/chats/{chat}")
+    await expect(page.locator("#problem")).to_contain_text(f"chat {chat}", timeout=15_000)
+
+    async with build_worker(client, late):
+        await expect(page.locator("#memory p").first).to_contain_text("0 turns", timeout=15_000)
+    await expect(page.locator("#problem")).to_be_hidden()

@@ -3,7 +3,7 @@
 // durable reply the update returns; the memory and the transcript beside it. While a
 // turn is answered, Stop ends it (the update `stop`) and "Steer this turn" sends the
 // message with `steer: true`, into that turn before its next model call.
-import { api, follow, h, page, showProblem } from "/static/console/console.js";
+import { ApiError, api, follow, h, page, showProblem } from "/static/console/console.js";
 
 const id = document.body.dataset.id;
 const path = `/api/chats/${encodeURIComponent(id)}`;
@@ -125,6 +125,23 @@ async function showMemory() {
   return page;
 }
 
+// The chat's queries are answered by its worker, which a busy (or stopped) one may not
+// do within the API's query timeout: 503 NoWorkerAnswered. The first view is asked for
+// again every second, with the reason shown meanwhile, until it comes.
+async function firstView() {
+  for (;;) {
+    try {
+      const transcript = await showMemory();
+      showProblem(null);
+      return transcript;
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 503)) throw error;
+      showProblem(error);
+      await new Promise((done) => setTimeout(done, 1000));
+    }
+  }
+}
+
 // Whether the transcript ends inside a turn: its last line is not a finished reply.
 function inATurn(lines) {
   const last = lines[lines.length - 1];
@@ -136,7 +153,7 @@ page(async () => {
   document.getElementById("title").textContent = id;
   document.getElementById("send-form").onsubmit = send;
   document.getElementById("stop").onclick = stopTurn;
-  const transcript = await showMemory();
+  const transcript = await firstView();
   messages.replaceChildren(
     ...transcript.lines
       .filter((line) => (line.role === "user" || line.role === "assistant") && line.content)
