@@ -59,28 +59,19 @@ async def closed_run(client: Client, settings: Settings, run: Any) -> WorkflowHa
     return handle
 
 
+@pytest.mark.parametrize("asker", ["test server's client", "DurafactPlugin client"])
 async def test_a_replay_that_fails_once_is_asked_again_and_answered(
-    client: Client, settings: Settings
+    client: Client, settings: Settings, asker: str
 ) -> None:
     RUNS["once"] = 0
     async with Worker(client, task_queue=settings.task_queue, workflows=[StumblesOnce]):
         handle = await closed_run(client, settings, StumblesOnce.run)
+        if asker == "DurafactPlugin client":  # as the command line's and the API's are
+            target = client.service_client.config.target_host
+            plugged = await Client.connect(target, plugins=[DurafactPlugin(env={})])
+            handle = plugged.get_workflow_handle(handle.id)
         assert await handle.query(StumblesOnce.answer) == "steady"
     assert RUNS["once"] == 3  # the run, the replay that failed, the one that answered
-
-
-async def test_a_client_with_durafact_plugin_asks_again_too(
-    client: Client, settings: Settings
-) -> None:
-    # The command line's and the API's clients are made this way.
-    RUNS["once"] = 0
-    plugged = await Client.connect(
-        client.service_client.config.target_host, plugins=[DurafactPlugin(env={})]
-    )
-    async with Worker(client, task_queue=settings.task_queue, workflows=[StumblesOnce]):
-        handle = await closed_run(client, settings, StumblesOnce.run)
-        assert await plugged.get_workflow_handle(handle.id).query(StumblesOnce.answer) == "steady"
-    assert RUNS["once"] == 3
 
 
 async def test_a_history_that_does_not_replay_fails_the_query_after_every_attempt(
