@@ -57,9 +57,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durafact.plugin import DurafactPlugin
-from durafact.runtime.query_retry import QueryRetry
 from durafact.runtime.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact.runtime.endpoints import Endpoint
+from durafact.runtime.query_retry import QueryRetry
 from workflows.recipe import SEARCH_ATTRIBUTES
 
 
