@@ -497,6 +497,9 @@ def person() -> str:
 
 
 async def describe(handle: Any) -> Any:
+    # Temporal's own answer to an empty id is an InvalidArgument about a missing field.
+    if not handle.id:
+        raise NotFound("no workflow with an empty id")
     try:
         return await handle.describe()
     except RPCError as exc:

@@ -174,6 +174,8 @@ async def test_an_id_in_use_is_409_and_an_unknown_id_is_404(
         gone = await http.get(f"/api/runs/nobody-{uuid.uuid4().hex[:6]}{path}")
         assert error_of(gone, 404)["type"] == "NotFound"
     assert error_of(await http.post("/api/runs/nobody/cancel"), 404)["type"] == "NotFound"
+    empty = await http.get("/api/runs/")  # the one-run route with nothing after the slash
+    assert error_of(empty, 404)["message"] == "no workflow with an empty id"
     await http.post(f"/api/runs/{workflow_id}/cancel")
 
 
