@@ -80,6 +80,12 @@ class ApprovalQuestion(BaseModel):
         default_factory=list,
         description="The scopes an answer may `remember` (tool questions only).",
     )
+    tool: str | None = Field(default=None, description="A tool question: the tool it would run.")
+    arguments_hash: str | None = Field(
+        default=None,
+        description="A tool question: the hash of the call's arguments, as a `call` "
+        "decision that covers it holds.",
+    )
 
 
 class ApprovalPolicy(BaseModel):

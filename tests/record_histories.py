@@ -555,6 +555,37 @@ async def chat_stopped(client: Client, model: ScriptedModel) -> str:
     return "chat_stopped"
 
 
+async def react_settled(client: Client, model: ScriptedModel) -> str:
+    """A native turn asks for three calculator calls at once under an `ask` rule: the
+    first answer, remembered for its call, settles the second (the same call), and a
+    person answers the third (the patch durafact-remembered-settles-covered)."""
+    same = ("calculator", {"expression": "6 * 7"})
+
+    def reply(call: Call) -> str | ToolCalls:
+        if call.messages[-1].get("role") == "tool":
+            return "42, 42 and 2"
+        return ToolCalls([same, same, ("calculator", {"expression": "1 + 1"})])
+
+    model.reply(reply)
+    handle = await client.start_workflow(
+        ReActWorkflow.run,
+        ReActInput(
+            question="Six sevens, twice, and one plus one?",
+            protocol="native",
+            tool_policy={"rules": [{"action": "ask", "tool": "calculator"}]},
+        ),
+        id="react_settled",
+        task_queue=QUEUE,
+    )
+    for count, remember in ((3, "call"), (1, None)):
+        while len(waiting := await handle.query(ReActWorkflow.pending_questions)) != count:
+            await asyncio.sleep(0.05)
+        answer = ApprovalAnswer(question_id=waiting[0].id, approved=True, remember=remember)
+        await handle.execute_update(ReActWorkflow.decide, answer)
+    await handle.result()
+    return "react_settled"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -578,6 +609,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_react_over_budget,
     react_steered,
     chat_stopped,
+    react_settled,
 ]
 
 

@@ -536,6 +536,8 @@ class RecipeContext:
         settable: Sequence[str] = (),
         rule: str | None = None,
         remember: Sequence[RememberScope] = (),
+        tool: str | None = None,
+        arguments_hash: str | None = None,
     ) -> ApprovalOutcome:
         """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
 
@@ -546,10 +548,17 @@ class RecipeContext:
         timeout the policy rejects ("timed out"), or escalates to a question of kind
         `escalate` that has its own timeout and then rejects. `settable`: what an
         approval may set (`ApprovalQuestion.settable`); `rule`: which policy rule asks
-        (a tool question); `remember`: the scopes an answer may remember.
+        (a tool question); `remember`: the scopes an answer may remember; `tool` and
+        `arguments_hash`: the call a tool question is about.
         """
         policy = policy or ApprovalPolicy()
-        asking = {"settable": list(settable), "rule": rule, "remember": list(remember)}
+        asking = {
+            "settable": list(settable),
+            "rule": rule,
+            "remember": list(remember),
+            "tool": tool,
+            "arguments_hash": arguments_hash,
+        }
         question = self._open_question(thread, text, kind, **asking)
         outcome = await self._wait_for_answer(question, policy.timeout)
         if outcome is None and policy.on_timeout == "escalate":
@@ -611,6 +620,8 @@ class RecipeContext:
         settable: Sequence[str] = (),
         rule: str | None = None,
         remember: Sequence[RememberScope] = (),
+        tool: str | None = None,
+        arguments_hash: str | None = None,
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
         typeable = patched(TYPEABLE_APPROVAL_IDS)
@@ -624,6 +635,8 @@ class RecipeContext:
             settable=list(settable),
             rule=rule,
             remember=list(remember),
+            tool=tool,
+            arguments_hash=arguments_hash,
         )
         self.ledger.create(question.id, question)
         if escalates:

@@ -7,7 +7,9 @@ runs the call, `deny` refuses it without asking anyone ("denied by policy: RULE"
 did; else it asks a person (`ctx.ask_approval` on the run's tool thread, the question
 naming the rule that asked). An answer that says `remember` becomes such an artifact:
 who answered, when, the scope, the tool, the argument hash, the verdict and the
-question.
+question. The calls of one native turn are gated at once, so a question for a call
+that such an answer covers may be waiting beside it: it is answered with the same
+verdict, by the decision (`settle_covered`), instead of waiting for a person.
 
 A run holds the decisions it was given (`hold_remembered`: a PlanReAct parent's, a
 chat's earlier runs') in its ledger too, so every decision the run follows is there.
@@ -20,7 +22,7 @@ from typing import NamedTuple
 
 from temporalio import workflow
 
-from durafact.approval import ApprovalPolicy, ApprovalQuestion, RememberScope
+from durafact.approval import ApprovalAnswer, ApprovalPolicy, ApprovalQuestion, RememberScope
 from durafact.ledger import Ledger
 from durafact.react import not_approved_message
 from durafact.tool_policy import (
@@ -32,6 +34,10 @@ from durafact.tool_policy import (
 )
 from durafact.tools import ToolCall
 from workflows.recipe import RecipeContext
+
+# Runs started since this patch answer the questions waiting beside a remembered answer
+# that covers them (see `settle_covered`); older runs kept asking a person.
+SETTLES_COVERED = "durafact-remembered-settles-covered"
 
 
 class Refusal(NamedTuple):
@@ -70,15 +76,22 @@ async def gate_tool_call(
         )
         reason = known.reason or f"rejected in {known.question_id}"
         return None if known.approved else Refusal("NotApproved", not_approved_message(reason))
+    digest = arguments_hash(call.arguments)
     outcome = await ctx.ask_approval(
-        thread, question, approval, rule=decision.rule, remember=remember
+        thread,
+        question,
+        approval,
+        rule=decision.rule,
+        remember=remember,
+        tool=call.name,
+        arguments_hash=digest,
     )
     if outcome.remember is not None:
         answer = ctx.ledger.get(outcome.question_id).typed(ApprovalQuestion).data.answer
         rule = RememberedDecision(
             scope=outcome.remember,
             tool=call.name,
-            arguments_hash=arguments_hash(call.arguments) if outcome.remember == "call" else None,
+            arguments_hash=digest if outcome.remember == "call" else None,
             approved=outcome.approved,
             reason=outcome.reason,
             by=answer.by if answer else "",
@@ -87,9 +100,28 @@ async def gate_tool_call(
         )
         hold_remembered(ctx.ledger, [rule])
         ctx.announce(f"remembered as {rule.id}", kind="remembered")
+        settle_covered(ctx, rule)
     if outcome.approved:
         return None
     return Refusal("NotApproved", not_approved_message(outcome.reason))
+
+
+def settle_covered(ctx: RecipeContext, rule: RememberedDecision) -> None:
+    """Answer, with `rule`'s verdict, every waiting tool question whose call it covers:
+    the other calls of the turn `rule` was made in, asked at the same time."""
+    covered = [
+        q
+        for q in ctx.pending_questions()
+        if q.tool is not None and rule.covers(q.tool, q.arguments_hash or "")
+    ]
+    if not covered or not workflow.patched(SETTLES_COVERED):
+        return
+    for question in covered:
+        reason = rule.reason or ("" if rule.approved else f"rejected in {rule.question_id}")
+        answer = ApprovalAnswer(
+            question_id=question.id, approved=rule.approved, reason=reason, by=rule.id
+        )
+        ctx.receive_answer(answer)
 
 
 def remembered(ledger: Ledger) -> list[RememberedDecision]:

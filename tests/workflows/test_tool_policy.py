@@ -166,6 +166,49 @@ async def test_remember_tool_passes_any_arguments_in_this_run_only(
     assert DELETED == ["/tmp/1", "/tmp/2"] and len(await asked(again)) == 1
 
 
+async def all_waiting(handle: WorkflowHandle, count: int) -> list[ApprovalQuestion]:
+    """The questions that wait, once `count` of them do (polls `pending_questions`)."""
+    for _ in range(600):
+        waiting = await handle.query("pending_questions", result_type=list[ApprovalQuestion])
+        if len(waiting) == count:
+            return waiting
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{count} questions never waited together in {handle.id}")
+
+
+@pytest.mark.parametrize("approved", [True, False])
+async def test_a_remembered_answer_settles_the_same_call_waiting_beside_it(
+    client: Client, policy_worker: Settings, model: ScriptedModel, approved: bool
+) -> None:
+    """A native turn asks for three deletions at once: a, a, b. The answer to the first
+    question, remembered for that call, answers the second (the same call) as well,
+    by the decision; the third (other arguments) still waits for a person."""
+    a, b = "/tmp/a", "/tmp/b"
+    calls = ToolCalls(
+        [("delete_file", {"path": a}), ("delete_file", {"path": a}), ("delete_file", {"path": b})]
+    )
+    model.reply(turns(calls, "done"))
+    handle = await start(client, policy_worker, "Tidy up", protocol="native")
+    first, second, third = await all_waiting(handle, 3)
+    assert [q.arguments_hash for q in (first, second, third)] == [
+        arguments_hash({"path": path}) for path in (a, a, b)
+    ]
+    await decide(handle, first, approved=approved, remember="call")
+    (still,) = await all_waiting(handle, 1)
+    assert still.id == third.id
+    await decide(handle, third)
+    result: ReActResult = await asyncio.wait_for(handle.result(), timeout=60)
+
+    (rule,) = rules_of(await ledger_of(handle))
+    settled = {q.id: q for q in await asked(handle)}[second.id]
+    assert settled.status == ("approved" if approved else "rejected")
+    assert settled.answer is not None and settled.answer.by == rule.id
+    assert [c.ok for c in result.tool_calls] == [approved, approved, True]
+    assert ([a, a, b] if approved else [b]) == DELETED
+    why = "" if approved else f": rejected in {first.id}"
+    assert f"{second.id} {settled.status} by {rule.id}{why}" in await announced(handle, "approval")
+
+
 async def test_deny_never_calls_the_tool_and_asks_nobody(
     client: Client, policy_worker: Settings, model: ScriptedModel
 ) -> None:
