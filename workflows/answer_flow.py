@@ -109,10 +109,10 @@ from workflows.recipe import (
     Recipe,
     RecipeContext,
     RecipeSettings,
-    patched,
     reraise_cancellation,
 )
 from workflows.spending import OVER_BUDGET
+from workflows.versions import patched
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")

@@ -59,11 +59,11 @@ from workflows.recipe import (
     Recipe,
     RecipeContext,
     RecipeSettings,
-    patched,
     quote,
     stamp,
     subject_text,
 )
+from workflows.versions import patched
 
 G = TypeVar("G", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)

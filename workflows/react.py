@@ -170,8 +170,9 @@ from workflows.react_long import (
     resume,
 )
 from workflows.react_search import SEARCH_SOURCES, search_sources, search_sources_spec
-from workflows.recipe import BASELINE, Recipe, RecipeContext, RecipeSettings, subject_text
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
 from workflows.tool_gate import gate_tool_call, hold_remembered, remembered
+from workflows.versions import BASELINE
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")

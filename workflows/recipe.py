@@ -13,15 +13,15 @@ Budget. Every recipe's settings have a `budget` (`RecipeSettings`); `ctx.spendin
 `over_budget` or asks a person, as the budget says.
 
 Human approval. `await ctx.ask_approval(thread, text, policy)` asks a person and
-waits durably for the answer; every recipe workflow takes answers through the
-signal `answer` (fire and forget) and the update `decide` (returns the outcome,
-and its validator refuses a bad answer before anything is written to history),
-and lists what waits through the query `pending_questions`. The questions live
-in the ledger as `approval:{thread}:{n}` artifacts, and only there: a handler
-applies an answer to its question at once, and the waiting `ask_approval` sees
-the question closed. So an answer is never lost between its arrival and the
-wait, while an answer for a question not asked yet (an unknown id, or no id
-while nothing is pending) is refused like any other bad answer: the signal
+waits durably for the answer (workflows/approvals.py); every recipe workflow takes
+answers through the signal `answer` (fire and forget) and the update `decide`
+(returns the outcome, and its validator refuses a bad answer before anything is
+written to history), and lists what waits through the query `pending_questions`.
+The questions live in the ledger as `approval:{thread}:{n}` artifacts, and only
+there: a handler applies an answer to its question at once, and the waiting
+`ask_approval` sees the question closed. So an answer is never lost between its
+arrival and the wait, while an answer for a question not asked yet (an unknown id,
+or no id while nothing is pending) is refused like any other bad answer: the signal
 drops it with a warning announcement, the update fails at the caller.
 """
 
@@ -45,26 +45,18 @@ from temporalio.exceptions import (
 )
 
 from durafact.approval import (
-    TIMED_OUT,
     ApprovalAnswer,
-    ApprovalKind,
     ApprovalOutcome,
-    ApprovalPolicy,
     ApprovalQuestion,
-    RememberScope,
-    validate_answer,
 )
 from durafact.budget import Budget
 from durafact.ids import (
     CANCELLATION_ID,
     OPAQUE_IDS_MEMO,
     activity_id,
-    approval_id,
     fallback_id,
-    long_approval_id,
     opaque_id,
     prompt_id,
-    text_key,
 )
 from durafact.ledger import Ledger
 from durafact.llm import (
@@ -86,7 +78,9 @@ from durafact.llm import (
 from durafact.sources import DEFAULT_ENDPOINT
 from durafact.text import shorten
 from durafact.tools import ToolSpec
-from workflows.spending import BUDGET_THREAD, OVER_BUDGET, Spending, spent_of, with_spent
+from workflows.approvals import Approvals
+from workflows.spending import OVER_BUDGET, Spending, spent_of, with_spent
+from workflows.versions import patched
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
@@ -107,21 +101,10 @@ FINAL_USAGE = "durafact-final-usage"
 # A message at least this long that an earlier call of the run sent goes by reference
 # (`RecipeContext.sent_once`); a reference costs about 40 characters.
 REPEAT_MIN_CHARS = 120
-# Runs started since this patch name questions with `approval_id`, short enough to type;
-# older runs keep the ids they were asked with (`long_approval_id`).
-TYPEABLE_APPROVAL_IDS = "durafact-typeable-approval-ids"
 # Runs started since this patch end a cancellation with the status `canceled` and the
 # reason in the ledger; older runs closed CANCELED with their last status.
 CANCELED_STATUS = "durafact-canceled-status"
 CANCELED = "canceled"
-# Runs started since this patch took the new path of every patch above and of the other
-# recipes' patches (see `patched`): a patch costs a new run a marker event and an upsert
-# of TemporalChangeVersion, about 1.1 KB of history, and a short run paid that once per
-# patch. The patches made after it are checked with `workflow.patched` as usual, or may
-# be folded into a later baseline of their own the same way.
-BASELINE = "durafact-baseline-2026-12"
-# DurafactStatus while any question waits: what `starter.py pending` lists.
-AWAITING_APPROVAL = "awaiting_approval"
 # The kind of the announcement that a model call was answered by a fallback endpoint.
 FALLBACK = "fallback"
 # The error type of an answer the `decide` update refuses.
@@ -302,7 +285,7 @@ class ModelCalls:
         return messages
 
 
-class RecipeContext:
+class RecipeContext(Approvals):
     """The handle a recipe's hooks get: the ledger, model calls, progress and status."""
 
     def __init__(
@@ -525,177 +508,6 @@ class RecipeContext:
             )
         return updates
 
-    # --- human approval ---------------------------------------------------------------
-
-    async def ask_approval(
-        self,
-        thread: str,
-        text: str,
-        policy: ApprovalPolicy | None = None,
-        kind: ApprovalKind = "approve",
-        settable: Sequence[str] = (),
-        rule: str | None = None,
-        remember: Sequence[RememberScope] = (),
-        tool: str | None = None,
-        arguments_hash: str | None = None,
-    ) -> ApprovalOutcome:
-        """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
-
-        The question is `approval:{thread}:{n}`, n one past the thread's questions so
-        far: asking again after a rejection continues the thread's chain. While it
-        waits, DurafactStatus is `awaiting_approval`; once answered it is `approved` or
-        `rejected` (unless another question asked at the same time still waits). On
-        timeout the policy rejects ("timed out"), or escalates to a question of kind
-        `escalate` that has its own timeout and then rejects. `settable`: what an
-        approval may set (`ApprovalQuestion.settable`); `rule`: which policy rule asks
-        (a tool question); `remember`: the scopes an answer may remember; `tool` and
-        `arguments_hash`: the call a tool question is about.
-        """
-        policy = policy or ApprovalPolicy()
-        asking = {
-            "settable": list(settable),
-            "rule": rule,
-            "remember": list(remember),
-            "tool": tool,
-            "arguments_hash": arguments_hash,
-        }
-        question = self._open_question(thread, text, kind, **asking)
-        outcome = await self._wait_for_answer(question, policy.timeout)
-        if outcome is None and policy.on_timeout == "escalate":
-            self.ledger.update(question.id, status="timed_out")
-            escalation = self._open_question(thread, text, "escalate", escalates=question, **asking)
-            self.announce(
-                f"{question.id} timed out; escalated to {escalation.id}", kind="escalation"
-            )
-            question = escalation
-            outcome = await self._wait_for_answer(question, policy.escalation_timeout)
-        if outcome is None:
-            outcome = self._close(
-                question,
-                ApprovalAnswer(approved=False, reason=TIMED_OUT, by="timeout"),
-                status="timed_out",
-            )
-        self._settle(outcome)
-        return outcome
-
-    def approval_history(self, thread: str) -> list[ApprovalQuestion]:
-        """Every question of `thread`, first to last, however each ended."""
-        key = text_key(thread)
-        return [q for q in self._questions() if text_key(q.thread) == key]
-
-    def pending_questions(self) -> list[ApprovalQuestion]:
-        """The questions that wait for an answer, oldest first."""
-        return [q for q in self._questions() if q.status == "pending"]
-
-    def receive_answer(self, answer: ApprovalAnswer) -> ApprovalOutcome:
-        """Apply a person's answer to its question now; ValueError when it cannot be taken.
-
-        What the `answer` signal and the `decide` update do: the waiting
-        `ask_approval` then finds its question closed.
-        """
-        question = self.check_answer(answer)
-        status = "approved" if answer.approved else "rejected"
-        return self._close(question, answer, status=status)
-
-    def check_answer(self, answer: ApprovalAnswer) -> ApprovalQuestion:
-        """The question `answer` would close, or ValueError: reads state, changes nothing.
-        An approval of a budget question must extend the budget it asks about."""
-        question = validate_answer(self._questions(), answer)
-        if question.thread == BUDGET_THREAD and answer.approved:
-            self.spending.check_extension(answer.changes)
-        return question
-
-    def _questions(self) -> list[ApprovalQuestion]:
-        return [a.data for a in self.ledger.find_all(ApprovalQuestion)]
-
-    def _question(self, question_id: str) -> ApprovalQuestion:
-        return self.ledger.get(question_id).typed(ApprovalQuestion).data
-
-    def _open_question(
-        self,
-        thread: str,
-        text: str,
-        kind: ApprovalKind,
-        escalates: ApprovalQuestion | None = None,
-        settable: Sequence[str] = (),
-        rule: str | None = None,
-        remember: Sequence[RememberScope] = (),
-        tool: str | None = None,
-        arguments_hash: str | None = None,
-    ) -> ApprovalQuestion:
-        n = len(self.approval_history(thread)) + 1
-        typeable = patched(TYPEABLE_APPROVAL_IDS)
-        question = ApprovalQuestion(
-            id=approval_id(thread, n) if typeable else long_approval_id(thread, n),
-            thread=thread,
-            n=n,
-            kind=kind,
-            text=text,
-            escalates=escalates.id if escalates else None,
-            settable=list(settable),
-            rule=rule,
-            remember=list(remember),
-            tool=tool,
-            arguments_hash=arguments_hash,
-        )
-        self.ledger.create(question.id, question)
-        if escalates:
-            self.ledger.link(question.id, "escalates", escalates.id)
-        if self.status != AWAITING_APPROVAL:
-            self.set_status(AWAITING_APPROVAL, f"awaiting approval of {question.id}")
-        self.announce(f"{question.id} ({kind}): {text}", kind="question")
-        return question
-
-    async def _wait_for_answer(
-        self, question: ApprovalQuestion, timeout: timedelta | None
-    ) -> ApprovalOutcome | None:
-        """The outcome once the question is closed; None when `timeout` passed first."""
-
-        def closed() -> bool:
-            return self._question(question.id).status != "pending"
-
-        try:
-            await workflow.wait_condition(
-                closed, timeout=timeout, timeout_summary=f"approval timeout: {question.id}"
-            )
-        except TimeoutError:  # asyncio.TimeoutError is TimeoutError on 3.11
-            # An answer that came in the same workflow task as the timer still counts.
-            if not closed():
-                return None
-        return self._outcome(self._question(question.id))
-
-    def _close(
-        self, question: ApprovalQuestion, answer: ApprovalAnswer, status: str
-    ) -> ApprovalOutcome:
-        answer = answer.model_copy(update={"question_id": question.id})
-        closed = question.model_copy(update={"status": status, "answer": answer})
-        self.ledger.update(question.id, closed)
-        return self._outcome(closed)
-
-    @staticmethod
-    def _outcome(question: ApprovalQuestion) -> ApprovalOutcome:
-        answer = question.answer
-        assert answer is not None, f"{question.id} was closed without an answer"
-        return ApprovalOutcome(
-            question_id=question.id,
-            approved=answer.approved,
-            reason=answer.reason,
-            changes=dict(answer.changes),
-            timed_out=question.status == "timed_out",
-            remember=answer.remember,
-        )
-
-    def _settle(self, outcome: ApprovalOutcome) -> None:
-        verdict = "approved" if outcome.approved else "rejected"
-        by = self._question(outcome.question_id).answer
-        who = f" by {by.by}" if by and by.by and not outcome.timed_out else ""
-        reason = f": {outcome.reason}" if outcome.reason else ""
-        changed = f" (changes: {', '.join(outcome.changes)})" if outcome.changes else ""
-        self.announce(f"{outcome.question_id} {verdict}{who}{reason}{changed}", kind="approval")
-        # While another question (asked concurrently) waits, the run stays awaiting.
-        if not self.pending_questions():
-            self.set_status(verdict)
-
 
 def run_cancelled(exc: BaseException) -> bool:
     """Whether `exc` is Temporal's cancellation of this run (directly, or as the cause
@@ -706,13 +518,6 @@ def run_cancelled(exc: BaseException) -> bool:
         and workflow.cancellation_reason() is not None
         and patched(CANCELED_STATUS)
     )
-
-
-def patched(patch_id: str) -> bool:
-    """`workflow.patched(patch_id)` for a patch older than BASELINE: true, with no marker
-    of its own, in a run that has BASELINE's. `Recipe.execute` asks for BASELINE first,
-    so a run's answer is fixed as it starts (the SDK remembers it for the run)."""
-    return workflow.patched(BASELINE) or workflow.patched(patch_id)
 
 
 def reraise_cancellation(exc: BaseException) -> None:

@@ -81,11 +81,11 @@ from workflows.recipe import (
     Recipe,
     RecipeContext,
     RecipeSettings,
-    patched,
     quote,
     stamp,
     subject_text,
 )
+from workflows.versions import patched
 
 T = TypeVar("T", bound=BaseModel)
 D = TypeVar("D", bound=BaseModel)

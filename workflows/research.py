@@ -119,8 +119,9 @@ from durafact.skills import Skill, match_skills
 from durafact.sources import Doc, SourceError, SourceRef, SourceSpec
 from durafact.status_machine import StatusMachine
 from durafact.text import not_blank
-from workflows.recipe import Recipe, RecipeContext, RecipeSettings, patched, quote
+from workflows.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from workflows.sources import fan_out_sources, materialize_doc, source_spec
+from workflows.versions import patched
 
 TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
 Stage = Literal["search", "select", "resolve", "evidence", "claims"]

@@ -58,11 +58,11 @@ from durafact.cli.trouble import troubles
 from durafact.ledger import LedgerError
 from durafact.llm import Usage
 from durafact.steer import SteerNote, note_problem
+from workflows.approvals import AWAITING_APPROVAL
 from workflows.chat import ChatWorkflow
 from workflows.plan_react import PlanReActWorkflow
 from workflows.react import ReAct
 from workflows.recipe import (
-    AWAITING_APPROVAL,
     COST_ATTRIBUTE,
     RECIPE_ATTRIBUTE,
     STATUS_ATTRIBUTE,

@@ -45,10 +45,10 @@ from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 from durafact.steer import Steered, SteerNote
+from workflows.approvals import AWAITING_APPROVAL
 from workflows.chat import ChatWorkflow
 from workflows.plan_react import PlanReActWorkflow
 from workflows.recipe import (
-    AWAITING_APPROVAL,
     COST_ATTRIBUTE,
     FALLBACK,
     STATUS_ATTRIBUTE,

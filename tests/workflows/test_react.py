@@ -37,7 +37,8 @@ from tests.helpers import (
 )
 from workflows import ReActInput, ReActResult, ReActWorkflow
 from workflows.react_search import SEARCH_SOURCES
-from workflows.recipe import BASELINE, STATUS_ATTRIBUTE
+from workflows.recipe import STATUS_ATTRIBUTE
+from workflows.versions import BASELINE
 
 # --- tools of these tests -------------------------------------------------------------
 
