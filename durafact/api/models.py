@@ -71,6 +71,11 @@ class RunDetail(RunRow):
     questions: list[ApprovalQuestion] = Field(description="What waits for a person.")
     correctable: list[str] = Field(description="Facts a rejection may correct (`changes`).")
     troubles: list[str] = Field(description="What holds it: retried calls, a failing task.")
+    agents: list[RunRow] = Field(
+        default_factory=list,
+        description="A PlanReAct run's step agents (the child ReAct runs `{id}/{step}`), "
+        "first step first, from visibility.",
+    )
     takes_notes: bool = Field(
         description="Whether `POST /api/runs/{id}/steer` is for it while it runs: a ReAct "
         "run, or a PlanReAct run (the note goes to its current step's agent). A chat takes "

@@ -240,9 +240,24 @@ async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> Ru
         questions=questions,
         correctable=list(CORRECTABLE.get(description.workflow_type, ())),
         troubles=[t.line for t in await troubles(s.client, description)] if running else [],
+        agents=await step_agents(s, description),
         takes_notes=takes_notes(s, description.workflow_type),
         ui_url=s.settings.workflow_url(workflow_id, description.run_id),
     )
+
+
+async def step_agents(s: Services, description: Any) -> list[RunRow]:
+    """A PlanReAct run's step agents, first step first: the runs whose id is this run's
+    and a step's (`{id}/{step}`) started since this run did."""
+    recipe = s.registry.get(description.workflow_type)
+    if recipe is None or not issubclass(recipe.cls, PlanReActWorkflow):
+        return []
+    if '"' in description.id or "\\" in description.id:
+        return []  # cannot go into a visibility query as it is; the agents' pages still open
+    since = description.start_time.isoformat()
+    query = f'WorkflowId STARTS_WITH "{description.id}/" AND StartTime >= "{since}"'
+    agents = [row(e) async for e in s.client.list_workflows(query)]
+    return sorted(agents, key=lambda agent: agent.started_at)
 
 
 def takes_notes(s: Services, workflow_type: str) -> bool:

@@ -447,6 +447,16 @@ async def asking_in_a_step(http: httpx.AsyncClient, model: ScriptedModel) -> tup
     return workflow_id, agent, await asked_in_the_inbox(http, agent)
 
 
+async def agents_of(http: httpx.AsyncClient, workflow_id: str, count: int) -> list[dict]:
+    """The run's `agents`, once `count` of them are listed closed (visibility lags)."""
+    for _ in range(100):
+        agents = (await http.get(f"/api/runs/{workflow_id}")).json()["agents"]
+        if len(agents) == count and all(a["state"] != "RUNNING" for a in agents):
+            return agents
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id} never listed {count} closed agents: {agents}")
+
+
 async def test_a_step_agents_tool_question_is_answered_by_its_id_and_its_run_is_served(
     http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
@@ -478,6 +488,14 @@ async def test_a_step_agents_tool_question_is_answered_by_its_id_and_its_run_is_
     answer = child["result"]["answer_id"]
     tree = (await http.get(f"/api/runs/{agent}/provenance/{answer}")).json()
     assert tree["tree"]["id"] == answer
+    # The run lists its step agents, first step first, as visibility has them.
+    second = f"{workflow_id}/{step_id(PLAN_REACT_GOAL, 1)}"
+    assert [(a["id"], a["type"], a["state"]) for a in await agents_of(http, workflow_id, 2)] == [
+        (agent, "ReActWorkflow", "COMPLETED"),
+        (second, "ReActWorkflow", "COMPLETED"),
+    ]
+    assert (await http.get(f"/api/runs/{agent}")).json()["agents"] == []  # an agent has none
+
     events = await read_events(http, f"/api/runs/{quote(agent, safe='')}/events")
     assert [e.data["message"] for e in events if e.name == "approval"] == [
         f"{question['id']} approved by ann"

@@ -86,7 +86,7 @@ async def test_a_person_approves_in_the_inbox_and_watches_the_run_complete_on_it
 async def test_a_step_agents_question_is_answered_in_the_inbox_and_its_link_opens_its_page(
     console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
-    _, agent, asking = await asking_in_a_step(http, model)  # the agent's id holds '/'
+    workflow_id, agent, asking = await asking_in_a_step(http, model)  # the id holds '/'
     (question,) = asking["questions"]
     page = await console.new_page()
     await page.goto("/approvals")
@@ -102,6 +102,13 @@ async def test_a_step_agents_question_is_answered_in_the_inbox_and_its_link_open
         f"{question['id']} approved by web console"
     )
     await expect(page.locator("#answer")).to_contain_text("cleared")
+
+    # The run's page lists its step agents; each opens its own page.
+    await page.goto(f"/runs/{workflow_id}")
+    listed = page.locator(f'#agents li[data-id="{agent}"]')
+    await expect(listed).to_contain_text("COMPLETED", timeout=15_000)
+    await listed.get_by_role("link", name=agent).click()
+    await expect(page.locator("#title")).to_have_text(agent)
 
 
 async def test_rejecting_with_a_corrected_budget_rebuilds_and_asks_again_in_the_same_thread(

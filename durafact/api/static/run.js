@@ -1,6 +1,6 @@
 // A run's page: its status, live progress (SSE, resumed with Last-Event-ID), the
-// questions it waits on, Cancel with a reason, a note to a running agent (the update
-// `steer`), and once it ends the result, the artifacts and the provenance trees from
+// questions it waits on, a PlanReAct run's step agents, Cancel with a reason, a note to
+// a running agent (the update `steer`), and once it ends the result, the artifacts and the provenance trees from
 // the result down to its sources.
 import {
   api,
@@ -9,6 +9,7 @@ import {
   h,
   page,
   questionCard,
+  runLink,
   runPath,
   showProblem,
   when,
@@ -57,6 +58,20 @@ async function refresh() {
   if (run.questions.some((q) => !shown.has(q.id)) || run.questions.length !== shown.size) {
     $("questions").replaceChildren(...run.questions.map((q) => questionCard(run, q)));
   }
+  // A PlanReAct run's agents, one per step so far: each opens its own page.
+  $("agents-card").hidden = run.agents.length === 0;
+  $("agents").replaceChildren(
+    ...run.agents.map((agent) =>
+      h(
+        "li",
+        { "data-id": agent.id },
+        h("a", { href: runLink(agent.id) }, agent.id),
+        " ",
+        badge(agent.state),
+        agent.status ? [" ", badge(agent.status)] : null,
+      ),
+    ),
+  );
   if (run.result !== null || run.failure) showResult(run.result, run.failure);
   return run;
 }
