@@ -2,16 +2,16 @@
 answered it reports nondeterminism, up to four times over about 3 seconds.
 
 A query that reaches a worker just after a run has closed is answered by a replay of
-the run's history. Now and then that replay goes wrong: in the test suite, about once
-in a thousand runs, the worker replayed a finished plan as though the patch marker of
-its first workflow task were missing (`workflow.patched` false, so the replay upserted
-a search attribute where the history schedules an activity) and failed the query with
-`[TMPRL1100]`. The same history, fetched and replayed by a `Replayer`, replays cleanly,
-and the same query 0.3 s later was answered. A query changes nothing, so asking again
-is safe; a history that truly does not replay fails every time, and its error comes
-through after the last attempt. `DurafactPlugin` installs this on every client it
-configures (the command line's, the API's, yours) and `durafact.testing` on the test
-server's client.
+the run's history. Now and then that replay goes wrong: about once in a run of the
+test suite (which asks hundreds of such queries), the worker replayed a finished plan
+as though the patch marker of its first workflow task were missing (`workflow.patched`
+false, so the replay upserted a search attribute where the history schedules an
+activity) and failed the query with `[TMPRL1100]`. The same history, fetched and
+replayed by a `Replayer`, replays cleanly, and the same query 0.3 s later was
+answered. A query changes nothing, so asking again is safe; a history that truly does
+not replay fails every time, and its error comes through after the last attempt.
+`DurafactPlugin` installs this on every client it configures (the command line's, the
+API's, yours) and `durafact.testing` on the test server's client.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 // A run's page: its status, live progress (SSE, resumed with Last-Event-ID), the
 // questions it waits on, a PlanReAct run's step agents, Cancel with a reason, a note to
-// a running agent (the update `steer`), and once it ends the result, the artifacts and the provenance trees from
-// the result down to its sources.
+// a running agent (the update `steer`), and once it ends the result, the artifacts and
+// the provenance trees from the result down to its sources.
 import {
   api,
   badge,
