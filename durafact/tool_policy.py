@@ -226,6 +226,11 @@ class RememberedDecision(BaseModel):
     def id(self) -> str:
         return approval_rule_id(self.tool, self.scope, self.arguments_hash)
 
+    @property
+    def why(self) -> str:
+        """The reason its answer gave; a rejection without one names its question."""
+        return self.reason or ("" if self.approved else f"rejected in {self.question_id}")
+
     def covers(self, tool: str, arguments_hash: str) -> bool:
         if tool != self.tool:
             return False

@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from durafact.approval import ApprovalQuestion
-from durafact.cli.artifacts import query_ledger
+from durafact.cli.follow import query_ledger
 from durafact.ledger import Ledger
 from durafact.prices import ModelPrice, Prices
 from durafact.runtime.embedded import installed_binary
@@ -169,7 +169,7 @@ async def question_waiting(
 async def ledger_of(handle: WorkflowHandle[Any, Any]) -> Ledger:
     """The run's ledger, read with the `artifacts` query (a closed run's too): what a
     ready workflow's result names by `ArtifactRef`."""
-    return await query_ledger(handle)
+    return await query_ledger(handle, timeout=None)
 
 
 async def run_to_ledger(

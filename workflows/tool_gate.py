@@ -74,8 +74,7 @@ async def gate_tool_call(
             f"answered {known.question_id})",
             kind="remembered",
         )
-        reason = known.reason or f"rejected in {known.question_id}"
-        return None if known.approved else Refusal("NotApproved", not_approved_message(reason))
+        return None if known.approved else Refusal("NotApproved", not_approved_message(known.why))
     digest = arguments_hash(call.arguments)
     outcome = await ctx.ask_approval(
         thread,
@@ -117,9 +116,8 @@ def settle_covered(ctx: RecipeContext, rule: RememberedDecision) -> None:
     if not covered or not workflow.patched(SETTLES_COVERED):
         return
     for question in covered:
-        reason = rule.reason or ("" if rule.approved else f"rejected in {rule.question_id}")
         answer = ApprovalAnswer(
-            question_id=question.id, approved=rule.approved, reason=reason, by=rule.id
+            question_id=question.id, approved=rule.approved, reason=rule.why, by=rule.id
         )
         ctx.receive_answer(answer)
 

@@ -12,14 +12,13 @@ its earlier runs' artifacts in those runs: the latest run's ledger names each
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
 from typing import Any
 
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from durafact.cli.commands import describe
-from durafact.cli.follow import ARTIFACTS_TIMEOUT, unanswered
+from durafact.cli.follow import query_ledger, unanswered
 from durafact.cli.output import Unanswered, indent, say, say_json, state_name
 from durafact.ledger import Ledger
 from durafact.runtime.codec import PayloadDecryptError
@@ -62,15 +61,10 @@ async def read_ledger(
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     description = await describe(handle)
     try:
-        ledger = await query_ledger(handle, rpc_timeout=ARTIFACTS_TIMEOUT)
+        ledger = await query_ledger(handle)
     except (RPCError, WorkflowQueryFailedError, PayloadDecryptError) as exc:
         raise Unanswered(f"workflow {workflow_id}: {unanswered('artifacts', exc)}") from None
     return description, ledger
-
-
-async def query_ledger(handle: Any, rpc_timeout: timedelta | None = None) -> Ledger:
-    """The `artifacts` query (asked again on a worker's replay race: QueryRetry)."""
-    return await handle.query("artifacts", result_type=Ledger, rpc_timeout=rpc_timeout)
 
 
 def render(ledger: Ledger) -> list[str]:

@@ -157,11 +157,9 @@ def registry_of(args: argparse.Namespace) -> Registry:
 async def connect(console: bool = True) -> tuple[Any, Settings]:
     """A client for the configured server, on a namespace ready for durafact workflows;
     the embedded stack starts first when no address is configured
-    (durafact/runtime/embedded.py), with its console unless `console` is False."""
-    try:
-        return await open_client(note, console=console)
-    except SettingsError as exc:
-        raise Failed(str(exc)) from None
+    (durafact/runtime/embedded.py), with its console unless `console` is False. A
+    SettingsError is one line, as `dispatch` says it."""
+    return await open_client(note, console=console)
 
 
 async def up() -> int:

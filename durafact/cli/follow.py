@@ -122,10 +122,15 @@ async def canceled_line(handle: Any) -> str:
     )
 
 
-async def ledger_of(handle: Any, timeout: timedelta = ARTIFACTS_TIMEOUT) -> Ledger | None:
-    """The run's ledger (the `artifacts` query), or None when no worker answered it."""
+async def query_ledger(handle: Any, timeout: timedelta | None = ARTIFACTS_TIMEOUT) -> Ledger:
+    """The run's ledger: the `artifacts` query (a closed run's too, while a worker runs)."""
+    return await handle.query("artifacts", result_type=Ledger, rpc_timeout=timeout)
+
+
+async def ledger_of(handle: Any) -> Ledger | None:
+    """The run's ledger, or None when no worker answered the `artifacts` query."""
     try:
-        return await handle.query("artifacts", result_type=Ledger, rpc_timeout=timeout)
+        return await query_ledger(handle)
     except Exception:
         return None
 
