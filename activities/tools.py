@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 import pydantic_core
+from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -51,6 +53,7 @@ from durafact.tools import (
     MCP_SEPARATOR,
     TOOL_NAME,
     TOOL_SESSION_LOST,
+    BoundCall,
     SkippedTool,
     ToolCall,
     ToolListing,
@@ -167,9 +170,37 @@ class Tool:
         except ValidationError as exc:
             raise InvalidArguments(validation_message(exc)) from None
 
-    async def run(self, arguments: Mapping[str, Any], idempotency_key: str = "") -> str:
-        """Validate, call (a sync function in a thread) and return the result as text."""
+    def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as this tool receives them, as JSON: validated by its model
+        (coerced, defaults filled in), or `InvalidArguments`. What a policy judges, so
+        it must validate to itself: `run(bound=True)` will validate it again."""
+        bound = _as_json(self.validate(arguments))
+        try:
+            again = _as_json(self.validate(bound))
+        except InvalidArguments:
+            again = None
+        if again != bound:
+            raise InvalidArguments(
+                "the validated values do not stay the same as JSON (an infinite or NaN "
+                "number, or a validator that changes them again), so what would run "
+                "cannot be judged"
+            )
+        return bound
+
+    async def run(
+        self, arguments: Mapping[str, Any], idempotency_key: str = "", *, bound: bool = False
+    ) -> str:
+        """Validate, call (a sync function in a thread) and return the result as text.
+
+        `bound`: the arguments are what `bind` returned, and were judged as they are; a
+        model that validates them into other values (a validator that is not
+        idempotent) would run something nobody judged, so that is `InvalidArguments`."""
         validated = self.validate(arguments)
+        if bound and _as_json(validated) != dict(arguments):
+            raise InvalidArguments(
+                "validating the approved arguments again changes them, so what would run "
+                "is not what was judged; the tool did not run"
+            )
         if self._model_param is not None:
             kwargs: dict[str, Any] = {self._model_param: validated}
         else:
@@ -356,7 +387,7 @@ class ToolCatalog:
         `ToolUnavailable` is raised as a retryable `ApplicationError`."""
         call = request.call
         try:
-            content = await self._call(call, request.idempotency_key)
+            content = await self._call(call, request.idempotency_key, request.bound)
         except UnknownTool:
             return self._failed(
                 call,
@@ -378,20 +409,50 @@ class ToolCatalog:
             return self._failed(call, TOOL_ERROR, f"{type(exc).__name__}: {exc}")
         return ToolResult(call_id=call.id, name=call.name, ok=True, content=content)
 
-    async def _call(self, call: ToolCall, idempotency_key: str) -> str:
+    async def bind(self, call: ToolCall) -> BoundCall:
+        """The arguments `call`'s tool would receive, as JSON: a Python tool's validated by
+        its model, a provider's checked against its input schema (which coerces nothing);
+        or why they do not bind."""
+        try:
+            python_tool = self.tools.get(call.name)
+            if python_tool is not None:
+                arguments = python_tool.bind(tool_arguments(call.arguments, python_tool.spec))
+            else:
+                server, tool_name = self._split(call.name)
+                spec = None if server is None else await self._provider_spec(server, tool_name)
+                if spec is None:
+                    raise UnknownTool(call.name)
+                arguments = tool_arguments(call.arguments, spec)
+                _check_schema(arguments, spec)
+        except UnknownTool:
+            return BoundCall(
+                error_type=UNKNOWN_TOOL,
+                error=f"{call.name!r} is not a valid tool, try one of {await self.known()}",
+            )
+        except InvalidArguments as exc:
+            return BoundCall(
+                error_type=INVALID_ARGUMENTS, error=f"invalid arguments for {call.name}: {exc}"
+            )
+        return BoundCall(arguments=arguments)
+
+    async def _call(self, call: ToolCall, idempotency_key: str, bound: bool = False) -> str:
         python_tool = self.tools.get(call.name)
         if python_tool is not None:
             arguments = tool_arguments(call.arguments, python_tool.spec)
-            return await python_tool.run(arguments, idempotency_key)
+            return await python_tool.run(arguments, idempotency_key, bound=bound)
         server, tool_name = self._split(call.name)
         if server is None or tool_name is None:
             raise UnknownTool(call.name)
         spec = None
         if isinstance(call.arguments, str):  # only then is the schema needed
-            specs = await self._provider_specs(server)
-            spec = next((s for s in specs if s.name == tool_name), None)
+            spec = await self._provider_spec(server, tool_name)
         arguments = tool_arguments(call.arguments, spec)
         return as_text(await self.providers[server].call(tool_name, arguments, idempotency_key))
+
+    async def _provider_spec(self, server: str, tool_name: str | None) -> ToolSpec | None:
+        """The spec of `server`'s tool `tool_name`, or None when it has no such tool."""
+        specs = await self._provider_specs(server)
+        return next((s for s in specs if s.name == tool_name), None)
 
     def _split(self, name: str) -> tuple[str | None, str | None]:
         """(server, tool) for `server__tool`, (server, None) for a bare server name,
@@ -435,6 +496,10 @@ class ToolActivities:
                 non_retryable=True,
             )
         return await heartbeating(self.catalog.listing([*request.tools, *request.mcp_servers]))
+
+    @activity.defn(name="bind_tool_call")
+    async def bind_tool_call(self, call: ToolCall) -> BoundCall:
+        return await heartbeating(self.catalog.bind(call))
 
     @activity.defn(name="call_tool")
     async def call_tool(self, request: ToolRequest) -> ToolResult:
@@ -482,6 +547,28 @@ def _named(server: str, tool_name: str | None, tools: Iterable[Named]) -> list[N
         for tool in tools
         if tool_name in (None, tool.name)
     ]
+
+
+def _as_json(validated: BaseModel) -> dict[str, Any]:
+    """Validated arguments as they cross the wire to a workflow, under the names the
+    model accepts (its aliases): JSON text read back, so a value JSON cannot hold (an
+    infinite float becomes null) shows here, not later."""
+    return json.loads(validated.model_dump_json(by_alias=True))
+
+
+def _check_schema(arguments: dict[str, Any], spec: ToolSpec) -> None:
+    """`InvalidArguments` naming the first few places where `arguments` break the spec's
+    JSON schema (a provider's tool: its server validates again, this is what we judge)."""
+    schema = spec.parameters
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    errors = list(validator.iter_errors(arguments))
+    if errors:
+        shown = [
+            f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: "
+            f"{shorten(e.message, SHOWN_CHARS)}"
+            for e in errors[:5]
+        ]
+        raise InvalidArguments("; ".join(shown))
 
 
 def _first_paragraph(doc: str | None) -> str:

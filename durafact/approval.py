@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -85,6 +85,11 @@ class ApprovalQuestion(BaseModel):
         default=None,
         description="A tool question: the hash of the call's arguments, as a `call` "
         "decision that covers it holds.",
+    )
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="A tool question: the call's arguments whole, as the tool will receive "
+        "them (bound and validated by its model).",
     )
 
 

@@ -295,6 +295,12 @@ def tool_call_id(run: str, turn: int, k: int) -> str:
     return f"tool:{run}:{turn}:{k}"
 
 
+def tool_binding_id(run: str, turn: int, k: int) -> str:
+    """The `bind_tool_call` activity of call `k` of turn `turn`: its arguments as the
+    tool will receive them, before a policy or a person judges them."""
+    return f"bind:{run}:{turn}:{k}"
+
+
 def observation_id(run: str, turn: int, k: int) -> str:
     """The full result of call `k` of turn `turn`."""
     return f"obs:{run}:{turn}:{k}"

@@ -2,7 +2,8 @@
 
 Shortening (`shorten`) is how every label, summary and message quotes a text that
 may be long: cut to a limit, the cut marked with `…`; `brief` quotes any value so,
-on one line. `not_blank` is the check of
+on one line. `plain_json` shows a value whole, to a person who decides on it.
+`not_blank` is the check of
 an input's required text fields (a goal, a topic, a question): stripped, and
 refused when blank.
 
@@ -43,6 +44,7 @@ __all__ = [
     "brief",
     "keyword_score",
     "not_blank",
+    "plain_json",
     "shorten",
     "stem_words",
     "terms",
@@ -71,6 +73,19 @@ def brief(value: Any, limit: int = 120) -> str:
     one line and cut to `limit`."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return shorten(text, limit, one_line=True)
+
+
+def plain_json(value: Any) -> str:
+    """`value` as JSON shown whole: letters of any script as they are, but every control
+    or format character (a newline, a right-to-left override, a zero-width space)
+    escaped, so what a person reads cannot hide or reorder any of what it holds."""
+    return "".join(
+        json.dumps(c)[1:-1] if unicodedata.category(c) in _INVISIBLE else c
+        for c in json.dumps(value, ensure_ascii=False)
+    )
+
+
+_INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
 
 
 def without_json_objects(text: str, keys: Collection[str]) -> str:

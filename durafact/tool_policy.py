@@ -9,20 +9,28 @@ small grammar (parsed, never evaluated as code):
 
 A comparison is `NAME OP VALUE`: NAME an argument (`a.b` reaches into an object), OP
 one of `== != < <= > >= startswith endswith contains`, VALUE a JSON literal (a
-number, a "string", true, false, null); `and` joins comparisons. A missing argument,
-or a value of another type (`<` on a string and a number), makes the predicate not
-match, so a rule never applies by accident. The first rule that matches decides; no
-rule matching is the default: `ask` for a destructive tool, `allow` otherwise.
+number, a "string", true, false, null); `and` joins comparisons. The first rule that
+matches decides; no rule matching is the default: `ask` for a destructive tool,
+`allow` otherwise.
+
+Rules judge the call that will run: the arguments after the tool's own model parsed,
+bound and validated them (coerced, defaults filled in), as JSON, the values the tool
+function receives; never the text the model wrote. `{"amount": "1000"}` for a float
+`amount` is judged as 1000.0, and arguments that do not validate run nothing (the
+gate: workflows/tool_gate.py). A comparison with a value of another type (`<` on a
+string and a number) or a missing argument does not hold.
 
 Remembered decisions. A person's answer to a tool question may say `remember`
 (`ApprovalAnswer.remember`); the decision is then a `RememberedDecision`, the artifact
 `approval-rule:{tool}:{scope}[:{hash}]`, and decides later matching calls without
-asking. `call` is bound to the arguments by `arguments_hash` (the sha256 of their
-canonical JSON), so it never covers other arguments; `tool` covers any arguments, for
+asking. `call` is bound to the arguments by `arguments_hash` (the sha256 of the
+canonical JSON of the validated arguments: `1`, `1.0` and `"1"` for a float are one
+call), so it never covers other arguments; `tool` covers any arguments, for
 the run it was made in; `chat` covers any arguments in a chat, across continue-as-new.
 `call` and `chat` decisions travel (`travelling`): into later PlanReAct children, and
 across a chat's continue-as-new. A tool loop that continues as new carries every
-decision, `tool` too: its chain of runs is one run of the loop.
+decision, `tool` too: its chain of runs is one run of the loop. When decisions
+disagree, the most recent that covers the call settles it (`remembered_for`).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import fnmatch
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -69,7 +77,7 @@ class Comparison:
     op: str
     value: Any
 
-    def holds(self, arguments: dict[str, Any] | str) -> bool:
+    def holds(self, arguments: Mapping[str, Any]) -> bool:
         found = _lookup(arguments, self.path)
         if found is _MISSING:
             return False
@@ -184,8 +192,11 @@ class PolicyRule(BaseModel):
             parse_predicate(when)
         return when
 
-    def matches(self, tool: str, arguments: dict[str, Any] | str) -> bool:
-        if not fnmatch.fnmatchcase(tool, self.tool):
+    def names(self, tool: str) -> bool:
+        return fnmatch.fnmatchcase(tool, self.tool)
+
+    def matches(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        if not self.names(tool):
             return False
         return self.when is None or all(c.holds(arguments) for c in parse_predicate(self.when))
 
@@ -252,10 +263,16 @@ class ToolPolicy(BaseModel):
     )
 
     def decide(
-        self, tool: str, arguments: dict[str, Any] | str, destructive: bool
-    ) -> PolicyDecision:
+        self, tool: str, arguments: Mapping[str, Any] | None, destructive: bool
+    ) -> PolicyDecision | None:
+        """What the first matching rule says of a call, judged on `arguments` as the tool
+        receives them (bound and validated: see workflows/tool_gate.py). With
+        `arguments=None`, None when the decision depends on them: a rule with a
+        predicate names the tool before any rule without one does."""
         for n, rule in enumerate(self.rules, start=1):
-            if rule.matches(tool, arguments):
+            if arguments is None and rule.when is not None and rule.names(tool):
+                return None
+            if rule.matches(tool, arguments or {}):
                 return PolicyDecision(action=rule.action, rule=f"rule {n}: {rule.text}")
         if destructive:
             return PolicyDecision(action="ask", rule=DEFAULT_ASK)
@@ -273,14 +290,18 @@ def arguments_hash(arguments: Any) -> str:
 
 
 def remembered_for(
-    decisions: Sequence[RememberedDecision], tool: str, arguments: dict[str, Any] | str
+    decisions: Sequence[RememberedDecision], tool: str, arguments: Mapping[str, Any] | str
 ) -> RememberedDecision | None:
-    """The decision that covers this call: one bound to its arguments first, else the
-    latest for the whole tool."""
+    """The decision that settles this call: of those that cover it, the most recent
+    (the latest `at`; of two made at once, the one held last), whatever its scope. A
+    person's latest word on a call stands: `pay` rejected for the whole run after
+    `pay(5)` was approved rejects `pay(5)` too, and the other way round."""
     digest = arguments_hash(arguments)
-    covering = [d for d in decisions if d.covers(tool, digest)]
-    bound = [d for d in covering if d.scope == "call"]
-    return (bound or covering or [None])[-1]
+    latest = None
+    for decision in decisions:
+        if decision.covers(tool, digest) and (latest is None or decision.at >= latest.at):
+            latest = decision
+    return latest
 
 
 def travelling(decisions: Sequence[RememberedDecision]) -> list[RememberedDecision]:

@@ -6,6 +6,11 @@ name it was registered with on the worker (`calculator`), an MCP tool as
 turns names into `ToolSpec`s (the JSON schema a model is shown) and runs the
 calls; workflow input never carries a tool's code, command or URL.
 
+A call that a policy or a person judges is first bound (`bind_tool_call`: the
+`ToolCall` in, `BoundCall` out): the worker validates its arguments with the
+tool's own model and returns them as the tool would receive them, so what is judged
+is what runs (see workflows/tool_gate.py).
+
 A call is one `call_tool` activity: `ToolRequest` in, `ToolResult` out. What the
 tool says, and every way a call can go wrong that the model can act on (an
 unknown tool, arguments that do not validate, the tool raising), comes back as a
@@ -80,6 +85,21 @@ class ToolRequest(BaseModel):
         description="Workflow id + call id: the same for every retry of this call, so a tool "
         "with side effects can do them once."
     )
+    bound: bool = Field(
+        default=False,
+        description="The arguments are what `bind_tool_call` returned, and what a policy or "
+        "a person judged: the tool runs with exactly these values or not at all.",
+    )
+
+
+class BoundCall(BaseModel):
+    """The output of the `bind_tool_call` activity: the arguments a call's tool would
+    receive, after its own model parsed, bound and validated them, as JSON; or why they
+    do not bind (`error_type` UnknownTool or InvalidArguments, and the message)."""
+
+    arguments: dict[str, Any] | None = None
+    error_type: str | None = None
+    error: str = ""
 
 
 class ToolResult(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 
@@ -57,6 +58,7 @@ class Approvals:
         remember: Sequence[RememberScope] = (),
         tool: str | None = None,
         arguments_hash: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> ApprovalOutcome:
         """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
 
@@ -67,8 +69,9 @@ class Approvals:
         timeout the policy rejects ("timed out"), or escalates to a question of kind
         `escalate` that has its own timeout and then rejects. `settable`: what an
         approval may set (`ApprovalQuestion.settable`); `rule`: which policy rule asks
-        (a tool question); `remember`: the scopes an answer may remember; `tool` and
-        `arguments_hash`: the call a tool question is about.
+        (a tool question); `remember`: the scopes an answer may remember; `tool`,
+        `arguments_hash` and `arguments`: the call a tool question is about, its
+        arguments as the tool will receive them.
         """
         policy = policy or ApprovalPolicy()
         asking = {
@@ -77,6 +80,7 @@ class Approvals:
             "remember": list(remember),
             "tool": tool,
             "arguments_hash": arguments_hash,
+            "arguments": arguments,
         }
         question = self._open_question(thread, text, kind, **asking)
         outcome = await self._wait_for_answer(question, policy.timeout)
@@ -141,6 +145,7 @@ class Approvals:
         remember: Sequence[RememberScope] = (),
         tool: str | None = None,
         arguments_hash: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
         typeable = patched(TYPEABLE_APPROVAL_IDS)
@@ -156,6 +161,7 @@ class Approvals:
             remember=list(remember),
             tool=tool,
             arguments_hash=arguments_hash,
+            arguments=arguments,
         )
         self.ledger.create(question.id, question)
         if escalates:

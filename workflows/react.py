@@ -124,6 +124,7 @@ from durafact.ids import (
     react_turn_id,
     summary_scope,
     tool_approval_thread,
+    tool_binding_id,
     tool_call_id,
     tools_id,
 )
@@ -152,7 +153,9 @@ from durafact.steer import NOT_STEERED, Steered, SteerNote, note_problem, steer_
 from durafact.text import brief, not_blank
 from durafact.tool_policy import RememberedDecision, ToolPolicy, travelling
 from durafact.tools import (
+    MCP_SEPARATOR,
     TOOL_SESSION_LOST,
+    BoundCall,
     ToolCall,
     ToolListing,
     ToolListRequest,
@@ -169,9 +172,14 @@ from workflows.react_long import (
     fold_context,
     resume,
 )
-from workflows.react_search import SEARCH_SOURCES, search_sources, search_sources_spec
+from workflows.react_search import (
+    SEARCH_SOURCES,
+    bind_search_call,
+    search_sources,
+    search_sources_spec,
+)
 from workflows.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
-from workflows.tool_gate import gate_tool_call, hold_remembered, remembered
+from workflows.tool_gate import Refusal, gate_tool_call, hold_remembered, remembered
 from workflows.versions import BASELINE
 
 In = TypeVar("In", bound=BaseModel)
@@ -642,26 +650,26 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
 
         if spec is None:  # not one of the run's tools: never sent to the worker
             return failed("UnknownTool", unknown_tool_message(call.name, run.tool_names))
-        kind = "the destructive tool" if spec.destructive else "the tool"
-        refusal = await gate_tool_call(
+        cleared = await gate_tool_call(
             ctx,
             tool_approval_thread(run.key),
             call,
             destructive=spec.destructive,
             policy=run.settings.tool_policy,
             approval=run.settings.approval,
-            question=f"Run {kind} {call.name} with {brief(call.arguments, 400)}?",
             remember=self.remember_scopes,
+            bind=lambda call: self._bind(ctx, run, tool_binding_id(run.key, turn, k), call),
         )
-        if refusal is not None:
-            return failed(refusal.error_type, refusal.text)
+        if isinstance(cleared, Refusal):
+            return failed(cleared.error_type, cleared.text)
+        call, bound = cleared
         ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}", phase="turn")
         if run.runs_here(call.name):
             observation, run.read[activity_id] = await search_sources(
                 ctx, call, activity_id, run.sources, run.settings
             )
             return observation
-        result = await self._call_tool(ctx, activity_id, call)
+        result = await self._call_tool(ctx, activity_id, call, bound)
         return Observation(
             call_id=call.id,
             tool=call.name,
@@ -671,16 +679,41 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             text=result.content,
         )
 
-    async def _call_tool(self, ctx: RecipeContext, activity_id: str, call: ToolCall) -> ToolResult:
+    async def _bind(
+        self, ctx: RecipeContext, run: _Run, activity_id: str, call: ToolCall
+    ) -> BoundCall:
+        """The call's arguments as its tool will receive them (the gate judges these). A
+        Python tool's model is in the worker's registry: a local activity, one marker
+        event; an MCP tool's schema may need its server: an activity that heartbeats."""
+        if run.runs_here(call.name):
+            return bind_search_call(call)
+        local = MCP_SEPARATOR not in call.name
+        return await (workflow.execute_local_activity if local else workflow.execute_activity)(
+            "bind_tool_call",
+            call,
+            result_type=BoundCall,
+            activity_id=ctx.temporal_id(activity_id),
+            summary=f"bind tool: {call.name}",
+            start_to_close_timeout=self.tool_timeout,
+            schedule_to_close_timeout=ctx.model_deadline,
+            retry_policy=self.tool_retry,
+            **({} if local else {"heartbeat_timeout": self.tool_heartbeat_timeout}),
+        )
+
+    async def _call_tool(
+        self, ctx: RecipeContext, activity_id: str, call: ToolCall, bound: bool = False
+    ) -> ToolResult:
         """The `call_tool` activity's result. A call that may or may not have run fails
         the activity at once (`ToolSessionLost`, never retried): that is a failed result
-        too, for the model and the person to check, not the run's failure."""
+        too, for the model and the person to check, not the run's failure. `bound`: the
+        call's arguments were judged as they are (workflows/tool_gate.py)."""
         try:
             return await workflow.execute_activity(
                 "call_tool",
                 ToolRequest(
                     call=call,
                     idempotency_key=idempotency_key(workflow.info().workflow_id, activity_id),
+                    bound=bound,
                 ),
                 result_type=ToolResult,
                 activity_id=ctx.temporal_id(activity_id),

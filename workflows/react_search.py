@@ -25,7 +25,7 @@ from durafact.ids import search_failure_id
 from durafact.react import Observation
 from durafact.sources import Doc, SourceSpec, preview
 from durafact.text import brief
-from durafact.tools import ToolCall, ToolSpec
+from durafact.tools import BoundCall, ToolCall, ToolSpec
 from workflows.recipe import RecipeContext
 from workflows.sources import fan_out_sources, materialize_doc
 
@@ -58,6 +58,18 @@ def search_sources_spec(sources: list[SourceSpec]) -> ToolSpec:
     )
 
 
+def bind_search_call(call: ToolCall) -> BoundCall:
+    """A call's arguments as `search_sources` takes them: a non-empty query, stripped."""
+    query = call.arguments.get("query") if isinstance(call.arguments, dict) else None
+    if not isinstance(query, str) or not query.strip():
+        return BoundCall(
+            error_type="InvalidArguments",
+            error=f'invalid arguments for {SEARCH_SOURCES}: give {{"query": "..."}}, a '
+            f"non-empty string, not {brief(call.arguments)}",
+        )
+    return BoundCall(arguments={"query": query.strip()})
+
+
 async def search_sources(
     ctx: RecipeContext,
     call: ToolCall,
@@ -78,14 +90,10 @@ async def search_sources(
             text=text,
         )
 
-    query = call.arguments.get("query") if isinstance(call.arguments, dict) else None
-    if not isinstance(query, str) or not query.strip():
-        return seen(
-            f'invalid arguments for {SEARCH_SOURCES}: give {{"query": "..."}}, a non-empty '
-            f"string, not {brief(call.arguments)}",
-            "InvalidArguments",
-        ), []
-    query = query.strip()
+    binding = bind_search_call(call)
+    if binding.arguments is None:
+        return seen(binding.error, binding.error_type), []
+    query = binding.arguments["query"]
     names = ", ".join(s.source_id for s in sources)
     refs = await fan_out_sources(
         ctx, query, sources=sources, owner_id=owner, limit=limits.source_refs

@@ -78,7 +78,7 @@ from durafact.llm import (
 from durafact.sources import DEFAULT_ENDPOINT
 from durafact.text import shorten
 from durafact.tools import ToolSpec
-from workflows.approvals import Approvals
+from workflows.approvals import AWAITING_APPROVAL, Approvals
 from workflows.spending import OVER_BUDGET, Spending, spent_of, with_spent
 from workflows.versions import patched
 
@@ -98,6 +98,10 @@ STATUS_BY_PHASE = "durafact-status-by-phase"
 # call came after their last phase (an approval's follow-up, a recipe of yours that sets
 # no final status), so a closed run's DurafactTokens and DurafactCost are its totals.
 FINAL_USAGE = "durafact-final-usage"
+# Runs started since this patch keep the status `awaiting_approval` while any question
+# waits (`set_status`); older runs let the work beside a question replace it, and the
+# question went unlisted.
+KEEPS_AWAITING = "durafact-keeps-awaiting"
 # A message at least this long that an earlier call of the run sent goes by reference
 # (`RecipeContext.sent_once`); a reference costs about 40 characters.
 REPEAT_MIN_CHARS = 120
@@ -454,10 +458,26 @@ class RecipeContext(Approvals):
         )
         workflow.set_current_details(f"**{self.status}**: {message}")
 
-    def set_status(self, status: str, message: str | None = None, *, phase: str = "") -> None:
+    def set_status(
+        self, status: str, message: str | None = None, *, phase: str = "", final: bool = False
+    ) -> None:
         """The recipe's status (the `status` query, the progress lines, the Web UI's
         current details) and its phase, `DurafactStatus`: `phase`, or the status's
-        first word (up to a `:` or a space)."""
+        first word (up to a `:` or a space).
+
+        While a question waits, the status stays `awaiting_approval`, whatever work goes
+        on beside it (the other calls of a turn), so that `pending`, the inbox and the
+        run's page list the question until it is answered; `message` is announced all
+        the same. A `final` status (the run ends) is set even so."""
+        if (
+            not final
+            and status != AWAITING_APPROVAL
+            and self.status == AWAITING_APPROVAL
+            and self.pending_questions()
+            and workflow.patched(KEEPS_AWAITING)
+        ):
+            self.announce(message or status, kind="status")
+            return
         self.status = status
         phase = phase or re.split(r"[: ]", status, maxsplit=1)[0]
         if not self.by_phase:
@@ -472,7 +492,7 @@ class RecipeContext(Approvals):
         cancellation = Cancellation(reason=reason)
         if CANCELLATION_ID not in self.ledger:
             self.ledger.create(CANCELLATION_ID, cancellation)
-        self.set_status(CANCELED, cancellation.prompt_text())
+        self.set_status(CANCELED, cancellation.prompt_text(), final=True)
 
     def settle_attributes(self) -> None:
         """As the run ends: DurafactRecipe, if no status has carried it yet (see
@@ -659,7 +679,7 @@ class Recipe(Generic[In, Out]):
             if not isinstance(exc, Exception):
                 raise
             if ctx.status != OVER_BUDGET:
-                ctx.set_status("failed")
+                ctx.set_status("failed", final=True)
             # A child's failure says what it spent, for its parent to charge (run_child).
             if isinstance(exc, FailureError) and workflow.info().parent and not spent_of(exc):
                 raise with_spent(exc, ctx.usage) from exc

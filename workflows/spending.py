@@ -138,7 +138,7 @@ class Spending:
             reason = f": {refused.reason}" if refused.reason and not refused.timed_out else ""
             why = f"{refused.question_id} {verdict}{reason}"
         message = f"over budget: {text}" + (f" ({why})" if why else "")
-        ctx.set_status(OVER_BUDGET, message)
+        ctx.set_status(OVER_BUDGET, message, final=True)
         return ApplicationError(
             message,
             Spent(usage=ctx.usage, budget=self.budget),

@@ -1,15 +1,24 @@
 """The gate in front of every tool call of a ReAct run or a chat: policy, memory, person.
 
-`gate_tool_call` asks the run's `ToolPolicy` (durafact/tool_policy.py) first: `allow`
-runs the call, `deny` refuses it without asking anyone ("denied by policy: RULE").
-`ask` looks for a remembered decision that covers the call (the artifacts
-`approval-rule:...` in the ledger) and, finding one, follows it and announces that it
-did; else it asks a person (`ctx.ask_approval` on the run's tool thread, the question
-naming the rule that asked). An answer that says `remember` becomes such an artifact:
-who answered, when, the scope, the tool, the argument hash, the verdict and the
-question. The calls of one native turn are gated at once, so a question for a call
-that such an answer covers may be waiting beside it: it is answered with the same
-verdict, by the decision (`settle_covered`), instead of waiting for a person.
+What is judged is the call that will run. Unless the run's `ToolPolicy`
+(durafact/tool_policy.py) allows or denies the tool whatever its arguments, the call
+is first bound (`bind`, the `bind_tool_call` activity): the worker parses, binds and
+validates the arguments with the tool's own model and returns them as the tool will
+receive them. Arguments that do not bind run nothing: the refusal is the call's
+observation. The policy then judges the bound arguments: `allow` runs them, `deny`
+refuses without asking anyone ("denied by policy: RULE"). `ask` looks for a
+remembered decision that covers the call (the artifacts `approval-rule:...` in the
+ledger: the most recent one that covers it settles it) and, finding one, follows it
+and announces which; else it asks a person (`ctx.ask_approval` on the run's tool
+thread), the question showing the whole call and naming the rule that asked. A call
+too long to show whole is refused before anyone is asked. Whatever was judged runs
+as it is (`Cleared.bound`: the tool refuses values its model would change).
+
+An answer that says `remember` becomes such an artifact: who answered, when, the
+scope, the tool, the hash of the bound arguments, the verdict and the question. The
+calls of one native turn are gated at once, so a question for a call that such an
+answer covers may be waiting beside it: it is answered with the same verdict, by the
+decision (`settle_covered`), instead of waiting for a person.
 
 A run holds the decisions it was given (`hold_remembered`: a PlanReAct parent's, a
 chat's earlier runs') in its ledger too, so every decision the run follows is there.
@@ -17,7 +26,7 @@ chat's earlier runs') in its ledger too, so every decision the run follows is th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from temporalio import workflow
@@ -25,19 +34,29 @@ from temporalio import workflow
 from durafact.approval import ApprovalAnswer, ApprovalPolicy, ApprovalQuestion, RememberScope
 from durafact.ledger import Ledger
 from durafact.react import not_approved_message
+from durafact.text import brief, plain_json
 from durafact.tool_policy import (
+    PolicyDecision,
     RememberedDecision,
     ToolPolicy,
     arguments_hash,
     denied_message,
     remembered_for,
 )
-from durafact.tools import ToolCall
+from durafact.tools import BoundCall, ToolCall
 from workflows.recipe import RecipeContext
 
 # Runs started since this patch answer the questions waiting beside a remembered answer
 # that covers them (see `settle_covered`); older runs kept asking a person.
 SETTLES_COVERED = "durafact-remembered-settles-covered"
+# Runs started since this patch judge a call's bound arguments (`bind`); older runs
+# judged the arguments as the model wrote them.
+BOUND_ARGUMENTS = "durafact-bound-arguments"
+# The most characters of arguments a question shows (the JSON of the bound call): a
+# longer call is refused before it is asked, never shown cut.
+MAX_ASKED_ARGUMENTS = 8_000
+
+Binder = Callable[[ToolCall], Awaitable[BoundCall]]
 
 
 class Refusal(NamedTuple):
@@ -45,6 +64,14 @@ class Refusal(NamedTuple):
 
     error_type: str
     text: str
+
+
+class Cleared(NamedTuple):
+    """A call that may run: `call` as judged; `bound` when its arguments are the bound
+    ones, which the tool must receive unchanged."""
+
+    call: ToolCall
+    bound: bool
 
 
 async def gate_tool_call(
@@ -55,17 +82,44 @@ async def gate_tool_call(
     destructive: bool,
     policy: ToolPolicy,
     approval: ApprovalPolicy,
-    question: str,
     remember: Sequence[RememberScope],
-) -> Refusal | None:
-    """None when the call may run; else why not. `question` is what a person is asked,
-    `remember` the scopes their answer may remember."""
-    decision = policy.decide(call.name, call.arguments, destructive)
+    bind: Binder,
+) -> Cleared | Refusal:
+    """The call to run, or why it does not run. `bind` binds a call's arguments (see the
+    module's docstring); `remember` are the scopes a person's answer may remember."""
+    decision = policy.decide(call.name, None, destructive)
+    bound = False
+    if decision is None or decision.action == "ask":
+        if workflow.patched(BOUND_ARGUMENTS):
+            binding = await bind(call)
+            if binding.arguments is None:
+                return Refusal(binding.error_type or "InvalidArguments", binding.error)
+            call, bound = call.model_copy(update={"arguments": binding.arguments}), True
+            decision = policy.decide(call.name, call.arguments, destructive)
+        else:  # a run started before the patch judged the arguments the model wrote
+            written = call.arguments if isinstance(call.arguments, dict) else {}
+            decision = policy.decide(call.name, written, destructive)
+    assert decision is not None, "a policy decides on given arguments"
     if decision.action == "allow":
-        return None
+        return Cleared(call, bound)
     if decision.action == "deny":
         ctx.announce(f"{call.name} {denied_message(decision.rule)}", kind="policy")
         return Refusal("DeniedByPolicy", denied_message(decision.rule))
+    refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember, bound)
+    return refusal or Cleared(call, bound)
+
+
+async def _ask(
+    ctx: RecipeContext,
+    thread: str,
+    call: ToolCall,
+    destructive: bool,
+    decision: PolicyDecision,
+    approval: ApprovalPolicy,
+    remember: Sequence[RememberScope],
+    bound: bool,
+) -> Refusal | None:
+    """A remembered decision's verdict on `call`, or a person's; None when approved."""
     known = remembered_for(remembered(ctx.ledger), call.name, call.arguments)
     if known is not None:
         verdict = "approved" if known.approved else "rejected"
@@ -75,15 +129,23 @@ async def gate_tool_call(
             kind="remembered",
         )
         return None if known.approved else Refusal("NotApproved", not_approved_message(known.why))
+    kind = "the destructive tool" if destructive else "the tool"
+    if bound:
+        shown = plain_json(call.arguments)
+        if len(shown) > MAX_ASKED_ARGUMENTS:
+            return Refusal("TooLongToAsk", too_long_message(call.name, len(shown)))
+    else:
+        shown = brief(call.arguments, 400)
     digest = arguments_hash(call.arguments)
     outcome = await ctx.ask_approval(
         thread,
-        question,
+        f"Run {kind} {call.name} with {shown}?",
         approval,
         rule=decision.rule,
         remember=remember,
         tool=call.name,
         arguments_hash=digest,
+        arguments=call.arguments if bound and isinstance(call.arguments, dict) else None,
     )
     if outcome.remember is not None:
         answer = ctx.ledger.get(outcome.question_id).typed(ApprovalQuestion).data.answer
@@ -103,6 +165,14 @@ async def gate_tool_call(
     if outcome.approved:
         return None
     return Refusal("NotApproved", not_approved_message(outcome.reason))
+
+
+def too_long_message(tool: str, length: int) -> str:
+    return (
+        f"refused before asking: the arguments of {tool} are {length:,} characters, more "
+        f"than the {MAX_ASKED_ARGUMENTS:,} a person is shown whole; call it with shorter "
+        "arguments"
+    )
 
 
 def settle_covered(ctx: RecipeContext, rule: RememberedDecision) -> None:

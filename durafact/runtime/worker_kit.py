@@ -80,6 +80,7 @@ class WorkerKit:
             sources.search_source,
             sources.resolve_ref,
             tools.list_tools,
+            tools.bind_tool_call,
             tools.call_tool,
             ChatActivities(client).read_reply,
         ]

@@ -12,11 +12,12 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from durafact.tools import (
+    BoundCall,
     SkippedTool,
     ToolCall,
     ToolListRequest,
@@ -450,6 +451,87 @@ async def test_provider_calls_get_arguments_and_key_and_report_like_python_tools
     with pytest.raises(ApplicationError) as raised:
         await catalog.specs(["notes"])
     assert (raised.value.type, raised.value.non_retryable) == ("ToolUnavailable", False)
+
+
+# --- binding: the arguments a policy judges are those the tool receives -------------------
+
+
+async def bind(name: str, arguments: dict[str, Any] | str, catalog: ToolCatalog) -> BoundCall:
+    activities = ToolActivities(catalog)
+    called = ToolCall(id="call-1", name=name, arguments=arguments)
+    return await ActivityEnvironment().run(activities.bind_tool_call, called)
+
+
+async def test_binding_gives_the_values_the_tool_receives_as_json(catalog: ToolCatalog) -> None:
+    """Coerced by the tool's model, defaults filled in, text bound to the one string
+    parameter, nested models as objects: what a rule and a person judge."""
+    bound = ToolCatalog([forecast, ship, book, calculator])
+    assert (await bind("forecast", {"city": "Kraków", "days": "3"}, bound)).arguments == {
+        "city": "Kraków",
+        "days": 3,
+    }
+    assert (await bind("forecast", {"city": "Oslo"}, bound)).arguments == {
+        "city": "Oslo",
+        "days": 1,
+    }
+    assert (await bind("calculator", "2 + 2", bound)).arguments == {"expression": "2 + 2"}
+    assert (await bind("ship", {"to": {"city": "Rome"}, "express": "yes"}, bound)).arguments == {
+        "to": {"city": "Rome", "street": ""},
+        "express": True,
+    }
+    assert (await bind("book_table", {"restaurant": "Zazie", "guests": "2"}, bound)).arguments == {
+        "restaurant": "Zazie",
+        "guests": 2,
+    }
+    # A provider's tool is checked against its input schema, which coerces nothing.
+    assert (await bind("notes__add", {"text": "milk"}, catalog)).arguments == {"text": "milk"}
+    assert (await bind("notes__add", "call mum", catalog)).arguments == {"text": "call mum"}
+
+
+async def test_arguments_that_do_not_bind_say_why_and_name_no_values(catalog: ToolCatalog) -> None:
+    refused = await bind("forecast", {"city": "Oslo", "days": "many"}, catalog)
+    assert (refused.arguments, refused.error_type) == (None, "InvalidArguments")
+    assert refused.error == (
+        "invalid arguments for forecast: days: Input should be a valid integer, unable to parse "
+        "string as an integer (got 'many')"
+    )
+    schema = await bind("notes__add", {"text": 5}, catalog)
+    assert (schema.error_type, schema.error) == (
+        "InvalidArguments",
+        "invalid arguments for notes__add: text: 5 is not of type 'string'",
+    )
+    unknown = await bind("notes__delete", {}, catalog)
+    assert (unknown.arguments, unknown.error_type) == (None, "UnknownTool")
+    assert (await bind("weather", {}, catalog)).error_type == "UnknownTool"
+    # No JSON holds infinity as a number: the value would be judged as null.
+    endless = await bind("slow", {"seconds": "inf"}, ToolCatalog([slow]))
+    assert endless.error_type == "InvalidArguments"
+    assert "do not stay the same as JSON" in endless.error
+
+
+@tool
+def shout(text: Annotated[str, AfterValidator(lambda text: text + "!")]) -> str:
+    """Says it louder each time it is validated."""
+    SHOUTED.append(text)
+    return text
+
+
+SHOUTED: list[str] = []
+
+
+async def test_a_tool_whose_model_changes_what_was_judged_never_runs() -> None:
+    """Validating again would change the values: `bind` refuses them, and a call
+    marked bound that would run other values than its own is refused unrun."""
+    catalog = ToolCatalog([shout])
+    refused = await bind("shout", {"text": "hi"}, catalog)
+    assert refused.error_type == "InvalidArguments"
+    request = call("shout", {"text": "hi!"}).model_copy(update={"bound": True})
+    result = await call_tool(request, catalog)
+    assert (result.ok, result.error_type) == (False, "InvalidArguments")
+    assert "what would run is not what was judged" in result.content
+    assert SHOUTED == []
+    # Unbound, nothing judged it: it runs as its model says.
+    assert (await call_tool(call("shout", {"text": "hi"}), catalog)).content == "hi!"
 
 
 def test_names_that_would_be_ambiguous_are_refused_when_the_catalog_is_built() -> None:

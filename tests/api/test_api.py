@@ -4,6 +4,7 @@ its errors, all in one JSON shape; nothing starts on bad input."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.workflows.test_plan_react import act as react_act
 from tests.workflows.test_plan_react import final as react_final
 from tests.workflows.test_plan_react import script as plan_react_script
 from tests.workflows.test_plan_react import workflow_of
+from tests.workflows.test_react import act, turns
 from tests.workflows.test_supervisor import REQUEST, specialist
 from workflows.chat import ChatInput, ChatWorkflow
 
@@ -359,6 +361,38 @@ async def test_a_tool_question_names_its_rule_and_an_approval_may_remember_the_c
     assert approved.json()["remember"] == "call"
     rule = await remembered_decision(http, workflow_id)
     assert (rule["scope"], rule["by"], rule["question_id"]) == ("call", "ann", question["id"])
+
+
+# A path whose end is what matters, far past what a cut label would keep.
+LONG_PATH = "/tmp/" + "a" * 420 + "/../../etc/passwd"
+
+
+async def asking_about_a_long_call(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> tuple[str, dict]:
+    """A ReAct run that asks to delete LONG_PATH: its id and its question."""
+    model.reply(turns(act("delete_file", json.dumps({"path": LONG_PATH})), react_final("done")))
+    workflow_id = await start(
+        http, "ReActWorkflow", {"question": "Tidy up", "tools": ["delete_file"]}
+    )
+    return workflow_id, await waiting_question(http, workflow_id)
+
+
+async def test_a_tool_question_in_the_api_holds_the_whole_call(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    workflow_id, question = await asking_about_a_long_call(http, model)
+    inbox = (await http.get("/api/approvals")).json()["runs"]
+    (asked,) = next(run for run in inbox if run["id"] == workflow_id)["questions"]
+    assert asked["arguments"] == {"path": LONG_PATH}
+    assert asked["text"] == (
+        f"Run the destructive tool delete_file with {json.dumps({'path': LONG_PATH})}?"
+    )
+    rejected = await http.post(
+        f"/api/runs/{workflow_id}/approvals/{question['id']}", json={"approve": False}
+    )
+    assert rejected.status_code == 200, rejected.text
+    await finished(http, workflow_id)
 
 
 async def test_cancel_ends_a_running_run_and_refuses_a_closed_one(

@@ -18,7 +18,9 @@ from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import (
+    LONG_PATH,
     NOTE,
+    asking_about_a_long_call,
     asking_about_the_calculator,
     asking_in_a_step,
     busy_agent,
@@ -328,6 +330,23 @@ async def test_remember_this_call_chosen_in_the_inbox_lets_the_same_call_run_una
         "web console",
         question["id"],
     )
+
+
+async def test_the_inbox_shows_a_long_call_whole_and_its_hidden_characters_as_escapes(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    workflow_id, question = await asking_about_a_long_call(http, model)
+    page = await console.new_page()
+    await page.goto("/approvals")
+    card = page.locator(f'article[data-question="{question["id"]}"]')
+    value = card.locator(".arguments pre")
+    await expect(value).to_have_text(LONG_PATH)
+    await expect(card.locator(".arguments dt")).to_contain_text(
+        f"path ({len(LONG_PATH)} characters, all shown)"
+    )
+    await card.get_by_role("button", name="Reject").click()
+    await expect(card.locator(".outcome")).to_have_text("Rejected")
+    await finished(http, workflow_id)
 
 
 async def test_in_the_chat_page_a_note_steers_the_running_turn_and_stop_ends_a_held_one(

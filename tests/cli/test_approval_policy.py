@@ -6,15 +6,31 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
+from durafact.runtime.settings import Settings
+from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of, question_waiting, starter
+from tests.workflows.test_react import delete_file
 from workflows import ReActResult
 
 RULE = 'ask calculator when expression contains "+"'
+# A path whose end is what matters, far past what a cut label would keep.
+LONG_PATH = "/tmp/" + "a" * 420 + "/../../etc/passwd"
+
+
+@pytest.fixture
+async def worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
+    """The module's worker: the built-in tools, and a destructive one."""
+    async with build_worker(client, settings, tools=[delete_file]):
+        yield settings
+
+
 SUMS = ["2 + 2", "2 + 2", "3 + 3"]
 
 
@@ -84,3 +100,34 @@ async def test_pending_shows_the_rule_and_approve_remember_call_skips_the_same_c
     ledger = await ledger_of(handle)
     assert [a.id for a in ledger.all() if a.id.startswith("approval:")] == [first.id, second.id]
     assert len([a for a in ledger.all() if a.id.startswith("approval-rule:")]) == 2
+
+
+async def test_pending_prints_a_long_call_whole(
+    starter_env: dict[str, str], client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A question shows every character of the call, the end of a long argument too."""
+    action = json.dumps({"path": LONG_PATH})
+    model.reply(
+        lambda call: (
+            f"Thought: tidy.\nAction: delete_file\nAction Input: {action}\nPAUSE"
+            if call.activity_id.endswith(":1")
+            else "Thought: done.\nFinal Answer: kept"
+        )
+    )
+    workflow_id = f"react-{uuid.uuid4().hex[:6]}"
+    given = {"question": "Tidy up", "tools": ["delete_file"]}
+    started = await starter(
+        "start", "ReActWorkflow", "--input", json.dumps(given), "--id", workflow_id,
+        "--no-wait", env=starter_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert started.code == 0, started.err
+    handle = client.get_workflow_handle(workflow_id, result_type=ReActResult)
+    question = await question_waiting(handle, 1)
+
+    pending = await starter("pending", env=starter_env, cwd=tmp_path)
+    lines = pending.out.splitlines()
+    mine = lines.index(f"{workflow_id}  {question.id}  approve")
+    assert lines[mine + 1] == f"  Run the destructive tool delete_file with {action}?"
+    rejected = await starter("approve", workflow_id, "--reject", env=starter_env, cwd=tmp_path)
+    assert rejected.code == 0, rejected.err
+    await handle.result()

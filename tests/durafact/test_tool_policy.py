@@ -137,14 +137,16 @@ def test_the_argument_hash_ignores_key_order_and_sees_every_value() -> None:
     assert arguments_hash({"path": "/tmp/a"}) != arguments_hash({"path": "/tmp/a", "force": 1})
 
 
-def decision(scope: str, tool: str = "delete_file", **arguments: object) -> RememberedDecision:
+def decision(
+    scope: str, tool: str = "delete_file", approved: bool = True, day: int = 1, **arguments: object
+) -> RememberedDecision:
     return RememberedDecision(
         scope=scope,
         tool=tool,
         arguments_hash=arguments_hash(arguments) if scope == "call" else None,
-        approved=True,
+        approved=approved,
         by="ops",
-        at=datetime(2026, 12, 1, tzinfo=UTC),
+        at=datetime(2026, 12, day, tzinfo=UTC),
         question_id="approval:tool-q:1",
     )
 
@@ -158,9 +160,39 @@ def test_a_decision_bound_to_arguments_never_covers_other_arguments() -> None:
     whole = decision("tool")
     assert whole.id == "approval-rule:delete_file:tool"
     assert remembered_for([groceries, whole], "delete_file", {"name": "*"}) == whole
-    # The decision bound to these very arguments comes first.
-    assert remembered_for([whole, groceries], "delete_file", {"name": "groceries"}) == groceries
     assert travelling([groceries, whole, decision("chat")]) == [groceries, decision("chat")]
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_of_the_decisions_that_cover_a_call_the_most_recent_settles_it(approved: bool) -> None:
+    """A person's latest word stands, whatever its scope: a call approved on the 1st
+    and the whole tool rejected on the 2nd rejects that call; the other way round too."""
+    call = decision("call", approved=approved, day=1, name="groceries")
+    tool = decision("tool", approved=not approved, day=2)
+    for held in ([call, tool], [tool, call]):
+        assert remembered_for(held, "delete_file", {"name": "groceries"}) == tool
+    later_call = decision("call", approved=approved, day=3, name="groceries")
+    assert remembered_for([tool, later_call], "delete_file", {"name": "groceries"}) == later_call
+    # Made at the same moment (one workflow task): the one held last.
+    same_time = decision("tool", approved=not approved, day=1)
+    assert remembered_for([call, same_time], "delete_file", {"name": "groceries"}) == same_time
+    assert remembered_for([same_time, call], "delete_file", {"name": "groceries"}) == call
+
+
+def test_without_arguments_a_policy_says_when_its_decision_would_depend_on_them() -> None:
+    """The gate binds a call's arguments only when something judges them: a predicate
+    rule that names the tool before any rule without one, or a question."""
+    rules = policy(
+        ("allow", "read_*", None),
+        ("deny", "pay", "amount > 100"),
+        ("ask", "pay", None),
+        ("deny", "drop_*", None),
+    )
+    assert rules.decide("pay", None, False) is None
+    assert rules.decide("read_file", None, False).action == "allow"
+    assert rules.decide("drop_table", None, False).action == "deny"
+    assert rules.decide("delete_file", None, True).action == "ask"
+    assert rules.decide("pay", {"amount": 5.0}, False).rule == "rule 3: ask pay"
 
 
 def test_a_call_decision_needs_its_hash_and_only_it_has_one() -> None:

@@ -142,6 +142,30 @@ export function when(stamp) {
   return stamp ? new Date(stamp).toLocaleString() : "";
 }
 
+// A tool question shows the call whole, each argument as the tool will receive it: a
+// long value wraps and says how long it is, and nothing of it is ever cut.
+const LONG_VALUE = 200;
+
+// Control and format characters (a right-to-left override, a zero-width space) shown as
+// escapes, so a value cannot hide or reorder any part of itself; newlines stay lines.
+function visible(text) {
+  return text.replace(/(?!\n)[\p{Cc}\p{Cf}\u2028\u2029]/gu, (c) => `\\u${c.codePointAt(0).toString(16).padStart(4, "0")}`);
+}
+
+function callShown(question) {
+  const rows = Object.entries(question.arguments).map(([name, value]) => {
+    const text = visible(typeof value === "string" ? value : JSON.stringify(value, null, 2));
+    const size = text.length > LONG_VALUE ? h("span", { class: "size" }, ` (${text.length} characters, all shown)`) : null;
+    return [h("dt", {}, name, size), h("dd", {}, h("pre", { class: "text value" }, text))];
+  });
+  return h(
+    "div",
+    { class: "call" },
+    h("p", {}, `Run ${question.tool} with these arguments, as the tool will receive them:`),
+    h("dl", { class: "arguments" }, ...rows.flat()),
+  );
+}
+
 export function badge(text, kind = "") {
   return h("span", { class: `badge ${kind || String(text).toLowerCase()}` }, text);
 }
@@ -274,7 +298,7 @@ export function questionCard(run, question, onAnswered) {
     h("header", {}, h("a", { href: runLink(run.id) }, run.id), " ", kind),
     run.summary ? h("p", { class: "summary" }, run.summary) : null,
     h("p", { class: "qid" }, question.id),
-    h("pre", { class: "text" }, question.text),
+    question.arguments ? callShown(question) : h("pre", { class: "text" }, question.text),
     question.rule ? h("p", { class: "rule" }, `asked by: ${question.rule}`) : null,
     form,
   );
