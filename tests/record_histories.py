@@ -586,6 +586,47 @@ async def react_settled(client: Client, model: ScriptedModel) -> str:
     return "react_settled"
 
 
+async def react_gated(client: Client, model: ScriptedModel) -> str:
+    """One native turn, three calculator calls judged as they would run (the patches
+    durafact-bound-arguments and durafact-keeps-awaiting): a bare string bound to the
+    expression and denied by a rule, and two calls asked about together; the first is
+    approved and runs while the second still waits, then the second is approved."""
+
+    def reply(call: Call) -> str | ToolCalls:
+        if call.messages[-1].get("role") == "tool":
+            return "42 and 2"
+        return ToolCalls(
+            [
+                ("calculator", "1 / 0"),
+                ("calculator", {"expression": "6 * 7"}),
+                ("calculator", {"expression": "1 + 1"}),
+            ]
+        )
+
+    model.reply(reply)
+    rules = [
+        {"action": "deny", "tool": "calculator", "when": 'expression contains "/ 0"'},
+        {"action": "ask", "tool": "calculator"},
+    ]
+    handle = await client.start_workflow(
+        ReActWorkflow.run,
+        ReActInput(
+            question="Six sevens and one plus one?",
+            protocol="native",
+            tool_policy={"rules": rules},
+        ),
+        id="react_gated",
+        task_queue=QUEUE,
+    )
+    for count in (2, 1):
+        while len(waiting := await handle.query(ReActWorkflow.pending_questions)) != count:
+            await asyncio.sleep(0.05)
+        answer = ApprovalAnswer(question_id=waiting[0].id, approved=True)
+        await handle.execute_update(ReActWorkflow.decide, answer)
+    await handle.result()
+    return "react_gated"
+
+
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     plan_execute,
     plan_execute_retried,
@@ -610,6 +651,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     react_steered,
     chat_stopped,
     react_settled,
+    react_gated,
 ]
 
 
