@@ -471,11 +471,18 @@ async def numbered(handle: Any, workflow_id: str, n: int) -> str:
 
 
 async def send_decision(handle: Any, answer: ApprovalAnswer) -> ApprovalOutcome:
-    """The `decide` update's outcome; Failed with the workflow's reason when it refuses."""
+    """The `decide` update's outcome; Failed with the workflow's reason when it refuses,
+    or, when the run closed while the answer was on its way (another answer to the same
+    question was taken first, and the run ended), the reason an answer to a closed run
+    gets: Temporal's NOT_FOUND would say that the run does not exist."""
     try:
         return await handle.execute_update("decide", answer, result_type=ApprovalOutcome)
     except WorkflowUpdateFailedError as exc:
         raise Failed(f"decide refused: {failure_text(exc)}") from None
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            await running(handle)  # Failed: "workflow ID is COMPLETED: nothing waits ..."
+        raise
 
 
 async def running(handle: Any, nothing: str = "nothing waits for an answer") -> Any:

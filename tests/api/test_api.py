@@ -876,3 +876,27 @@ async def test_a_budget_given_at_start_is_the_runs_and_a_bad_one_starts_nothing(
         "/api/runs", json={"type": "ReActWorkflow", "input": loop, "budget": {}}
     )
     assert "a budget needs tokens, cost or both" in error_of(nothing, 422)["message"]
+
+
+async def test_twenty_answers_at_once_one_is_taken_and_the_others_are_told_it_was_answered(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    question = await waiting_question(http, workflow_id)
+    path = f"/api/runs/{workflow_id}/approvals/{question['id']}"
+
+    answers = await asyncio.gather(
+        *(http.post(path, json={"approve": True, "by": f"person {n}"}) for n in range(20))
+    )
+
+    taken = [a for a in answers if a.status_code == 200]
+    assert len(taken) == 1
+    # Too late for the question, or for the run it closed: never "no such workflow".
+    late = {
+        f"decide refused: InvalidAnswer: question {question['id']!r} is already answered "
+        "(approved)",
+        f"workflow {workflow_id} is COMPLETED: nothing waits for an answer",
+    }
+    for refused in (a for a in answers if a is not taken[0]):
+        assert error_of(refused, 409)["message"] in late
