@@ -22,7 +22,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from durafact.api.errors import ApiError
-from durafact.api.events import PING_SECONDS
+from durafact.api.events import PING_SECONDS, offset_of
 from durafact.api.models import ChatStarted, SendMessage, StartChat
 from durafact.api.runs import refuse_a_step_agents_id
 from durafact.api.services import Services, services
@@ -135,9 +135,10 @@ async def stream(
     await describe(s.client.get_workflow_handle(chat_id))  # 404 before the stream begins
     reader = WorkflowStreamClient.create(s.client, chat_id)
     if last_event_id is not None:
-        if not last_event_id.isdigit():
+        last = offset_of(last_event_id)
+        if last is None:
             raise ApiError(400, "BadRequest", f"Last-Event-ID {last_event_id!r} is not ours")
-        offset = int(last_event_id) + 1
+        offset = last + 1
     elif offset is None:
         offset = await reader.get_offset()
     return EventSourceResponse(items(reader, offset), ping=PING_SECONDS)

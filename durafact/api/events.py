@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -36,6 +37,9 @@ router = APIRouter(tags=["runs"])
 
 NAMED = {"status": "status", "question": "question", "approval": "approval"}
 PING_SECONDS = 15  # a comment line this often keeps proxies from closing an idle stream
+# An offset in an event id: ASCII digits that fit in 64 bits. `str.isdigit` also takes
+# '²', and int() refuses more than 4,300 digits: neither may become a 500.
+OFFSET = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,15 @@ class Cursor:
         run_id, _, position = last_event_id.rpartition(":")
         if position == "end" and run_id:
             return cls(run_id, ended=True)
-        if not run_id or not position.isdigit():
+        offset = offset_of(position)
+        if not run_id or offset is None:
             raise ApiError(400, "BadRequest", f"Last-Event-ID {last_event_id!r} is not one we sent")
-        return cls(run_id, int(position))
+        return cls(run_id, offset)
+
+
+def offset_of(text: str) -> int | None:
+    """The offset an event id holds; None when it holds none we could have sent."""
+    return int(text) if OFFSET.fullmatch(text) else None
 
 
 @router.get(

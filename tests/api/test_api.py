@@ -253,6 +253,23 @@ async def test_events_tell_progress_status_questions_and_the_end_and_resume_by_l
     assert error_of(bad, 400)["message"] == "Last-Event-ID 'nonsense' is not one we sent"
 
 
+async def test_a_last_event_id_that_holds_no_offset_is_400_on_run_and_chat_streams(
+    http: httpx.AsyncClient,
+) -> None:
+    chat_id = (await http.post("/api/chats", json={})).json()["id"]
+    # '²' is a digit to str.isdigit, not to int(); int() refuses 5,000 digits.
+    for offset in (b"\xb2", b"9" * 5000):
+        run_events = await http.get(
+            f"/api/runs/{chat_id}/events", headers={"Last-Event-ID": b"RUN:" + offset}
+        )
+        assert error_of(run_events, 400)["message"].endswith("is not one we sent")
+        chat_stream = await http.get(
+            f"/api/chats/{chat_id}/stream", headers={"Last-Event-ID": offset}
+        )
+        assert error_of(chat_stream, 400)["message"].endswith("is not ours")
+    await http.post(f"/api/runs/{chat_id}/cancel")
+
+
 async def test_approvals_list_every_question_and_decide_returns_the_outcome_or_409(
     http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
