@@ -21,7 +21,7 @@ from durafact.api.console import STATIC
 from durafact.api.console import router as pages
 from durafact.api.errors import install as answer_errors_in_one_shape
 from durafact.api.events import router as events
-from durafact.api.runs import one_run
+from durafact.api.runs import ids_in_the_path, one_run
 from durafact.api.runs import router as runs
 from durafact.api.security import Guard, require_token
 from durafact.api.services import Services
@@ -52,7 +52,7 @@ def create_app(
     app.state.token = token
     answer_errors_in_one_shape(app)
     app.add_middleware(Guard)
-    api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
+    api = APIRouter(prefix="/api", dependencies=[Depends(require_token), Depends(ids_in_the_path)])
     for routes in (runs, events, approvals, chats, one_run):  # one_run last: see runs.py
         api.include_router(routes)
     app.include_router(api)

@@ -24,12 +24,11 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from durafact.api.errors import ApiError
 from durafact.api.events import PING_SECONDS, offset_of
 from durafact.api.models import ChatStarted, SendMessage, StartChat
-from durafact.api.runs import refuse_a_step_agents_id
 from durafact.api.services import Services, services
 from durafact.cli.chat import open_chat
 from durafact.cli.commands import describe
 from durafact.cli.follow import QUERY_TIMEOUT
-from durafact.cli.launch import validated
+from durafact.cli.launch import check_new_id, validated
 from durafact.cli.output import Unanswered, state_name
 from durafact.cli.results import failure_text
 from durafact.steer import NOT_STEERED
@@ -56,8 +55,7 @@ async def start_chat(body: StartChat, s: Annotated[Services, Depends(services)])
     if "carried" in body.settings:
         raise ApiError(400, "BadRequest", "settings.carried is what a chat carries, not a setting")
     settings = validated(ChatInput, body.settings, where="settings")
-    chat_id = body.id or f"chat-{uuid.uuid4().hex[:8]}"
-    refuse_a_step_agents_id(chat_id)
+    chat_id = check_new_id(body.id) if body.id else f"chat-{uuid.uuid4().hex[:8]}"
     try:
         handle, _ = await open_chat(s.client, s.settings, chat_id, settings, attach=False)
     except WorkflowAlreadyStartedError:

@@ -10,7 +10,7 @@ import binascii
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from pydantic import TypeAdapter
 from temporalio.client import WorkflowExecution, WorkflowFailureError
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -44,6 +44,7 @@ from durafact.cli.commands import (
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import (
     MAX_INPUT_DEPTH,
+    check_path_id,
     check_sendable,
     depth,
     input_kind,
@@ -128,7 +129,6 @@ async def start(
     launch = launch_of_input(recipe, kind, body.input, where="input")
     if body.budget is not None:
         launch = with_budget(launch, body.budget.model_dump(exclude_unset=True), "budget")
-    refuse_a_step_agents_id(body.id)
     workflow_id = launch.workflow_id(body.id)
     check_sendable(launch)
     try:
@@ -182,13 +182,12 @@ async def runs(
     )
 
 
-def refuse_a_step_agents_id(workflow_id: str | None) -> None:
-    """An id with '/' is refused: it is how a run's step agents are named, `{run}/{step}`
-    (`child_workflow_id`), and one started by hand could take an agent's id."""
-    if workflow_id is not None and "/" in workflow_id:
-        raise ApiError(
-            400, "BadRequest", "the id holds '/', which names the agents of a run's steps"
-        )
+def ids_in_the_path(request: Request) -> None:
+    """The dependency of every API route: a run's or a chat's id taken from the path
+    cannot have `.` or `..` as a step (400), as one given at start cannot."""
+    for name in ("workflow_id", "chat_id"):
+        if name in request.path_params:
+            check_path_id(request.path_params[name])
 
 
 def token_bytes(page_token: str | None) -> bytes | None:

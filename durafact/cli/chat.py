@@ -43,6 +43,7 @@ from durafact.cli.arguments import MEMORY_POLICIES
 from durafact.cli.budget_options import budget_given, budgeted
 from durafact.cli.endpoint_options import endpoints_given
 from durafact.cli.follow import warn_if_no_worker
+from durafact.cli.launch import check_path_id
 from durafact.cli.output import (
     Failed,
     emit_json,
@@ -88,6 +89,8 @@ def chat_input(args: argparse.Namespace) -> ChatInput:
 
 def check_chat_args(args: argparse.Namespace) -> None:
     chat_input(args)  # bad options, before connecting
+    if args.id is not None:
+        check_path_id(args.id)  # a chat's id may hold '/' (`team/chat`), no step '..'
     if args.json and args.send is None:
         raise Failed("--json goes with --send", code=2)
     if args.send is not None and not args.send.strip():

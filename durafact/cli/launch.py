@@ -77,10 +77,34 @@ class Launch:
         return getattr(self.recipe.cls, "recipe_name", None) or self.recipe.name
 
     def workflow_id(self, given: str | None) -> str:
-        workflow_id = given if given is not None else f"{self.id_prefix}-{uuid.uuid4().hex[:8]}"
-        if not workflow_id.strip():
-            raise Failed("the workflow id is empty", code=2)
-        return workflow_id
+        """The id `given` (`--id`, the API's `id`), checked; a new one when None."""
+        if given is None:
+            return f"{self.id_prefix}-{uuid.uuid4().hex[:8]}"
+        return check_new_id(given)
+
+
+def check_new_id(workflow_id: str) -> str:
+    """`workflow_id`, when a person may give it to a new run or chat; else a one-line
+    reason (exit code 2, the API's 400). An id cannot hold '/': that is how the agents
+    of a run's steps are named (`{run}/{step}`), and one started by hand could take an
+    agent's id."""
+    if not workflow_id.strip():
+        raise Failed("the workflow id is empty", code=2)
+    if "/" in workflow_id:
+        raise Failed("the id holds '/', which names the agents of a run's steps", code=2)
+    check_path_id(workflow_id)
+    return workflow_id
+
+
+def check_path_id(workflow_id: str) -> None:
+    """A one-line reason (exit code 2, the API's 400) when a step of the id, between
+    its '/'s, is `.` or `..`: a URL resolves those away (the console's link to run `..`
+    opens `/`, and `/api/runs/.` is the list of runs), so no route could name the run."""
+    if any(step in (".", "..") for step in workflow_id.split("/")):
+        raise Failed(
+            f"the id {workflow_id!r} has '.' or '..' as a path step, which a URL cannot name",
+            code=2,
+        )
 
 
 def launch_of_type(registry: Registry, type_name: str, given: str | None) -> Launch:

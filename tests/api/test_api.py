@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from durafact.api import create_app
 from durafact.cli.chat import open_chat
@@ -158,6 +159,44 @@ async def test_bad_input_is_refused_and_starts_nothing(
 
     assert (await http.get(f"/api/runs/{workflow_id}")).status_code == 404
     assert [e async for e in client.list_workflows(f'WorkflowId STARTS_WITH "{workflow_id}"')] == []
+
+
+async def test_an_id_that_is_a_path_step_is_refused_at_start_and_in_a_path(
+    http: httpx.AsyncClient, client: Client, served: Served, tmp_path: Path
+) -> None:
+    for given in (".", ".."):
+        refused = await http.post(
+            "/api/runs", json={"type": "PlanExecuteWorkflow", "input": GOAL, "id": given}
+        )
+        assert error_of(refused, 400)["message"] == (
+            f"the id {given!r} has '.' or '..' as a path step, which a URL cannot name"
+        )
+        chat = await http.post("/api/chats", json={"id": given})
+        assert error_of(chat, 400)["type"] == "BadRequest"
+        with pytest.raises(RPCError, match="not found"):
+            await client.get_workflow_handle(given).describe()
+    env = clean_env(TEMPORAL_ADDRESS=client.service_client.config.target_host)
+    for command in (  # the command line and the API: one check
+        ("plan", GOAL["text"], "--id", "..", "--no-wait"),
+        ("plan", GOAL["text"], "--id", "team/plan", "--no-wait"),
+        ("chat", "..", "--send", "hi"),  # a chat's id may hold '/', but no '..'
+    ):
+        run = await starter(*command, env=env, cwd=tmp_path)
+        assert (run.code, len(run.err_lines)) == (2, 1), run.err
+    # One started past the API (by Temporal's own client) is not named by a path either.
+    handle = await client.start_workflow(
+        ChatWorkflow.run, ChatInput(), id="..", task_queue=served.settings.task_queue
+    )
+    try:
+        for method, path in (("GET", ""), ("GET", "/artifacts"), ("POST", "/cancel")):
+            named = await http.request(method, f"/api/runs/%2E%2E{path}")
+            assert error_of(named, 400)["message"] == (
+                "the id '..' has '.' or '..' as a path step, which a URL cannot name"
+            )
+        assert error_of(await http.post("/api/chats/%2E%2E/stop"), 400)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    finally:
+        await handle.terminate("test done")
 
 
 async def test_an_id_in_use_is_409_and_an_unknown_id_is_404(
