@@ -36,7 +36,7 @@ from durafact.cli.output import Failed, note, say
 from durafact.cli.recipe_commands import launch_of
 from durafact.cli.registered import refuse_unknown_tools
 from durafact.cli.resume import resume
-from durafact.cli.serve import check_serve_args, serve
+from durafact.cli.serve import check_serve_args, listening, serve
 from durafact.runtime import embedded
 from durafact.runtime.embedded import Embedded, EmbeddedError, open_client
 from durafact.runtime.registry import (
@@ -87,8 +87,9 @@ async def run_command(args: argparse.Namespace) -> int:
     if args.command == "serve":
         registry = registry_of(args)
         token = check_serve_args(args.host, args.port)
+        sock = listening(args.host, args.port)
         client, settings = await connect(console=False)  # this command is the console
-        return await serve(client, settings, registry, args.host, args.port, token)
+        return await serve(client, settings, registry, args.host, args.port, token, sock)
     if args.command == "chat":
         check_chat_args(args)
         client, settings = await connect()

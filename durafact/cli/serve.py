@@ -4,13 +4,16 @@
 It connects like every other command (envconfig profile, codec keys, payload store,
 the embedded stack when nothing is configured) and starts runs on the task queue the
 settings name. A non-loopback address needs `DURAFACT_API_TOKEN`: without one, anyone
-who reaches it could start and approve runs, so `serve` refuses in one line.
+who reaches it could start and approve runs, so `serve` refuses in one line. The port
+is taken before connecting, so a port in use or a host that does not resolve is one
+line, and starts nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from typing import Any
 
 from durafact.cli.output import Failed, say
@@ -32,28 +35,48 @@ def check_serve_args(host: str, port: int) -> str | None:
     return token
 
 
+def listening(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port; a one-line reason when the port is in use or
+    the host does not resolve (both OSErrors)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind((host, port))
+        sock.listen()
+    except OSError as exc:
+        sock.close()
+        raise Failed(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
 async def serve(
-    client: Any, settings: Settings, registry: Registry, host: str, port: int, token: str | None
+    client: Any,
+    settings: Settings,
+    registry: Registry,
+    host: str,
+    port: int,
+    token: str | None,
+    sock: socket.socket,
 ) -> int:
-    """Serve until interrupted (SIGINT, SIGTERM)."""
+    """Serve on `sock` until interrupted (SIGINT, SIGTERM)."""
     # Imported here: the other commands never pay for importing the web stack.
     import uvicorn
 
     from durafact.api import create_app
 
     app = create_app(client, settings, registry, token=token)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve())
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.05)
-    if server.started:  # else uvicorn said why (the port is in use, say) and gave up
+    if server.started:
         shown = f"[{host}]" if ":" in host else host
         queue = settings.task_queue
         say(f"console: http://{shown}:{port}/ (API docs: /docs; task queue {queue!r})")
         if token:
             say("every API call needs `Authorization: Bearer $DURAFACT_API_TOKEN`")
     await serving
-    if not server.started:
+    if not server.started:  # uvicorn said why, and gave up
         raise Failed(f"cannot serve on {host}:{port}")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -867,6 +868,24 @@ async def test_serve_on_a_public_address_without_a_token_is_one_line_and_starts_
         "set DURAFACT_API_TOKEN (clients send it as `Authorization: Bearer ...`), or serve on "
         "127.0.0.1"
     ]
+    assert not (tmp_path / ".durafact").exists()  # no embedded stack either
+
+
+async def test_serve_on_a_busy_port_or_an_unknown_host_is_one_line_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        busy = await starter("serve", "--port", str(port), env=clean_env(), cwd=tmp_path)
+    assert (busy.code, busy.err_lines) == (
+        1,
+        [f"starter: cannot serve on 127.0.0.1:{port}: Address already in use"],
+    )
+    env = clean_env(DURAFACT_API_TOKEN=TOKEN)
+    unknown = await starter("serve", "--host", "nowhere.invalid", env=env, cwd=tmp_path)
+    assert unknown.code == 1
+    (line,) = unknown.err_lines
+    assert line.startswith("starter: cannot serve on nowhere.invalid:8000: ")
     assert not (tmp_path / ".durafact").exists()  # no embedded stack either
 
 
