@@ -10,6 +10,8 @@ there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
@@ -25,21 +27,32 @@ from durafact.api.runs import ids_in_the_path, one_run
 from durafact.api.runs import router as runs
 from durafact.api.security import Guard, require_token
 from durafact.api.services import Services
+from durafact.api.sites import Sites, allowed_hosts
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 
 DESCRIPTION = """Start durafact recipes, follow them, answer their questions and chat.
 
 Every `/api` call needs `Authorization: Bearer <DURAFACT_API_TOKEN>` when the server has
-a token. Errors are `{"error": {"type", "message"}}` (a 422 adds pydantic's `errors`).
-Events are Server-Sent Events; reconnect with `Last-Event-ID` to miss nothing."""
+a token. A change (every POST) needs `Content-Type: application/json` or `X-Durafact: 1`,
+and is refused from a page of another site (403); a request that names another host than
+this server's is refused (421). Errors are `{"error": {"type", "message"}}` (a 422 adds
+pydantic's `errors`). Events are Server-Sent Events; reconnect with `Last-Event-ID` to
+miss nothing."""
 
 
 def create_app(
-    client: Client, settings: Settings, registry: Registry, token: str | None = None
+    client: Client,
+    settings: Settings,
+    registry: Registry,
+    token: str | None = None,
+    host: str | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> FastAPI:
     """The app over `client` (its namespace), starting runs on `settings.task_queue`;
-    with `token`, every API call needs it."""
+    with `token`, every API call needs it. It answers a request that names this server:
+    a loopback name, the address `host` it is served on or the connection's, with its
+    port; or one of `allow_hosts` (`name` or `name:port`, as a Host header writes it)."""
     app = FastAPIOffline(
         title="durafact",
         description=DESCRIPTION,
@@ -51,7 +64,7 @@ def create_app(
     app.state.services = Services(client, settings, registry)
     app.state.token = token
     answer_errors_in_one_shape(app)
-    app.add_middleware(Guard)
+    app.add_middleware(Guard, sites=Sites(host, allowed_hosts(allow_hosts, None)))
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token), Depends(ids_in_the_path)])
     for routes in (runs, events, approvals, chats, one_run):  # one_run last: see runs.py
         api.include_router(routes)

@@ -1,8 +1,10 @@
 """Who may use the API, and how much they may send.
 
+- Only this server's own host, and for a change only its own pages or a program, not
+  another site's page (sites.py): no DNS rebinding, no cross-site request.
 - With a token (`DURAFACT_API_TOKEN`), every API call needs `Authorization: Bearer
   TOKEN`; the console asks for it once and keeps it in the tab's session storage. No
-  cookie carries authority, so a page elsewhere cannot act for a person (no CSRF).
+  cookie carries authority: a page elsewhere has nothing to send.
 - `durafact serve` refuses a non-loopback address without a token (`check_bind`).
 - Request bodies are capped at `MAX_BODY` bytes, counted as they arrive, so neither a
   false Content-Length nor a chunked body gets more through.
@@ -22,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from durafact.api.errors import ApiError, answer
+from durafact.api.sites import Sites
 
 TOKEN_ENV = "DURAFACT_API_TOKEN"
 # One MiB: a recipe's input, a chat message, an answer. Larger content belongs in a
@@ -78,16 +81,22 @@ def require_token(
 
 
 class Guard:
-    """ASGI middleware: the body cap for every request, and the headers every answer
-    carries (the content security policy on the console's pages)."""
+    """ASGI middleware: the sites that may send a request (`sites`), the body cap for
+    every request, and the headers every answer carries (the content security policy on
+    the console's pages)."""
 
-    def __init__(self, app: ASGIApp, max_body: int = MAX_BODY) -> None:
+    def __init__(self, app: ASGIApp, sites: Sites, max_body: int = MAX_BODY) -> None:
         self.app = app
+        self.sites = sites
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        refused = self.sites.refusal(scope)
+        if refused:
+            await answer(refused)(scope, receive, send)
             return
         too_large = f"the request body is over {self.max_body:,} bytes, the most taken"
         declared = dict(scope["headers"]).get(b"content-length", b"0")

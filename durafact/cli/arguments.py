@@ -30,7 +30,8 @@
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
     durafact artifacts ID [--json]     # every artifact of a run, texts included
-    durafact serve [--host H] [--port P]   # the HTTP API and web console (127.0.0.1:8000)
+    durafact serve [--host H] [--port P] [--allow-host HOST ...]
+                                       # the HTTP API and web console (127.0.0.1:8000)
     durafact up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
     durafact down      # stop what `up` started
 
@@ -469,6 +470,14 @@ def add_serve_command(commands: Any, parents: list[Any]) -> None:
     )
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (%(default)s)")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a name the server is reached by besides loopback and its address, as the Host "
+        "header writes it: NAME or NAME:PORT (repeatable; also DURAFACT_API_ALLOW_HOSTS)",
+    )
 
 
 def decoded(argv: Sequence[str]) -> list[str]:

@@ -86,10 +86,10 @@ async def run_command(args: argparse.Namespace) -> int:
         )
     if args.command == "serve":
         registry = registry_of(args)
-        token = check_serve_args(args.host, args.port)
-        sock = listening(args.host, args.port)
+        serving = check_serve_args(args.host, args.port, args.allow_host)
+        sock = listening(serving.host, serving.port)
         client, settings = await connect(console=False)  # this command is the console
-        return await serve(client, settings, registry, args.host, args.port, token, sock)
+        return await serve(client, settings, registry, serving, sock)
     if args.command == "chat":
         check_chat_args(args)
         client, settings = await connect()

@@ -1,12 +1,14 @@
-"""`durafact serve [--host H] [--port P]`: the HTTP API and the web console
-(durafact/api/) on uvicorn, on 127.0.0.1:8000 by default.
+"""`durafact serve [--host H] [--port P] [--allow-host HOST ...]`: the HTTP API and the
+web console (durafact/api/) on uvicorn, on 127.0.0.1:8000 by default.
 
 It connects like every other command (envconfig profile, codec keys, payload store,
 the embedded stack when nothing is configured) and starts runs on the task queue the
 settings name. A non-loopback address needs `DURAFACT_API_TOKEN`: without one, anyone
-who reaches it could start and approve runs, so `serve` refuses in one line. The port
-is taken before connecting, so a port in use or a host that does not resolve is one
-line, and starts nothing.
+who reaches it could start and approve runs, so `serve` refuses in one line. It answers
+only requests that name it (durafact/api/sites.py): a name it is reached by besides the
+loopback names and its address (a reverse proxy's) is allowed with `--allow-host` or
+`DURAFACT_API_ALLOW_HOSTS`. The port is taken before connecting, so a port in use or a
+host that does not resolve is one line, and starts nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 from durafact.cli.output import Failed, say
@@ -21,10 +24,23 @@ from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
 
 
-def check_serve_args(host: str, port: int) -> str | None:
-    """The token (DURAFACT_API_TOKEN), or None; a one-line refusal (exit code 2) for an
-    address that must not be served without one, or a port that is not one."""
+@dataclass(frozen=True)
+class Serving:
+    """Where and for whom `serve` answers: the address, the token (or None), and the
+    hosts it is allowed to be reached by besides its own."""
+
+    host: str
+    port: int
+    token: str | None
+    allow_hosts: tuple[str, ...]
+
+
+def check_serve_args(host: str, port: int, allow_hosts: list[str]) -> Serving:
+    """What to serve; a one-line refusal (exit code 2) for an address that must not be
+    served without a token (DURAFACT_API_TOKEN), a port that is not one, or an allowed
+    host that is not a host."""
     from durafact.api.security import TOKEN_ENV, check_bind
+    from durafact.api.sites import ALLOW_HOSTS_ENV, allowed_hosts
 
     if not 0 < port < 65536:
         raise Failed(f"--port {port} is not a port number", code=2)
@@ -32,7 +48,11 @@ def check_serve_args(host: str, port: int) -> str | None:
     refusal = check_bind(host, token)
     if refusal:
         raise Failed(refusal, code=2)
-    return token
+    try:
+        allowed = allowed_hosts(allow_hosts, os.environ.get(ALLOW_HOSTS_ENV))
+    except ValueError as exc:
+        raise Failed(str(exc), code=2) from None
+    return Serving(host, port, token, allowed)
 
 
 def listening(host: str, port: int) -> socket.socket:
@@ -50,13 +70,7 @@ def listening(host: str, port: int) -> socket.socket:
 
 
 async def serve(
-    client: Any,
-    settings: Settings,
-    registry: Registry,
-    host: str,
-    port: int,
-    token: str | None,
-    sock: socket.socket,
+    client: Any, settings: Settings, registry: Registry, serving: Serving, sock: socket.socket
 ) -> int:
     """Serve on `sock` until interrupted (SIGINT, SIGTERM)."""
     # Imported here: the other commands never pay for importing the web stack.
@@ -64,19 +78,26 @@ async def serve(
 
     from durafact.api import create_app
 
-    app = create_app(client, settings, registry, token=token)
+    app = create_app(
+        client,
+        settings,
+        registry,
+        token=serving.token,
+        host=serving.host,
+        allow_hosts=serving.allow_hosts,
+    )
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started and not serving.done():
+    running = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not running.done():
         await asyncio.sleep(0.05)
     if server.started:
-        shown = f"[{host}]" if ":" in host else host
+        host = f"[{serving.host}]" if ":" in serving.host else serving.host
         queue = settings.task_queue
-        say(f"console: http://{shown}:{port}/ (API docs: /docs; task queue {queue!r})")
-        if token:
+        say(f"console: http://{host}:{serving.port}/ (API docs: /docs; task queue {queue!r})")
+        if serving.token:
             say("every API call needs `Authorization: Bearer $DURAFACT_API_TOKEN`")
-    await serving
+    await running
     if not server.started:  # uvicorn said why, and gave up
-        raise Failed(f"cannot serve on {host}:{port}")
+        raise Failed(f"cannot serve on {serving.host}:{serving.port}")
     return 0

@@ -5,6 +5,7 @@ a run uses only when it names it); and the token every call sends."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -38,23 +39,35 @@ class Served:
         return {"Authorization": f"Bearer {token}"}
 
 
-@pytest.fixture(scope="module")
-async def served(client: Client, scripted_server: ScriptedModel) -> AsyncIterator[Served]:
+@contextlib.asynccontextmanager
+async def serve_api(
+    client: Client, model: ScriptedModel, token: str | None, **options: Any
+) -> AsyncIterator[Served]:
+    """The app with `token` (and create_app's `options`) on a free loopback port, with a
+    worker of its own task queue."""
     settings = Settings(
-        openai_base_url=scripted_server.url,
+        openai_base_url=model.url,
         openai_api_key="test",
         model="scripted",
         task_queue=f"api-{uuid.uuid4().hex[:8]}",
     )
-    app = create_app(client, settings, load_registry(entry_points=False), token=TOKEN)
+    app = create_app(client, settings, load_registry(entry_points=False), token=token, **options)
     async with build_worker(client, settings, tools=[delete_file]), serving(app) as url:
         yield Served(url, settings)
 
 
+@pytest.fixture(scope="module")
+async def served(client: Client, scripted_server: ScriptedModel) -> AsyncIterator[Served]:
+    async with serve_api(client, scripted_server, TOKEN) as served:
+        yield served
+
+
 @pytest.fixture
 async def http(served: Served) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of the API that sends the token."""
-    async with httpx.AsyncClient(base_url=served.url, headers=served.auth(), timeout=30) as c:
+    """A client of the API that sends the token, and `X-Durafact: 1`, as a program does
+    that posts a change without a JSON body (a cancel, a stop)."""
+    headers = {**served.auth(), "X-Durafact": "1"}
+    async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=30) as c:
         yield c
 
 
@@ -98,16 +111,25 @@ async def read_events(
 SCREENSHOTS_ENV = "DURAFACT_SCREENSHOTS"
 
 
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
+@contextlib.asynccontextmanager
+async def chromium(*args: str) -> AsyncIterator[Browser]:
+    """The system Chromium, headless, with CHROMIUM_ARGS and `args`."""
     async with async_playwright() as playwright:
         try:
             path = chromium_path()
         except RuntimeError as exc:
             pytest.fail(str(exc), pytrace=False)
-        launched = await playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        launched = await playwright.chromium.launch(
+            executable_path=path, args=[*CHROMIUM_ARGS, *args]
+        )
         yield launched
         await launched.close()
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

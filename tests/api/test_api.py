@@ -759,7 +759,7 @@ async def test_without_the_token_every_api_call_is_401_and_pages_load(
             ("POST", "/api/runs"),
             ("GET", "/api/approvals"),
         ):
-            response = await anonymous.request(method, path)
+            response = await anonymous.request(method, path, json={} if method == "POST" else None)
             error = error_of(response, 401)
             assert error["message"] == (
                 "this API needs its token: send `Authorization: Bearer <DURAFACT_API_TOKEN>`"

@@ -19,8 +19,11 @@ function headers(extra = {}) {
   return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
 }
 
+// Every call says it is the console's (`X-Durafact: 1`): the server takes a change only
+// with that header or a JSON body, which a page of another site cannot send, and a stop
+// has no body.
 export async function api(path, { method = "GET", body } = {}) {
-  const init = { method, headers: headers({ Accept: "application/json" }) };
+  const init = { method, headers: headers({ Accept: "application/json", "X-Durafact": "1" }) };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -133,8 +136,8 @@ function safeHref(value) {
 }
 
 // A run's id is one encoded path segment: it may hold '/' (a PlanReAct step's agent is
-// `{run}/{step}`), which the server reads back from `%2F`, and encoded, nothing in an
-// id (a `..`) is resolved by the browser as a path step.
+// `{run}/{step}`), which the server reads back from `%2F`. Encoded, a `..` inside an id
+// is no path step; an id that is all `.` or `..` is refused when a run starts.
 export const runLink = (id) => `/runs/${encodeURIComponent(id)}`;
 export const runPath = (id) => `/api/runs/${encodeURIComponent(id)}`;
 
