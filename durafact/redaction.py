@@ -4,11 +4,13 @@ An endpoint URL may carry a secret (`http://user:secret@host/v1?api_key=...`). B
 a URL reaches a log, a message, a status line, an activity summary, an error or an
 artifact, `redact_url` drops its user name and password and replaces every query
 value with `***`; `redact_urls` does that to each URL inside a text (an endpoint's
-error body may echo the URL it was sent to).
+error body may echo the URL it was sent to); `RedactingFormatter` does that to every log
+line a process writes, its tracebacks included.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 HIDDEN = "***"
@@ -32,3 +34,11 @@ def redact_url(url: str | None) -> str:
 def redact_urls(text: str) -> str:
     """`text` with every URL in it redacted."""
     return _URL.sub(lambda match: redact_url(match.group(0)), text)
+
+
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose lines show every URL redacted: a library's logger (the HTTP
+    client's, Temporal's) may print the URL a request went to, or an error that echoes it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_urls(super().format(record))

@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 from pydantic import BaseModel
 from temporalio.common import SearchAttributeKey
@@ -71,6 +71,8 @@ class Call:
     # The client closed the connection while the call was held (`hold`): what a
     # cancelled model activity does.
     hung_up: bool = False
+    # The request URL's query: what an endpoint URL with one (`/v1?api_key=...`) sends.
+    query: dict[str, str] = field(default_factory=dict)
 
     @property
     def schema_name(self) -> str | None:
@@ -409,20 +411,22 @@ class ScriptedModel:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
-                path = self.path.rstrip("/")
+                path, _, query = self.path.partition("?")
+                path = path.rstrip("/")
                 if path not in ("/v1/chat/completions", "/v1/embeddings"):
                     self._send(404, {}, {"error": {"message": "not found"}})
                     return
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                call = Call(body, headers, query=dict(parse_qsl(query, keep_blank_values=True)))
                 if path == "/v1/embeddings":
                     with model._lock:
-                        model.embedding_calls.append(Call(body, headers))
+                        model.embedding_calls.append(call)
                     status, answer = embeddings_response(body)
                     self._send(status, {}, answer)
                     return
-                status, extra, answer = model._respond(Call(body, headers), self._hung_up)
+                status, extra, answer = model._respond(call, self._hung_up)
                 if status == 200 and body.get("stream") and model.streams:
                     self._send_events(model.events(answer))
                 else:

@@ -44,6 +44,7 @@ from durafact.runtime.embedded import (
     running_local_model,
 )
 from durafact.runtime.endpoints import Endpoint, configured_endpoints
+from durafact.runtime.logs import configure_logging
 from durafact.runtime.registry import RegistrationError, recipe_modules
 from durafact.runtime.settings import Settings, SettingsError
 from durafact.runtime.worker import worker_for
@@ -129,7 +130,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(2)
     except SettingsError as exc:  # a bad profile, unusable payload keys, store or prices
         exit_now(f"worker: {exc}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging()
     try:
         client = await connect(settings)
     except SettingsError as exc:  # one line: no server

@@ -40,6 +40,7 @@ from durafact.runtime.codec import (
     PayloadDecryptError,
     keys_from_env,
 )
+from durafact.runtime.logs import configure_logging
 
 TOKEN_ENV = "DURAFACT_CODEC_TOKEN"
 ORIGINS_ENV = "DURAFACT_CODEC_ORIGINS"
@@ -195,7 +196,7 @@ def build(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Cod
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging()
     try:
         server = build(args)
     except CodecConfigError as exc:

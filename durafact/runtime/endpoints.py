@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
@@ -66,6 +66,18 @@ def check_url(url: str, origin: str) -> str:
             "such as http://127.0.0.1:8765/v1"
         )
     return url
+
+
+def split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """`url` without its query (nor fragment), and the query's parameters. The openai
+    client appends a request's path to its base URL as text (`/v1?api_key=k` became
+    `/v1/?api_key=kchat/completions`), so the query goes to it apart, as `default_query`,
+    which it sends with every request."""
+    if url is None:
+        return None, {}
+    parts = urlsplit(url)
+    base = urlunsplit(parts._replace(query="", fragment=""))
+    return base, dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
 def default_endpoint(base_url: str | None, api_key: str | None) -> Endpoint:

@@ -21,7 +21,7 @@ from activities.mcp import McpServer, close_servers
 from activities.sources import SourceActivities
 from activities.tools import ToolActivities, ToolCatalog
 from durafact.prices import Prices
-from durafact.runtime.endpoints import Endpoint
+from durafact.runtime.endpoints import Endpoint, split_query
 from durafact.runtime.handoff import Handoff
 from durafact.runtime.registry import Registry
 from durafact.sources import DEFAULT_ENDPOINT
@@ -32,9 +32,12 @@ NO_KEY = "unused"
 
 def endpoint_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
     """A client for one endpoint, with its own key only (never the environment's):
-    no client-side retries, since Temporal owns them."""
+    no client-side retries, since Temporal owns them; a query in its URL goes with every
+    request (`split_query`)."""
+    base_url, query = split_query(endpoint.base_url)
     return openai.AsyncOpenAI(
-        base_url=endpoint.base_url,
+        base_url=base_url,
+        default_query=query or None,
         api_key=endpoint.api_key or NO_KEY,
         max_retries=0,
         timeout=openai.Timeout(90.0, connect=5.0),

@@ -1,16 +1,18 @@
 """An endpoint URL's credentials never reach what is shown or stored: the worker's log,
-`status`, a failure message (durafact/redaction.py)."""
+`status`, a failure message (durafact/redaction.py); and a query in it goes with every
+request, where it belongs (durafact/runtime/endpoints.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import uuid
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from durafact.redaction import redact_url, redact_urls
+from durafact.redaction import RedactingFormatter, redact_url, redact_urls
 from durafact.runtime.settings import Settings
 from durafact.runtime.worker import build_worker
 from durafact.testing import ScriptedModel
@@ -42,6 +44,20 @@ def test_every_url_in_a_text_is_redacted() -> None:
     assert (
         redact_urls(text) == "no route for 'http://h/v1?api_key=***' (see https://docs.example/x)"
     )
+
+
+def test_a_log_line_shows_every_url_without_credentials_its_traceback_too() -> None:
+    url = f"http://user:{SECRET}@h:8/v1/chat/completions?api_key={SECRET}"
+    try:
+        raise RuntimeError(f"no answer from {url}")
+    except RuntimeError:
+        record = logging.makeLogRecord(
+            {"msg": "HTTP Request: POST %s", "args": (url,), "exc_info": sys.exc_info()}
+        )
+    line = RedactingFormatter("%(name)s %(message)s").format(record)
+    assert SECRET not in line
+    assert "POST http://h:8/v1/chat/completions?api_key=***" in line
+    assert "RuntimeError: no answer from http://h:8/v1/chat/completions?api_key=***" in line
 
 
 async def test_the_worker_log_shows_its_endpoints_without_credentials(
@@ -93,3 +109,57 @@ async def test_a_failure_that_echoes_the_url_is_stored_and_shown_without_credent
     )
     assert "ModelNotFound" in status.out + status.err
     assert SECRET not in status.out + status.err
+
+
+async def test_the_worker_log_holds_no_password_after_model_calls_retries_and_a_failure(
+    client: Client, model: ScriptedModel
+) -> None:
+    host = model.url.removeprefix("http://")
+    queue = f"redact-{uuid.uuid4().hex[:8]}"
+    env = clean_env(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=queue,
+        DURAFACT_MODEL="scripted",
+        OPENAI_BASE_URL=f"http://user:{SECRET}@{host}",
+    )
+    model.fail(500, times=1)  # each retried by Temporal
+    model.fail(429, times=1, headers={"retry-after": "0"})
+    worker = await spawn_command(sys.executable, "worker.py", env=env, cwd=ROOT)
+    assert worker.stderr is not None
+    log = await read_until(worker.stderr, "worker polling")
+    rest = asyncio.create_task(worker.stderr.read())  # read as it comes: no full pipe
+    try:
+        planned = await client.execute_workflow(
+            PlanExecuteWorkflow.run, Goal(text="Plan a weekend"), id=queue, task_queue=queue
+        )
+        echoed = f"no model at http://user:{SECRET}@{host}/chat/completions"
+        model.fail(404, message=echoed)  # fails the run for good
+        with pytest.raises(WorkflowFailureError):
+            await client.execute_workflow(
+                PlanExecuteWorkflow.run, Goal(text="Plan a week"), id=f"{queue}-2", task_queue=queue
+            )
+    finally:
+        worker.terminate()
+        await asyncio.wait_for(worker.wait(), 30)
+    log += (await rest).decode().splitlines()
+
+    assert planned.final is not None
+    assert [c.attempt for c in model.calls[:3]] == [1, 2, 3]  # the 500 and the 429, retried
+    assert not [line for line in log if SECRET in line], "\n".join(log)
+    assert any(f"no model at http://{host}/chat/completions" in line for line in log)
+    assert not [line for line in log if "HTTP Request:" in line]  # the client's, at WARNING
+
+
+async def test_an_endpoint_url_with_a_query_sends_it_with_every_request(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    own = settings.model_copy(update={"openai_base_url": f"{model.url}?api-version=2024-10"})
+    async with build_worker(client, own):
+        await client.execute_workflow(
+            PlanExecuteWorkflow.run,
+            Goal(text="Plan a weekend"),
+            id=f"query-{uuid.uuid4().hex[:8]}",
+            task_queue=own.task_queue,
+        )
+    assert model.calls
+    assert all(call.query == {"api-version": "2024-10"} for call in model.calls)
