@@ -14,7 +14,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from durafact.cli.output import Failed, cost_text, say, say_json, state_name
+from durafact.cli.output import Failed, cell, cost_text, say, say_json, state_name
 from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 
 # Filters go into a visibility query: names only, never quotes.
@@ -113,9 +113,9 @@ def cells(run: dict[str, Any]) -> tuple[str, ...]:
         tokens_text = f"{tokens:,}"
         cost = "unknown" if run["cost"] is None else cost_text(run["cost"])
     return (
-        run["workflow_id"],
-        run["recipe"] or "-",
-        run["status"] or "-",
+        cell(run["workflow_id"]),
+        cell(run["recipe"] or "-"),
+        cell(run["status"] or "-"),
         run["state"],
         tokens_text,
         cost,

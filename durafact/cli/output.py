@@ -60,16 +60,34 @@ class Unanswered(Failed):
     answers 503)."""
 
 
-# Control characters but newline and tab. Model or tool text holding them would act on
-# the terminal that prints it: `\x1b]0;...\x07` retitles it, `\x1b[2J` clears it.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Control characters but newline and tab, and the bidi embeddings, overrides and isolates.
+# Text holding them (a model's, a tool's, an id) would act on the terminal that prints
+# it: `\x1b]0;...\x07` retitles it, `\x1b[2J` clears it, U+202E shows the rest of the line
+# reversed.
+BIDI = r"\u202a-\u202e\u2066-\u2069"
+CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]")
 # The ones json.dumps leaves as they are (it escapes those below 0x20).
-CONTROL_IN_JSON = re.compile(r"[\x7f-\x9f]")
+CONTROL_IN_JSON = re.compile(rf"[\x7f-\x9f{BIDI}]")
+# What a table's cell may not hold either: another line, another column.
+BREAKS = re.compile(r"[\n\t]")
+
+
+def escaped(match: re.Match[str]) -> str:
+    """The character `match` found as text: `\\xNN`, or `\\uNNNN` above 0xff."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def printable(text: str) -> str:
-    """`text` with each control character but newline and tab shown as `\\xNN`."""
-    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    """`text` with each control character but newline and tab, and each bidi control,
+    shown as text (`escaped`)."""
+    return CONTROL.sub(escaped, text)
+
+
+def cell(text: str) -> str:
+    """`text` as one cell of a table: `printable`, and newline and tab shown as `\\x0a`
+    and `\\x09` too, so that a row stays one line and its columns stay in place."""
+    return BREAKS.sub(escaped, printable(text))
 
 
 def say(line: str, stream: TextIO | None = None, end: str = "\n") -> None:

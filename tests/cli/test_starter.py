@@ -118,9 +118,10 @@ async def test_plan_json_prints_one_object_with_the_completed_result(
 async def test_model_text_reaches_the_terminal_with_its_control_characters_shown_as_text(
     starter_env: dict[str, str], model: ScriptedModel, tmp_path: Path
 ) -> None:
-    # A reply that would retitle the terminal, clear it and start a C1 escape; tab stays.
-    hostile = "Retitled\x1b]0;pwned\x07 cleared\x1b[2J csi\x9b2J\tkept"
-    shown = "Retitled\\x1b]0;pwned\\x07 cleared\\x1b[2J csi\\x9b2J\tkept"
+    # A reply that would retitle the terminal, clear it, start a C1 escape and reverse the
+    # rest of its line; tab stays.
+    hostile = "Retitled\x1b]0;pwned\x07 cleared\x1b[2J csi\x9b2J\tkept \u202ereversed"
+    shown = "Retitled\\x1b]0;pwned\\x07 cleared\\x1b[2J csi\\x9b2J\tkept \\u202ereversed"
     model.reply(lambda call: default_reply(call) if call.schema_name else hostile)
     chat_id = f"chat-{uuid.uuid4().hex[:8]}"
     plan, as_json, chat = await asyncio.gather(
@@ -134,7 +135,7 @@ async def test_model_text_reaches_the_terminal_with_its_control_characters_shown
 
     for run in (plan, as_json, chat, artifacts):
         assert run.code == 0, run.err
-        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", run.out), run.out
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", run.out), run.out
     assert f"  {shown}" in plan.out.splitlines()  # the answer
     assert document["result"]["answer"]["text"] == hostile  # JSON reads back unchanged
     assert chat.out.splitlines() == [f"assistant> {shown}"]  # streamed, word by word

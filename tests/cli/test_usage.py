@@ -233,3 +233,32 @@ async def test_list_refuses_bad_filters_in_one_line_before_connecting(
     run = await starter("list", *args, env=env, cwd=tmp_path)
     assert run.code == 2
     assert len(run.err_lines) == 1 and run.err_lines[0].startswith(f"starter: {error}")
+
+
+async def test_list_shows_control_and_bidi_characters_of_an_id_as_text_on_its_own_row(
+    queues: Queues, client: Client, tmp_path: Path
+) -> None:
+    workflow_id = f"plan\n\u202eevil-{uuid.uuid4().hex[:6]}\t"
+    ran = await starter("plan", GOAL, "--id", workflow_id, env=queues.priced, cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    await listed_closed(client, workflow_id)
+
+    table = await starter("list", "--recipe", "plan_execute", env=queues.priced, cwd=tmp_path)
+
+    shown = workflow_id.replace("\n", "\\x0a").replace("\u202e", "\\u202e").replace("\t", "\\x09")
+    (line,) = [line for line in table.out.splitlines() if line.startswith(shown)]
+    assert line.split()[1:4] == ["plan_execute", "completed", "COMPLETED"]
+    assert "\u202e" not in table.out and "\t" not in table.out
+    listed = await starter("list", "--json", env=queues.priced, cwd=tmp_path)
+    assert workflow_id in [r["workflow_id"] for r in json.loads(listed.out)["runs"]]
+
+
+async def listed_closed(client: Client, workflow_id: str) -> None:
+    """Wait until the visibility store lists the run closed: by a query on the recipe, as
+    an id with a newline or a quote cannot go into one."""
+    query = 'DurafactRecipe = "plan_execute" AND ExecutionStatus != "Running"'
+    for _ in range(200):
+        if workflow_id in [e.id async for e in client.list_workflows(query)]:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"visibility never showed {workflow_id!r} closed")
