@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from temporalio.common import (
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from durafact.answer_flow import AnswerBatchError
 from durafact.cli.follow import wait_and_print, warn_if_no_worker
 from durafact.cli.output import (
     ANSWER_HINT,
@@ -47,6 +49,7 @@ from durafact.runtime.codec import encrypts
 from durafact.runtime.registry import Registered, Registry
 from durafact.runtime.settings import Settings
 from durafact.text import shorten
+from workflows.answer_flow import AnswerBatchInput, check_answer_batch
 from workflows.recipe import MODEL_DEADLINE_MEMO, RECIPE_ATTRIBUTE
 
 DETAILS_LIMIT = 2000
@@ -56,6 +59,10 @@ DETAILS_LIMIT = 2000
 # carries the input stores another copy of it.
 MAX_INPUT_BYTES = 10_000_000
 MAX_INPUT_DEPTH = 100  # JSON nesting of --input; deeper is refused before it is parsed on
+# Inputs whose rules go beyond their types, each with the check its recipe's workflow makes
+# as it starts, made here first: every door (`start`, the HTTP API; `answer FILE` as it
+# reads the file) refuses what would fail the run.
+INPUT_RULES: dict[type, Callable[[Any], object]] = {AnswerBatchInput: check_answer_batch}
 
 
 @dataclass
@@ -141,6 +148,8 @@ def input_kind(recipe: Registered, given: bool, where: str = "--input") -> Any:
 def launch_of_input(recipe: Registered, kind: Any, data: Any, where: str = "--input") -> Launch:
     """The launch of `recipe` on `data` (parsed JSON) validated as `kind` (see `input_kind`)."""
     args = [validated(kind, data, where)] if kind is not None else []
+    for value in args:
+        check_rules(value, where)
     shown = json.dumps(data, ensure_ascii=False, indent=2)
     return Launch(
         recipe,
@@ -256,6 +265,18 @@ def validated(kind: Any, data: Any, where: str = "--input") -> Any:
             f"{where} does not fit {type_label(kind)}: {field}{one_line(reason)}{more}",
             exc.errors(include_url=False, include_context=False, include_input=False),
         ) from None
+
+
+def check_rules(value: Any, where: str = "--input") -> None:
+    """InvalidInput unless `value` keeps the rules `INPUT_RULES` has for its type."""
+    for kind, check in INPUT_RULES.items():
+        if isinstance(value, kind):
+            try:
+                check(value)
+            except AnswerBatchError as exc:
+                errors = [{"type": "value_error", "loc": [], "msg": str(exc)}]
+                message = f"{where} does not fit {type_label(kind)}: {one_line(str(exc))}"
+                raise InvalidInput(message, errors) from None
 
 
 def type_label(kind: Any) -> str:

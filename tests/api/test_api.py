@@ -200,6 +200,24 @@ async def test_an_id_that_is_a_path_step_is_refused_at_start_and_in_a_path(
         await handle.terminate("test done")
 
 
+async def test_an_answer_batch_that_breaks_its_rules_is_refused_before_it_starts(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    workflow_id = f"batch-{uuid.uuid4().hex[:8]}"
+    batch = {"questions": [{"id": "../x", "question": "Why?", "source": "Because."}]}
+
+    refused = await http.post(
+        "/api/runs", json={"type": "AnswerFlowWorkflow", "input": batch, "id": workflow_id}
+    )
+
+    error = error_of(refused, 422)
+    assert error["type"] == "InvalidInput"
+    assert error["message"].startswith(
+        "input does not fit AnswerBatchInput: question 1 has the id '../x': an id is 1-64 "
+    )
+    assert [e async for e in client.list_workflows(f'WorkflowId = "{workflow_id}"')] == []
+
+
 async def test_an_id_in_use_is_409_and_an_unknown_id_is_404(
     http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:

@@ -518,6 +518,27 @@ async def test_bad_reflect_and_answer_input_is_one_line_and_starts_nothing(
     assert await executions(client, f'TaskQueue="{queue}"') == []
 
 
+async def test_start_refuses_an_answer_batch_that_breaks_its_rules_as_answer_does(
+    starter_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    batch = {"questions": [{"id": "../x", "question": "Why?", "source": "Because."}]}
+    (tmp_path / "batch.json").write_text(json.dumps(batch))
+
+    started = await starter(
+        "start", "AnswerFlowWorkflow", "--input", "@batch.json", env=starter_env, cwd=tmp_path
+    )
+    answered = await starter("answer", "batch.json", env=starter_env, cwd=tmp_path)
+
+    rule = "question 1 has the id '../x': an id is 1-64 letters, digits, '_', '.' or '-'"
+    assert (started.code, answered.code) == (2, 2)
+    assert started.err_lines == [
+        f"starter: --input does not fit AnswerBatchInput: {rule}, starting with a letter or digit"
+    ]
+    assert answered.err_lines[0].startswith(f"starter: batch.json: {rule}")
+    queue = starter_env["DURAFACT_TASK_QUEUE"]
+    assert await executions(client, f'TaskQueue="{queue}"') == []
+
+
 # --- route, pending, approve, decide ----------------------------------------------------
 
 REQUEST = "Renovate the kitchen for 3000 EUR by March"
