@@ -43,12 +43,14 @@ class RunRow(BaseModel):
     status: str | None = Field(description="DurafactStatus: the recipe's phase.")
     state: str = Field(description="Temporal's status: RUNNING, COMPLETED, FAILED, ...")
     tokens: int | None = Field(
-        default=None, description="DurafactTokens: tokens used, as of the run's last phase."
+        default=None,
+        description="Tokens used: DurafactTokens, as of the run's last phase; in `GET "
+        "/api/runs` a running run's up to now (the `usage` query, as `status` shows them).",
     )
     cost: float | None = Field(
         default=None,
-        description="DurafactCost: their cost in the worker's currency, as of the run's last "
-        "phase; None while unknown (a model without a price) or not recorded.",
+        description="Their cost in the worker's currency, from the same place (DurafactCost); "
+        "None while unknown (a model without a price) or not recorded, never 0 for unknown.",
     )
     started_at: datetime
     closed_at: datetime | None

@@ -5,6 +5,7 @@ memo and summary, but an id in use is refused (409) instead of attached to."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from typing import Annotated, Any, Literal
@@ -53,6 +54,7 @@ from durafact.cli.launch import (
     start_run,
     type_label,
 )
+from durafact.cli.listing import LAST_OF_CHAIN, spent
 from durafact.cli.output import Failed, state_name
 from durafact.cli.results import failure_text
 from durafact.cli.trouble import troubles
@@ -163,21 +165,26 @@ async def runs(
 ) -> RunPage:
     """The runs on this server's task queue, from visibility (so a filter on the
     search attributes DurafactStatus and WorkflowType costs no worker): running ones
-    first, then the most recently closed."""
+    first, then the most recently closed; one per chain of runs continued as new, unless
+    `state` asks for those. Tokens and cost as `durafact list` shows them (`spent`)."""
     where = [s.on_queue]
     if type:
         where.append(f'WorkflowType="{type}"')
     if status:
         where.append(f'{STATUS_ATTRIBUTE.name}="{status}"')
-    if state:
-        where.append(f'ExecutionStatus="{STATES[state]}"')
+    where.append(f'ExecutionStatus="{STATES[state]}"' if state else LAST_OF_CHAIN)
     listing = s.client.list_workflows(
         " AND ".join(where), page_size=page_size, next_page_token=token_bytes(page_token)
     )
     await listing.fetch_next_page()
     token = listing.next_page_token
+    page = listing.current_page or []
+    usages = await asyncio.gather(*(spent(s.client, e) for e in page))
     return RunPage(
-        runs=[row(e) for e in listing.current_page or []],
+        runs=[
+            row(e).model_copy(update={"tokens": tokens, "cost": cost})
+            for e, (tokens, cost) in zip(page, usages, strict=True)
+        ],
         next_page_token=base64.urlsafe_b64encode(token).decode() if token else None,
     )
 

@@ -1,19 +1,23 @@
-"""`list`: durafact's runs from Temporal's visibility store, one line each, with their
-recipe, status, Temporal state, tokens and cost.
+"""`list`: durafact's runs from Temporal's visibility store, one line each (one per chain
+of runs continued as new), with their recipe, status, Temporal state, tokens and cost.
 
 Every recipe run keeps the search attributes `DurafactRecipe`, `DurafactStatus`,
 `DurafactTokens` and `DurafactCost` current (once per phase, and at its end:
 workflows/recipe.py), so filtering by them costs no worker and finds runs after any
-restart. A run whose cost is unknown (a model the worker has no price for) has no
-`DurafactCost`: it shows `unknown` and no `--over-cost` matches it.
+restart. A running run's tokens and cost are shown as `status` shows them, from the
+`usage` query (`spent`). A run whose cost is unknown (a model the worker has no price
+for) has no `DurafactCost`: it shows `unknown` and no `--over-cost` matches it.
+The HTTP API's `GET /api/runs` lists the same way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from durafact.cli.commands import queried_usage
 from durafact.cli.output import Failed, cell, cost_text, say, say_json, state_name
 from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 
@@ -21,6 +25,9 @@ from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE,
 NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 COLUMNS = ("WORKFLOW ID", "RECIPE", "STATUS", "STATE", "TOKENS", "COST", "STARTED (UTC)")
 NUMBERS = {"TOKENS", "COST"}
+# The last run of each chain: a chat's or a long loop's earlier runs, continued as new,
+# are the same conversation or loop, and their usage is carried into the last.
+LAST_OF_CHAIN = 'ExecutionStatus != "ContinuedAsNew"'
 
 
 def name_filter(text: str | None, option: str) -> str | None:
@@ -46,7 +53,7 @@ def amount(text: str | None, option: str) -> Decimal | None:
 def runs_query(recipe: str | None, status: str | None, over_cost: Decimal | None) -> str:
     """The visibility query of `list`: durafact's runs (those with a recipe), the last run
     of each chain (a chat's earlier runs continued as new), and the filters."""
-    where = [f"{RECIPE_ATTRIBUTE.name} IS NOT NULL", 'ExecutionStatus != "ContinuedAsNew"']
+    where = [f"{RECIPE_ATTRIBUTE.name} IS NOT NULL", LAST_OF_CHAIN]
     if recipe:
         where.append(f'({RECIPE_ATTRIBUTE.name} = "{recipe}" OR WorkflowType = "{recipe}")')
     if status:
@@ -67,7 +74,9 @@ async def list_runs(
     """`list`: running runs first, then the most recently closed (visibility's order)."""
     query = runs_query(recipe, status, over_cost)
     found = [e async for e in client.list_workflows(query, limit=limit + 1)]
-    more, shown = len(found) > limit, [row(e) for e in found[:limit]]
+    usages = await asyncio.gather(*(spent(client, e) for e in found[:limit]))
+    shown = [row(e, *usage) for e, usage in zip(found[:limit], usages, strict=True)]
+    more = len(found) > limit
     if as_json:
         say_json({"runs": shown, "more": more})
         return 0
@@ -87,9 +96,23 @@ async def list_runs(
     return 0
 
 
-def row(execution: Any) -> dict[str, Any]:
-    """One run as `--json` shows it: `tokens` None when nothing is recorded, `cost` None
-    then and while it is unknown."""
+async def spent(client: Any, execution: Any) -> tuple[int | None, float | None]:
+    """A run's tokens and cost as `status` shows them: while it runs, the `usage` query's
+    answer (a chat's search attributes hold what it had spent as its run began: its phase,
+    `chatting`, never changes after); else, and when no worker answers, DurafactTokens and
+    DurafactCost."""
+    if state_name(execution) == "RUNNING":
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        usage = await queried_usage(handle)
+        if usage is not None:
+            return usage.total_tokens, None if usage.cost is None else float(usage.cost)
+    attributes = execution.typed_search_attributes
+    return attributes.get(TOKENS_ATTRIBUTE), attributes.get(COST_ATTRIBUTE)
+
+
+def row(execution: Any, tokens: int | None, cost: float | None) -> dict[str, Any]:
+    """One run as `--json` shows it, with what it `spent`: `tokens` None when nothing is
+    recorded, `cost` None then and while it is unknown."""
     attributes = execution.typed_search_attributes
     return {
         "workflow_id": execution.id,
@@ -98,8 +121,8 @@ def row(execution: Any) -> dict[str, Any]:
         "recipe": attributes.get(RECIPE_ATTRIBUTE),
         "status": attributes.get(STATUS_ATTRIBUTE),
         "state": state_name(execution),
-        "tokens": attributes.get(TOKENS_ATTRIBUTE),
-        "cost": attributes.get(COST_ATTRIBUTE),
+        "tokens": tokens,
+        "cost": cost,
         "started_at": execution.start_time.isoformat(),
         "closed_at": execution.close_time.isoformat() if execution.close_time else None,
     }

@@ -993,3 +993,49 @@ async def test_twenty_answers_at_once_one_is_taken_and_the_others_are_told_it_wa
     }
     for refused in (a for a in answers if a is not taken[0]):
         assert error_of(refused, 409)["message"] in late
+
+
+async def listed_rows(http: httpx.AsyncClient, kind: str, workflow_id: str) -> list[dict]:
+    """`GET /api/runs`' rows of `workflow_id`, once visibility lists its recipe."""
+    for _ in range(300):
+        runs = (await http.get("/api/runs", params={"type": kind, "page_size": 200})).json()
+        rows = [r for r in runs["runs"] if r["id"] == workflow_id]
+        if rows and all(r["recipe"] for r in rows):
+            return rows
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"visibility never listed {workflow_id}")
+
+
+async def test_the_runs_list_shows_one_row_for_a_run_that_continued_as_new(
+    http: httpx.AsyncClient, client: Client, model: ScriptedModel
+) -> None:
+    def reply(call: Call) -> str:
+        turn = int(call.activity_id.rsplit(":", 1)[-1])
+        if turn <= 12:
+            return f'Action: calculator\nAction Input: {{"expression": "{turn} * 3"}}'
+        return "Final Answer: done"
+
+    model.reply(reply)
+    question = {"question": "Multiply step by step", "max_turns": 20, "continue_after_events": 100}
+    workflow_id = await start(http, "ReActWorkflow", question)
+    run = await finished(http, workflow_id)
+    assert run["state"] == "COMPLETED"
+    chain = [e async for e in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+    assert len(chain) > 1  # it did continue as new
+
+    (row,) = await listed_rows(http, "ReActWorkflow", workflow_id)
+    assert (row["run_id"], row["state"]) == (run["run_id"], "COMPLETED")
+
+
+async def test_the_runs_list_shows_a_chats_tokens_and_unknown_cost_as_its_page_does(
+    http: httpx.AsyncClient,
+) -> None:
+    chat_id = (await http.post("/api/chats", json={})).json()["id"]
+    reply = await http.post(f"/api/chats/{chat_id}/messages", json={"text": "hello"})
+    assert reply.status_code == 200, reply.text
+
+    usage = (await http.get(f"/api/runs/{chat_id}")).json()["usage"]
+    (row,) = await listed_rows(http, "ChatWorkflow", chat_id)
+
+    assert usage["total_tokens"] > 0 and usage["cost"] is None  # no prices on this worker
+    assert (row["tokens"], row["cost"]) == (usage["total_tokens"], None)

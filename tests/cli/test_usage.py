@@ -241,7 +241,9 @@ async def test_list_shows_control_and_bidi_characters_of_an_id_as_text_on_its_ow
     workflow_id = f"plan\n\u202eevil-{uuid.uuid4().hex[:6]}\t"
     ran = await starter("plan", GOAL, "--id", workflow_id, env=queues.priced, cwd=tmp_path)
     assert ran.code == 0, ran.err
-    await listed_closed(client, workflow_id)
+    await visible_in(
+        client, 'DurafactRecipe = "plan_execute" AND ExecutionStatus != "Running"', workflow_id
+    )
 
     table = await starter("list", "--recipe", "plan_execute", env=queues.priced, cwd=tmp_path)
 
@@ -253,12 +255,33 @@ async def test_list_shows_control_and_bidi_characters_of_an_id_as_text_on_its_ow
     assert workflow_id in [r["workflow_id"] for r in json.loads(listed.out)["runs"]]
 
 
-async def listed_closed(client: Client, workflow_id: str) -> None:
-    """Wait until the visibility store lists the run closed: by a query on the recipe, as
-    an id with a newline or a quote cannot go into one."""
-    query = 'DurafactRecipe = "plan_execute" AND ExecutionStatus != "Running"'
+async def visible_in(client: Client, query: str, workflow_id: str) -> None:
+    """Wait until the visibility store lists the run among those `query` finds (a query
+    on its recipe: an id with a newline or a quote cannot go into one)."""
     for _ in range(200):
         if workflow_id in [e.id async for e in client.list_workflows(query)]:
             return
         await asyncio.sleep(0.1)
-    raise AssertionError(f"visibility never showed {workflow_id!r} closed")
+    raise AssertionError(f"visibility never listed {workflow_id!r} in {query}")
+
+
+async def test_list_shows_a_running_chats_tokens_and_unknown_cost_as_status_does(
+    queues: Queues, client: Client, tmp_path: Path
+) -> None:
+    chat_id = f"chat-usage-{uuid.uuid4().hex[:6]}"
+    sent = await starter("chat", chat_id, "--send", "hello", env=queues.unpriced, cwd=tmp_path)
+    assert sent.code == 0, sent.err
+    usage = await client.get_workflow_handle(chat_id).query("usage", result_type=Usage)
+    assert usage.total_tokens > 0 and usage.cost is None
+    await visible_in(client, 'DurafactRecipe = "chat"', chat_id)
+
+    status = await starter("status", chat_id, env=queues.unpriced, cwd=tmp_path)
+    listed = await starter("list", "--recipe", "chat", "--json", env=queues.unpriced, cwd=tmp_path)
+    table = await starter("list", "--recipe", "chat", env=queues.unpriced, cwd=tmp_path)
+
+    assert f"usage: {usage.total_tokens:,} tokens (" in status.out
+    assert UNKNOWN in status.out
+    row = next(r for r in json.loads(listed.out)["runs"] if r["workflow_id"] == chat_id)
+    assert (row["tokens"], row["cost"]) == (usage.total_tokens, None)
+    (line,) = [line for line in table.out.splitlines() if line.startswith(chat_id)]
+    assert line.split()[4:6] == [f"{usage.total_tokens:,}", "unknown"]
