@@ -25,6 +25,15 @@ class Steered(BaseModel):
     message: str = Field(description="The note's artifact id, `msg:{run}:{n}`.")
 
 
+class NoteQueued(BaseModel):
+    """A note the run accepted (its checks passed, it is in history) that waits for the
+    agent's next model call: what `durafact steer` and the API say at once."""
+
+    turn: int | None = Field(
+        default=None, description="The model call it goes before (ReAct: its turn), when known."
+    )
+
+
 def steer_text(note: str) -> str:
     """The note as the model sees it: a user message that says who wrote it."""
     return f"{NOTE_PREFIX}{note.strip()}"

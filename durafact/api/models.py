@@ -12,7 +12,6 @@ from durafact.approval import ApprovalQuestion, RememberScope
 from durafact.budget import Budget
 from durafact.ledger import Link
 from durafact.llm import Usage
-from durafact.steer import Steered
 
 
 class StartRun(BaseModel):
@@ -118,10 +117,20 @@ class Canceled(BaseModel):
     state: str = Field(description="CANCEL_REQUESTED: the run ends once it sees it.")
 
 
-class RunSteered(Steered):
+class RunSteered(BaseModel):
     id: str = Field(
         description="The workflow that took the note: the run, or its current step's agent "
         "(a PlanReAct run's child ReActWorkflow)."
+    )
+    queued: bool = Field(
+        description="True (202): the run accepted the note, which waits for the agent's next "
+        "model call; false (200, `wait`): the note is in the conversation."
+    )
+    turn: int | None = Field(
+        description="The model call it goes (went) before: its turn; None while not known."
+    )
+    message: str | None = Field(
+        default=None, description="The note's artifact id, `msg:{run}:{n}`, once it is in."
     )
 
 

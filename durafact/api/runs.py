@@ -40,7 +40,6 @@ from durafact.cli.commands import (
     pending_questions,
     queried_usage,
     running,
-    steer_agent,
 )
 from durafact.cli.follow import QUERY_TIMEOUT
 from durafact.cli.launch import (
@@ -57,10 +56,11 @@ from durafact.cli.launch import (
 from durafact.cli.listing import LAST_OF_CHAIN, spent
 from durafact.cli.output import Failed, state_name
 from durafact.cli.results import failure_text
+from durafact.cli.steering import steer_agent
 from durafact.cli.trouble import troubles
 from durafact.ledger import LedgerError
 from durafact.llm import Usage
-from durafact.steer import SteerNote, note_problem
+from durafact.steer import NoteQueued, SteerNote, note_problem
 from workflows.approvals import AWAITING_APPROVAL
 from workflows.chat import ChatWorkflow
 from workflows.plan_react import PlanReActWorkflow
@@ -355,24 +355,31 @@ async def cancel(
 
 @router.post(
     "/runs/{workflow_id:path}/steer",
+    status_code=202,
     response_model=RunSteered,
     summary="A person's note for a running agent",
     responses={
+        200: {"description": "with `wait`: the note is in the conversation", "model": RunSteered},
         400: {"description": "the note is empty or too long"},
         409: {
             "description": "the run has ended; it takes no note (not a ReAct run, or a "
             "PlanReAct run between its steps); it is a chat (send a message with `steer: "
-            "true`); or it ended before another model call saw the note"
+            "true`); or (with `wait`) it ended before another model call saw the note"
         },
     },
 )
 async def steer(
-    workflow_id: str, note: SteerNote, s: Annotated[Services, Depends(services)]
+    workflow_id: str,
+    note: SteerNote,
+    response: Response,
+    s: Annotated[Services, Depends(services)],
+    wait: Annotated[bool, Query(description="answer once the note is in (200)")] = False,
 ) -> RunSteered:
     """The update `steer` of a ReAct run, or of the agent a PlanReAct run's current step
     runs: the note is added before the agent's next model call as the user message "Note
-    from a person: ...". Answered once it is there, with that call's turn; the refusals
-    are `durafact steer`'s."""
+    from a person: ...". Answered 202 `queued` once the run accepted it (with the turn it
+    goes before, when known), or with `wait` 200 once it is there, with that call's turn;
+    the refusals are `durafact steer`'s."""
     if problem := note_problem(note.text):
         raise ApiError(400, "BadRequest", problem)
     description = await running(
@@ -385,5 +392,8 @@ async def steer(
             f"workflow {workflow_id} is a chat: it takes a note as a message sent with steer: "
             f"true (POST /api/chats/{workflow_id}/messages)",
         )
-    agent, steered = await steer_agent(s.client, description, note.text)
-    return RunSteered(id=agent, **steered.model_dump())
+    agent, steered = await steer_agent(s.client, description, note.text, wait)
+    if isinstance(steered, NoteQueued):
+        return RunSteered(id=agent, queued=True, turn=steered.turn)
+    response.status_code = 200
+    return RunSteered(id=agent, queued=False, **steered.model_dump())

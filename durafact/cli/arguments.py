@@ -26,7 +26,7 @@
                         [--remember call|tool|chat]
     durafact status ID
     durafact cancel ID [--reason TEXT] [--no-wait]
-    durafact steer ID NOTE             # a person's note for a running agent or chat
+    durafact steer ID NOTE [--wait]    # a person's note for a running agent or chat
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
     durafact artifacts ID [--json]     # every artifact of a run, texts included
@@ -221,6 +221,11 @@ def parser() -> Parser:
     )
     note.add_argument("id")
     note.add_argument("note", metavar="NOTE")
+    note.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until the note is in the conversation (by default: say it is queued, at once)",
+    )
 
     again = commands.add_parser(
         "resume",

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import getpass
 import re
-import uuid
 from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
@@ -15,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion, RememberScope
 from durafact.budget import LIMITS, parse_cost, parse_tokens
-from durafact.cli.chat import chat_result, deliver
+from durafact.cli.chat import chat_result
 from durafact.cli.follow import (
     QUERY_TIMEOUT,
     canceled_line,
@@ -44,10 +43,8 @@ from durafact.llm import Usage
 from durafact.runtime.codec import PayloadDecryptError
 from durafact.runtime.registry import Registry
 from durafact.runtime.settings import Settings
-from durafact.steer import Steered, SteerNote
 from workflows.approvals import AWAITING_APPROVAL
 from workflows.chat import ChatWorkflow
-from workflows.plan_react import PlanReActWorkflow
 from workflows.recipe import (
     COST_ATTRIBUTE,
     FALLBACK,
@@ -167,64 +164,6 @@ async def cancel(client: Any, workflow_id: str, reason: str, no_wait: bool) -> i
         raise Failed(f"workflow {workflow_id} ended {state} before it saw the cancellation")
     say(await canceled_line(handle))
     return 0
-
-
-async def steer(client: Any, workflow_id: str, note: str) -> int:
-    """A person's note for a running agent: the update `steer` of a ReAct run (of a
-    PlanReAct run: of its current step's agent), or for a chat a message sent with
-    steer: true. Said once the note is in the conversation; a run that is not running,
-    or takes no note, is one line and exit 1."""
-    handle = client.get_workflow_handle(workflow_id)
-    description = await running(handle, "there is nothing to steer")
-    if description.workflow_type == ChatWorkflow.__name__:
-        reply = await deliver(handle, note, uuid.uuid4().hex, steer=True)
-        if reply.status == "steered":
-            say(f"chat {workflow_id}: {reply.text}")
-        else:  # no model call of a running turn was left: an ordinary message, answered
-            say(f"chat {workflow_id}: the note went in as a message of its own; its reply:")
-            say(indent(reply.text, "  "))
-        return 0
-    agent, steered = await steer_agent(client, description, note)
-    whose = "" if agent == workflow_id else f" of its step's agent {agent}"
-    say(
-        f"workflow {workflow_id}: the note went before turn {steered.turn}{whose} "
-        f"({steered.message})"
-    )
-    return 0
-
-
-async def steer_agent(client: Any, description: Any, note: str) -> tuple[str, Steered]:
-    """The update `steer` for a running run that is not a chat: of the run itself (a
-    ReAct run), else of the agent it runs now (a PlanReAct step's child ReActWorkflow).
-    Which workflow took the note, and before which call; Failed (one line) when none
-    takes it, or the note was not seen."""
-    steered = await send_note(client.get_workflow_handle(description.id), note)
-    if steered is not None:
-        return description.id, steered
-    for child in description.raw_description.pending_children:
-        handle = client.get_workflow_handle(child.workflow_id, run_id=child.run_id)
-        steered = await send_note(handle, note)
-        if steered is not None:
-            return child.workflow_id, steered
-    if description.workflow_type == PlanReActWorkflow.__name__:
-        raise Failed(
-            f"workflow {description.id} is a PlanReActWorkflow between its steps: no agent "
-            "runs now to take a note"
-        )
-    raise Failed(
-        f"workflow {description.id} is a {description.workflow_type}: it takes no note "
-        "(ReAct runs and chats do)"
-    )
-
-
-async def send_note(handle: Any, note: str) -> Steered | None:
-    """The update `steer`'s answer; None when the workflow has no such update."""
-    try:
-        return await handle.execute_update("steer", SteerNote(text=note), result_type=Steered)
-    except WorkflowUpdateFailedError as exc:
-        if "expected but not found" in str(exc.cause):  # the SDK's words for a missing handler
-            return None
-        raise Failed(f"not steered: {failure_text(exc)}") from None
 
 
 async def queried_usage(handle: Any) -> Usage | None:

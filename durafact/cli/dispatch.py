@@ -27,7 +27,6 @@ from durafact.cli.commands import (
     pending,
     result,
     status,
-    steer,
 )
 from durafact.cli.endpoint_options import endpoints_given, with_endpoints
 from durafact.cli.launch import check_sendable, launch_of_type, start
@@ -37,6 +36,7 @@ from durafact.cli.recipe_commands import launch_of
 from durafact.cli.registered import refuse_unknown_tools
 from durafact.cli.resume import resume
 from durafact.cli.serve import check_serve_args, listening, serve
+from durafact.cli.steering import steer
 from durafact.runtime import embedded
 from durafact.runtime.embedded import Embedded, EmbeddedError, open_client
 from durafact.runtime.registry import (
@@ -132,7 +132,7 @@ async def run_command(args: argparse.Namespace) -> int:
     if args.command == "cancel":
         return await cancel(client, args.id, args.reason, args.no_wait)
     if args.command == "steer":
-        return await steer(client, args.id, args.note)
+        return await steer(client, args.id, args.note, args.wait)
     assert registry is not None
     if args.command == "resume":
         return await resume(client, settings, registry, args.id, args.no_wait, args.json)

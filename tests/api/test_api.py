@@ -513,7 +513,9 @@ async def test_a_plan_react_runs_note_goes_to_the_agent_of_its_step_and_waits_fo
 
     planning.set()
     agent = workflow_of(await asyncio.to_thread(model.wait_for, agents_first_turn))
-    steering = asyncio.create_task(http.post(f"/api/runs/{workflow_id}/steer", json={"text": NOTE}))
+    steering = asyncio.create_task(
+        http.post(f"/api/runs/{workflow_id}/steer", json={"text": NOTE}, params={"wait": "true"})
+    )
     while not await accepted_updates(client, agent):
         await asyncio.sleep(0.1)
     held.set()
@@ -526,8 +528,32 @@ async def test_a_plan_react_runs_note_goes_to_the_agent_of_its_step_and_waits_fo
     assert second.last_user == f"Note from a person: {NOTE}"
     run = second.activity_id.removeprefix("llm:react:").rsplit(":", 1)[0]
     # The step, the agent's turn 1, its observation, then the note.
-    assert steered.json() == {"id": agent, "turn": 2, "message": message_id(run, 3)}
+    assert steered.json() == {
+        "id": agent,
+        "queued": False,
+        "turn": 2,
+        "message": message_id(run, 3),
+    }
     assert (await finished(http, workflow_id))["state"] == "COMPLETED"
+
+
+async def test_a_note_is_queued_at_once_while_the_run_waits_for_a_person(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    workflow_id, question = await asking_about_the_calculator(http, model)
+
+    steered = await http.post(f"/api/runs/{workflow_id}/steer", json={"text": NOTE})
+
+    assert steered.status_code == 202, steered.text
+    assert steered.json() == {"id": workflow_id, "queued": True, "turn": 2, "message": None}
+    assert await waiting_question(http, workflow_id) == question  # it did not wait for it
+    approval = f"/api/runs/{workflow_id}/approvals/{question['id']}"
+    assert (await http.post(approval, json={"approve": True})).status_code == 200
+    second = await asyncio.to_thread(
+        model.wait_for, lambda c: c.workflow_id == workflow_id and c.activity_id.endswith(":2")
+    )
+    assert second.last_user == f"Note from a person: {NOTE}"
+    await http.post(f"/api/runs/{workflow_id}/cancel")
 
 
 DOOMED = "/tmp/eggs/prices-2024.txt"

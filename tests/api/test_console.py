@@ -13,7 +13,6 @@ from playwright.async_api import BrowserContext, Page, expect
 from temporalio.client import Client
 
 from durafact.cli.chat import open_chat
-from durafact.ids import message_id, react_run
 from durafact.runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
@@ -423,12 +422,12 @@ async def test_a_note_from_the_run_page_reaches_the_agents_next_call_and_cancel_
     await expect(card).to_be_visible()
     await card.locator("#note").fill(NOTE)
     await card.get_by_role("button", name="Send the note").click()
-    while not await accepted_updates(client, workflow_id):
-        await asyncio.sleep(0.1)
-    held.set()
+    # Said at once, while turn 1's model call is still held.
     await expect(card.locator("#steer-outcome")).to_have_text(
-        f"The note went before turn 2 ({message_id(react_run(QUARTER), 3)})", timeout=15_000
+        "Queued: the note goes before turn 2", timeout=15_000
     )
+    assert await accepted_updates(client, workflow_id) == 1
+    held.set()
     second = await asyncio.to_thread(model.wait_for, turn(2))
     assert second.last_user == f"Note from a person: {NOTE}"
     await expect(page.locator("#progress")).to_contain_text(f"note from a person: {NOTE}")

@@ -201,8 +201,8 @@ async function cancel(event) {
   }
 }
 
-// The update `steer`: answered once the note is in the conversation, before the
-// agent's next model call (so it may wait for the call in flight).
+// The update `steer`: answered as soon as the run accepted the note, which then waits
+// for the agent's next model call (the progress shows it go in, announced as `steer`).
 async function steer(event) {
   event.preventDefault();
   const form = $("steer-form");
@@ -210,11 +210,12 @@ async function steer(event) {
   const button = form.querySelector("button");
   button.disabled = true;
   outcome.className = "outcome";
-  outcome.textContent = "Waiting for the agent's next model call…";
+  outcome.textContent = "Sending the note…";
   try {
-    const steered = await api(`${runPath(id)}/steer`, { method: "POST", body: { text: $("note").value } });
-    const whose = steered.id === id ? "" : ` of the step's agent ${steered.id}`;
-    outcome.textContent = `The note went before turn ${steered.turn}${whose} (${steered.message})`;
+    const queued = await api(`${runPath(id)}/steer`, { method: "POST", body: { text: $("note").value } });
+    const whose = queued.id === id ? "" : ` of the step's agent ${queued.id}`;
+    const before = queued.turn ? `turn ${queued.turn}` : "its next model call";
+    outcome.textContent = `Queued: the note goes before ${before}${whose}`;
     outcome.className = "outcome approved";
     $("note").value = "";
   } catch (error) {
