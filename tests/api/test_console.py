@@ -331,7 +331,7 @@ async def test_remember_this_call_chosen_in_the_inbox_lets_the_same_call_run_una
     )
 
 
-async def test_the_inbox_shows_a_long_call_whole_and_its_hidden_characters_as_escapes(
+async def test_the_inbox_shows_a_long_call_whole(
     console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
     workflow_id, question = await asking_about_a_long_call(http, model)
