@@ -1,6 +1,14 @@
-"""The durafact command line: `python starter.py --help` (installed: `durafact`)."""
+"""This app's command line: every `durafact` command, with this app's recipes
+(workflows/) and tools (activities/) registered beside the ready ones:
 
-from durafact.cli.starter import run
+    python starter.py plan "Plan a weekend in Kraków"
+    python starter.py start TripPlanner --input '{"text": "Baltic coast", "days": 2}'
+
+`durafact` alone is the same without this app's recipes."""
+
+import os
+import runpy
 
 if __name__ == "__main__":
-    run()
+    os.environ.setdefault("DURAFACT_RECIPES", "workflows,activities")
+    runpy.run_module("durafact", run_name="__main__")

@@ -1,6 +1,37 @@
-"""The durafact worker: `python worker.py` (installed: `durafact-worker`)."""
+"""This app's worker: its own recipes (workflows/), activities and tools (activities/),
+beside durafact's ready recipes, on the task queue `durafact` (DURAFACT_TASK_QUEUE) of
+the Temporal server TEMPORAL_ADDRESS names (or a temporal.toml profile):
 
-from durafact.cli.worker import run
+    python worker.py
+
+It is what you copy into an app of your own; `durafact-worker` is the same worker with
+every option on the command line."""
+
+import asyncio
+import os
+import signal
+
+from temporalio.client import Client
+from temporalio.envconfig import ClientConfig
+from temporalio.worker import Worker
+
+from durafact import DurafactPlugin
+
+TASK_QUEUE = os.environ.get("DURAFACT_TASK_QUEUE", "durafact")
+
+
+async def main() -> None:
+    config = ClientConfig.load_client_connect_config()  # TEMPORAL_* and temporal.toml
+    config.setdefault("target_host", "localhost:7233")
+    plugin = DurafactPlugin(recipes=["workflows", "activities"])
+    client = await Client.connect(**config, plugins=[plugin])
+    # Stop on Ctrl-C or SIGTERM (docker stop), letting the activities in flight finish.
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+    async with Worker(client, task_queue=TASK_QUEUE):
+        await stop.wait()
+
 
 if __name__ == "__main__":
-    run()
+    asyncio.run(main())

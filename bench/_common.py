@@ -21,11 +21,11 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker, WorkflowRunner
 
-from activities.tools import Tool
-from durafact.runtime.connection import connect
-from durafact.runtime.search_attributes import ensure_search_attributes, may_register
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._activities.tools import Tool
+from durafact._runtime.connection import connect
+from durafact._runtime.search_attributes import ensure_search_attributes, may_register
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Reply, ScriptedModel, start_dev_server
 
 

@@ -45,11 +45,11 @@ from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, Workflo
 
 from bench._common import dev_stack
 from bench.plan_execute_bench import SENTENCES
-from durafact.ledger import Ledger
-from durafact.plugin import with_passthrough
+from durafact._core.ledger import Ledger
+from durafact._recipes import AnswerBatchInput, AnswerFlowWorkflow, Question
+from durafact._runtime.plugin import with_passthrough
 from tests.scripted_answers import answerer
 from tests.sized_answer_flow import SizedAnswerFlow, tram_batch
-from workflows import AnswerBatchInput, AnswerFlowWorkflow, Question
 
 SIZES = (3, 12)
 CPU_SIZES = (10, 3000)

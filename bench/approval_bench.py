@@ -18,11 +18,11 @@ import asyncio
 import json
 import uuid
 
-from activities.tools import tool
 from bench._common import Stack, dev_stack
-from durafact.approval import ApprovalAnswer, ApprovalQuestion, RememberScope
+from durafact._activities.tools import tool
+from durafact._core.approval import ApprovalAnswer, ApprovalQuestion, RememberScope
+from durafact._recipes import ReActInput, ReActResult, ReActWorkflow
 from durafact.testing import Call
-from workflows import ReActInput, ReActResult, ReActWorkflow
 
 RUNS: list[str] = []
 # The paths of the calls, by their number from 1; every other call is the same path.

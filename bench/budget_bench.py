@@ -21,10 +21,10 @@ from decimal import Decimal
 from temporalio.client import WorkflowFailureError
 
 from bench._common import dev_stack
-from durafact.budget import Budget, Spent
-from durafact.llm import Usage
+from durafact._core.budget import Budget, Spent
+from durafact._core.llm import Usage
+from durafact._recipes import ReActInput, ReActResult, ReActWorkflow
 from durafact.testing import Call
-from workflows import ReActInput, ReActResult, ReActWorkflow
 
 # Illustrative prices of the scripted model, per million tokens: input, output.
 PRICES = (Decimal("2.00"), Decimal("8.00"))

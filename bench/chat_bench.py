@@ -28,11 +28,9 @@ from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from bench._common import dev_stack
-from durafact.llm import TextChunk
-from durafact.memory import ChatLine, Digest, Memory
-from durafact.testing import Call
-from tests.helpers import start_local_model
-from workflows.chat import (
+from durafact._core.llm import TextChunk
+from durafact._core.memory import ChatLine, Digest, Memory
+from durafact._recipes.chat import (
     REMEMBERED_REPLIES,
     TOKENS_TOPIC,
     ChatCarry,
@@ -41,6 +39,8 @@ from workflows.chat import (
     ChatSend,
     ChatWorkflow,
 )
+from durafact.testing import Call
+from tests.helpers import start_local_model
 
 QUESTIONS = (
     "What should I pack for three days of hiking?",

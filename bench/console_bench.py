@@ -22,8 +22,8 @@ from playwright.async_api import BrowserContext, async_playwright, expect
 
 from bench._common import Stack, dev_stack
 from bench.chat_bench import local_model
-from durafact.api import create_app
-from durafact.runtime.registry import load_registry
+from durafact._api import create_app
+from durafact._runtime.registry import load_registry
 from durafact.testing import Call, default_reply
 from tests.helpers import CHROMIUM_ARGS, chromium_path, serving
 from tests.workflows.test_supervisor import REQUEST, specialist

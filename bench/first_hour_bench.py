@@ -21,7 +21,7 @@ stack with `starter.py down`.
   memory's default policy folds the name into its digest by then); done when the
   last reply says the name.
 
-The local server samples with a fixed seed (durafact/runtime/local_model.py), so
+The local server samples with a fixed seed (durafact/_local/local_model.py), so
 runs of one command see the same prompts and usually print the same thing; the
 runs show whether that holds.
 """

@@ -16,10 +16,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from durafact.llm import ChatMessage, LLMRequest, LLMResponse, type_path
-    from durafact.react import ReActAction, parse_reply
-    from durafact.tools import ToolCall, ToolRequest, ToolResult
-    from workflows.plan_execute import EXECUTOR, FINISHER, PLANNER, Goal, Plan
+    from durafact._core.llm import ChatMessage, LLMRequest, LLMResponse, type_path
+    from durafact._core.react import ReActAction, parse_reply
+    from durafact._core.tools import ToolCall, ToolRequest, ToolResult
+    from durafact._recipes.plan_execute import EXECUTOR, FINISHER, PLANNER, Goal, Plan
 
 # The same settings as durafact's Recipe (the bench checks that they still match).
 TIMEOUT = timedelta(minutes=2)

@@ -2,10 +2,10 @@
 
     python -m bench.local_model_bench [--seeds 40]
 
-Starts durafact/runtime/local_model.py from the checkout this runs in and, for each
+Starts durafact/_local/local_model.py from the checkout this runs in and, for each
 seed, asks it the two things a weak model is most likely to get wrong:
 
-- a plan, as the model activity asks for one (`workflows.plan_execute.Plan` as
+- a plan, as the model activity asks for one (`durafact._recipes.plan_execute.Plan` as
   `strict_json_schema`, the planner's prompt, a goal from GOALS): counted as usable
   when its content is strict JSON (no raw control characters) that validates, and
   the longest reply's tokens are printed;
@@ -29,13 +29,13 @@ from pathlib import Path
 from openai import OpenAI
 from pydantic import ValidationError
 
-from activities.calculator import calculator, evaluate
-from activities.llm import tool_schema
-from durafact.llm import strict_json_schema
-from durafact.runtime.local_model import DEFAULT_SCHEMA_MAX_TOKENS
+from durafact._activities.calculator import calculator, evaluate
+from durafact._activities.llm import tool_schema
+from durafact._core.llm import strict_json_schema
+from durafact._local.local_model import DEFAULT_SCHEMA_MAX_TOKENS
+from durafact._recipes.plan_execute import PLANNER, Plan
+from durafact._recipes.react import SYSTEM
 from tests.helpers import start_local_model
-from workflows.plan_execute import PLANNER, Plan
-from workflows.react import SYSTEM
 
 MODEL = "smollm2-135m-instruct"
 GOALS = (

@@ -20,12 +20,12 @@ import uuid
 from peers.common import lookup_text
 from temporalio.client import Client
 
-from activities.tools import tool
-from durafact.runtime.codec import data_converter
-from durafact.runtime.search_attributes import ensure_search_attributes
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+from durafact._activities.tools import tool
+from durafact._recipes import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+from durafact._runtime.codec import data_converter
+from durafact._runtime.search_attributes import ensure_search_attributes
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 
 
 @tool

@@ -28,11 +28,11 @@ from temporalio.client import Client, WorkflowHistory
 from bench import handwritten
 from bench._common import dev_stack
 from bench.handwritten import HandWritten
-from durafact.ids import result_id, step_id, steps_prefix
-from durafact.llm import ArtifactSpan, ContextText
+from durafact._core.ids import result_id, step_id, steps_prefix
+from durafact._core.llm import ArtifactSpan, ContextText
+from durafact._recipes import Goal, PlanExecuteWorkflow
+from durafact._recipes.recipe import Recipe
 from durafact.testing import Call, ScriptedModel
-from workflows import Goal, PlanExecuteWorkflow
-from workflows.recipe import Recipe
 
 GOAL = "Plan a long weekend in Kraków for two people on a mid-range budget"
 SIZES = (3, 12, 30)

@@ -28,8 +28,8 @@ from bench._common import dev_stack
 from bench.handwritten import QUESTION, HandWritten, HandWrittenLoop
 from bench.plan_execute_bench import GOAL, scripted_reply
 from bench.react_bench import lookup, scripted
+from durafact._recipes import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
 from durafact.testing import Call, ToolCalls
-from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
 
 
 def native(turns: int) -> Callable[[Call], str | ToolCalls]:

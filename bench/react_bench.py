@@ -34,13 +34,13 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.tools import tool
 from bench._common import dev_stack
 from bench.handwritten import QUESTION, HandWrittenLoop
-from durafact.loop_context import CompactContext, ContextPolicy, KeepAll
-from durafact.runtime.codec import data_converter
+from durafact._activities.tools import tool
+from durafact._core.loop_context import CompactContext, ContextPolicy, KeepAll
+from durafact._recipes import ReActInput, ReActResult, ReActWorkflow
+from durafact._runtime.codec import data_converter
 from durafact.testing import Call, ScriptedModel
-from workflows import ReActInput, ReActResult, ReActWorkflow
 
 TURNS = (3, 30, 300, 1000)
 DOCUMENT = (

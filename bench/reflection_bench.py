@@ -34,8 +34,8 @@ from temporalio.client import Client, WorkflowHistory
 
 from bench._common import dev_stack
 from bench.plan_execute_bench import SENTENCES
+from durafact._recipes import ReflectionInput, ReflectionWorkflow
 from durafact.testing import Call
-from workflows import ReflectionInput, ReflectionWorkflow
 
 TOPIC = "A long weekend in Kraków for two people on a mid-range budget"
 MAX_ROUNDS = (2, 8)  # rewrites allowed; the runs make max_rounds + 1 critiques

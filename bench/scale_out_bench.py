@@ -22,10 +22,10 @@ import uuid
 
 from temporalio.client import Client
 
-from durafact.runtime.settings import Settings
+from durafact._recipes import Goal, PlanExecuteWorkflow
+from durafact._runtime.settings import Settings
 from durafact.testing import default_reply, start_dev_server
 from tests.worker_processes import worker_processes
-from workflows import Goal, PlanExecuteWorkflow
 
 WORKFLOWS = 50
 WORKER_COUNTS = (1, 3)

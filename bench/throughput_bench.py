@@ -20,8 +20,8 @@ import uuid
 
 from bench._common import Stack, dev_stack
 from bench.handwritten import HandWritten
+from durafact._recipes import Goal, PlanExecuteWorkflow
 from durafact.testing import Call
-from workflows import Goal, PlanExecuteWorkflow
 
 GOAL = "Write a short briefing on durable execution for LLM agents."
 KINDS = ("durafact", "hand-written")

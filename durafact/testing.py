@@ -56,11 +56,11 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.plugin import DurafactPlugin
-from durafact.runtime.embedded import DEV_SERVER_TUNING, temporal_binary
-from durafact.runtime.endpoints import Endpoint
-from durafact.runtime.query_retry import QueryRetry
-from workflows.recipe import SEARCH_ATTRIBUTES
+from durafact._local.embedded import DEV_SERVER_TUNING, temporal_binary
+from durafact._recipes.recipe import SEARCH_ATTRIBUTES
+from durafact._runtime.endpoints import Endpoint
+from durafact._runtime.plugin import DurafactPlugin
+from durafact._runtime.query_retry import QueryRetry
 
 
 @dataclass
@@ -164,7 +164,7 @@ def bag_of_words(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[floa
 def embeddings_response(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """An OpenAI embeddings answer for a string or a list of strings; with
     `encoding_format` "base64", little-endian float32 bytes, as the local model
-    (durafact/runtime/local_model.py) sends."""
+    (durafact/_local/local_model.py) sends."""
     value = body.get("input")
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):

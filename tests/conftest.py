@@ -23,13 +23,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.connection import connect
-from durafact.runtime.search_attributes import ensure_search_attributes
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._recipes import SEARCH_ATTRIBUTES
+from durafact._runtime.connection import connect
+from durafact._runtime.search_attributes import ensure_search_attributes
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel, start_dev_server
 from tests.helpers import start_local_model, time_skipping_server_binary
-from workflows import SEARCH_ATTRIBUTES
 
 ADDRESS_ENV = "DURAFACT_TEST_TEMPORAL_ADDRESS"
 
@@ -160,7 +160,7 @@ async def worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
 
 @pytest.fixture(scope="session")
 def local_model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The real local model server (durafact/runtime/local_model.py) in a subprocess:
+    """The real local model server (durafact/_local/local_model.py) in a subprocess:
     its /v1 URL."""
     log_path = tmp_path_factory.mktemp("local_model") / "server.log"
     try:

@@ -25,19 +25,22 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.approval import ApprovalQuestion
-from durafact.cli.follow import query_ledger
-from durafact.ledger import Ledger
-from durafact.prices import ModelPrice, Prices
-from durafact.runtime.embedded import installed_binary
-from durafact.runtime.settings import Settings
+from durafact._cli.follow import query_ledger
+from durafact._core.approval import ApprovalQuestion
+from durafact._core.ledger import Ledger
+from durafact._core.prices import ModelPrice, Prices
+from durafact._local.embedded import installed_binary
+from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, start_dev_server
 
 ROOT = Path(__file__).resolve().parent.parent
+# The commands as installed (`durafact`, `durafact-worker`), run by the test's interpreter.
+DURAFACT = (sys.executable, "-m", "durafact._cli.starter")
+DURAFACT_WORKER = (sys.executable, "-m", "durafact._cli.worker")
 
 
 def start_worker(client: Client, settings: Settings) -> subprocess.Popen[bytes]:
-    """`python worker.py` in its own process, on the test's server, queue and model."""
+    """`durafact-worker` in its own process, on the test's server, queue and model."""
     env = {
         **os.environ,
         "TEMPORAL_ADDRESS": client.service_client.config.target_host,
@@ -47,7 +50,7 @@ def start_worker(client: Client, settings: Settings) -> subprocess.Popen[bytes]:
         "DURAFACT_MODEL": "scripted",
     }
     return subprocess.Popen(
-        [sys.executable, "worker.py"],
+        [*DURAFACT_WORKER],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -190,7 +193,7 @@ def stored_times(history: WorkflowHistory, text: str) -> int:
 
 
 def with_converter(client: Client, converter: DataConverter) -> Client:
-    """The same connection with another data converter, e.g. durafact.runtime.codec's with keys:
+    """The same connection with another data converter, e.g. durafact._runtime.codec's with keys:
     a client (and the workers built on it) that encrypts and decrypts payloads."""
     return Client(**{**client.config(), "data_converter": converter})
 
@@ -217,7 +220,7 @@ def scripted_cost(prompt: int, cached: int, completion: int) -> Decimal:
     return spent / 1_000_000
 
 
-LOCAL_MODEL = [sys.executable, "-m", "durafact.runtime.local_model"]
+LOCAL_MODEL = [sys.executable, "-m", "durafact._local.local_model"]
 
 
 def free_port() -> int:
@@ -228,7 +231,7 @@ def free_port() -> int:
 
 
 def start_local_model(log_path: Path, timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
-    """The local model server (durafact/runtime/local_model.py) on a free port, its
+    """The local model server (durafact/_local/local_model.py) on a free port, its
     output to `log_path` (a file: an unread pipe would eventually block the server's
     logging): the process and its /v1 URL once it
     answers /health. RuntimeError, with the log, when it exits or stays silent."""
@@ -272,8 +275,6 @@ async def own_dev_server(database: Path, port: int) -> WorkflowEnvironment:
 
 # --- the starter as a user runs it -----------------------------------------------------
 
-STARTER = ROOT / "starter.py"
-
 
 @dataclass
 class Run:
@@ -299,7 +300,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 async def spawn(*args: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    return await spawn_command(sys.executable, str(STARTER), *args, env=env, cwd=cwd)
+    return await spawn_command(*DURAFACT, *args, env=env, cwd=cwd)
 
 
 async def spawn_command(*argv: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
@@ -319,7 +320,7 @@ async def run_command(*argv: str, env: dict[str, str], cwd: Path, timeout: float
 
 
 async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
-    return await run_command(sys.executable, str(STARTER), *args, env=env, cwd=cwd, timeout=timeout)
+    return await run_command(*DURAFACT, *args, env=env, cwd=cwd, timeout=timeout)
 
 
 async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:

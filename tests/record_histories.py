@@ -18,25 +18,12 @@ from urllib.parse import unquote
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateStage
 
-from durafact.approval import ApprovalAnswer
-from durafact.budget import Budget
-from durafact.loop_context import CompactContext
-from durafact.memory import RollingDigestSummarizer
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from durafact.steer import SteerNote
-from durafact.testing import Call, ScriptedModel, ToolCalls, start_dev_server
-from tests.helpers import question_waiting
-from tests.scripted_answers import answerer, questions
-from tests.scripted_research import (
-    KAYAK_QUESTION,
-    SUM_QUESTION,
-    kayak_script,
-    sample_sources,
-    shipped_skills,
-    sum_script,
-)
-from workflows import (
+from durafact._core.approval import ApprovalAnswer
+from durafact._core.budget import Budget
+from durafact._core.loop_context import CompactContext
+from durafact._core.memory import RollingDigestSummarizer
+from durafact._core.steer import SteerNote
+from durafact._recipes import (
     AnswerBatchInput,
     AnswerFlowWorkflow,
     ChatInput,
@@ -55,6 +42,19 @@ from workflows import (
     ResearchWorkflow,
     SupervisorRequest,
     SupervisorWorkflow,
+)
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel, ToolCalls, start_dev_server
+from tests.helpers import question_waiting
+from tests.scripted_answers import answerer, questions
+from tests.scripted_research import (
+    KAYAK_QUESTION,
+    SUM_QUESTION,
+    kayak_script,
+    sample_sources,
+    shipped_skills,
+    sum_script,
 )
 
 HISTORIES = Path(__file__).parent / "histories"

@@ -8,8 +8,8 @@ import json
 import re
 from collections.abc import Callable, Iterable
 
+from durafact._recipes.answer_flow import Question
 from durafact.testing import Call
-from workflows.answer_flow import Question
 
 SOURCES = {
     "q1": "The Eiffel Tower was completed in 1889 for the World's Fair in Paris.",

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from activities.skills import load_skills
-from durafact.grounding import normalize_text
-from durafact.skills import Skill
-from durafact.sources import SourceSpec
+from durafact._activities.skills import load_skills
+from durafact._core.grounding import normalize_text
+from durafact._core.skills import Skill
+from durafact._core.sources import SourceSpec
 from durafact.testing import Call
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pydantic import BaseModel
 from temporalio import workflow
 
-from durafact.answer_flow import AnswerResult
-from workflows.answer_flow import AnswerBatchInput, AnswerFlowWorkflow, Question
-from workflows.recipe import RecipeContext
+from durafact._core.answer_flow import AnswerResult
+from durafact._recipes.answer_flow import AnswerBatchInput, AnswerFlowWorkflow, Question
+from durafact._recipes.recipe import RecipeContext
 
 
 class BatchCounts(BaseModel):

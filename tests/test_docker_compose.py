@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from durafact.runtime.payloads import store_from_env
-from durafact.runtime.prices import prices_from_env
-from durafact.runtime.search_attributes import NAMES, TYPES, type_name
+from durafact._runtime.payloads import store_from_env
+from durafact._runtime.prices import prices_from_env
+from durafact._runtime.search_attributes import NAMES, TYPES, type_name
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"

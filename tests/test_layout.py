@@ -1,5 +1,6 @@
-"""The imports point one way: the commands (`durafact.cli`) use the plugin and the
-runtime, which use `workflows` and `activities`, which use the core; and no two modules
+"""The imports point one way: the commands (`durafact._cli`) use the plugin and the
+runtime, which use the recipes (`durafact._recipes`) and the activities
+(`durafact._activities`), which use the core (`durafact._core`); and no two modules
 import each other. (The core's own rule is tests/durafact/test_purity.py; workflow
 code's is tests/workflows/test_determinism.py.)"""
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.helpers import ROOT
 
-PACKAGES = ("durafact", "workflows", "activities")
+PACKAGES = ("durafact",)
 
 
 def module_name(path) -> str:
@@ -51,9 +52,23 @@ def test_no_two_modules_import_each_other() -> None:
 @pytest.mark.parametrize(
     ("package", "never"),
     [
-        ("activities", ("workflows", "durafact.runtime", "durafact.cli", "durafact.plugin")),
-        ("durafact.runtime", ("durafact.cli",)),
-        ("durafact.plugin", ("durafact.cli",)),
+        (
+            "durafact._activities",
+            ("durafact._recipes", "durafact._runtime", "durafact._cli", "durafact._api"),
+        ),
+        (
+            "durafact._core",
+            (
+                "durafact._recipes",
+                "durafact._activities",
+                "durafact._runtime",
+                "durafact._cli",
+                "durafact._api",
+                "durafact._local",
+            ),
+        ),
+        ("durafact._runtime", ("durafact._cli",)),
+        ("durafact._runtime.plugin", ("durafact._cli",)),
     ],
 )
 def test_a_package_never_imports_what_is_above_it(package: str, never: tuple[str, ...]) -> None:

@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from activities.calculator import EXPRESSION, calculator, evaluate
-from activities.llm import tool_schema
-from durafact.llm import TextChunk, strict_json_schema
-from durafact.runtime.local_model import (
+from durafact._activities.calculator import EXPRESSION, calculator, evaluate
+from durafact._activities.llm import tool_schema
+from durafact._core.llm import TextChunk, strict_json_schema
+from durafact._local.local_model import (
     CHARS_PER_TOKEN,
     DEFAULT_SCHEMA_MAX_TOKENS,
     RequestError,
@@ -32,13 +32,7 @@ from durafact.runtime.local_model import (
     largest_answer,
     offered_tools,
 )
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from tests.helpers import LOCAL_MODEL, free_port, run_to_ledger
-from tests.properties import FAST
-from tests.scripted_research import SUM_QUESTION as BIKE_QUESTION
-from tests.scripted_research import sample_sources
-from workflows import (
+from durafact._recipes import (
     Goal,
     PlanExecuteWorkflow,
     PlanStep,
@@ -49,8 +43,14 @@ from workflows import (
     StepResult,
     plan_execute,
 )
-from workflows.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
-from workflows.research import ClaimSet, EvidenceSet, ResearchAnswer
+from durafact._recipes.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
+from durafact._recipes.research import ClaimSet, EvidenceSet, ResearchAnswer
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
+from tests.helpers import LOCAL_MODEL, free_port, run_to_ledger
+from tests.properties import FAST
+from tests.scripted_research import SUM_QUESTION as BIKE_QUESTION
+from tests.scripted_research import sample_sources
 
 
 class Plan(BaseModel):

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from temporalio.client import Client
 
-from durafact.runtime.settings import Settings
+from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import start_worker
 

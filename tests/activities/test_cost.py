@@ -12,12 +12,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from durafact.llm import LLMResponse, Usage
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from durafact.testing import Call, ScriptedModel
-from tests.helpers import OTHER_MODEL_PRICES, SCRIPTED_PRICES, scripted_cost
-from workflows import (
+from durafact._core.llm import LLMResponse, Usage
+from durafact._recipes import (
     ChatInput,
     ChatReply,
     ChatSend,
@@ -26,7 +22,11 @@ from workflows import (
     PlanExecuteResult,
     PlanExecuteWorkflow,
 )
-from workflows.recipe import COST_ATTRIBUTE, TOKENS_ATTRIBUTE
+from durafact._recipes.recipe import COST_ATTRIBUTE, TOKENS_ATTRIBUTE
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel
+from tests.helpers import OTHER_MODEL_PRICES, SCRIPTED_PRICES, scripted_cost
 
 
 def words(call: Call) -> int:

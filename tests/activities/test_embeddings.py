@@ -12,7 +12,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from activities.embedding_source import (
+from durafact._activities.embedding_source import (
     LOCAL_EMBEDDING_MODEL,
     EmbeddedCorpus,
     EmbeddingProvider,
@@ -20,8 +20,8 @@ from activities.embedding_source import (
     OpenAIEmbeddings,
     cosine,
 )
-from activities.files_source import FileSystemSource
-from durafact.sources import DocumentNotFound, Source, SourceRef
+from durafact._activities.files_source import FileSystemSource
+from durafact._core.sources import DocumentNotFound, Source, SourceRef
 
 CORPUS = [
     ("bread", "Knead the dough, let it rise overnight and bake the loaf at 230 degrees."),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,19 +20,19 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 
-from durafact.ledger import Ledger
-from durafact.llm import ChatMessage, LLMRequest
-from durafact.sources import SearchRequest, SourceFailure, SourceRef, SourceSpec
-from workflows.recipe import Recipe, RecipeContext
-from workflows.sources import fan_out_sources
+from durafact._core.ledger import Ledger
+from durafact._core.llm import ChatMessage, LLMRequest
+from durafact._core.sources import SearchRequest, SourceFailure, SourceRef, SourceSpec
+from durafact._recipes.recipe import Recipe, RecipeContext
+from durafact._recipes.sources import fan_out_sources
 
 with workflow.unsafe.imports_passed_through():
-    from activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings
-    from durafact.runtime.endpoints import Endpoint, EndpointError, configured_endpoints
-    from durafact.runtime.settings import Settings, SettingsError
-    from durafact.runtime.worker import build_worker
+    from durafact._activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings
+    from durafact._runtime.endpoints import Endpoint, EndpointError, configured_endpoints
+    from durafact._runtime.settings import Settings, SettingsError
+    from durafact._runtime.worker import build_worker
     from durafact.testing import ScriptedModel
-    from tests.helpers import ROOT, free_port, run_command
+    from tests.helpers import DURAFACT_WORKER, ROOT, free_port, run_command
 
 DEFAULT_KEY = "sk-default-worker-key"
 EMBED_KEY = "sk-embed-endpoint-key"
@@ -384,7 +383,7 @@ async def test_the_worker_refuses_a_bad_endpoint_at_start_before_connecting() ->
         "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
         "DURAFACT_ENDPOINT_EMBED_KEY": EMBED_KEY,
     }
-    run = await run_command(sys.executable, "worker.py", env=env, cwd=ROOT, timeout=60)
+    run = await run_command(*DURAFACT_WORKER, env=env, cwd=ROOT, timeout=60)
     assert run.code == 2
     assert run.err.strip().splitlines() == [
         "worker: DURAFACT_ENDPOINT_EMBED_KEY is set but DURAFACT_ENDPOINT_EMBED (its URL) is "

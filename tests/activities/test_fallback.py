@@ -17,8 +17,8 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from durafact.llm import ChatMessage, ModelFallback
-from workflows.recipe import (
+from durafact._core.llm import ChatMessage, ModelFallback
+from durafact._recipes.recipe import (
     FALLBACK,
     MODEL_DEADLINE_MEMO,
     Progress,
@@ -30,10 +30,10 @@ from workflows.recipe import (
 with workflow.unsafe.imports_passed_through():
     from temporalio.exceptions import ActivityError, ApplicationError
 
-    from durafact.cli.commands import status
-    from durafact.runtime.endpoints import Endpoint, EndpointError, configured_endpoints
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._cli.commands import status
+    from durafact._runtime.endpoints import Endpoint, EndpointError, configured_endpoints
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from durafact.testing import ScriptedModel
     from tests.helpers import free_port, ledger_of
 

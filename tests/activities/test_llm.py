@@ -20,8 +20,8 @@ from pathlib import Path
 from pydantic import BaseModel
 from temporalio import workflow
 
-from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, RecipeContext
-from workflows.recipe import Recipe
+from durafact._recipes import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, RecipeContext
+from durafact._recipes.recipe import Recipe
 
 # The workflow sandbox re-imports this module (HaikuWorkflow); the rest is not workflow code.
 with workflow.unsafe.imports_passed_through():
@@ -33,9 +33,9 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import ActivityEnvironment
     from temporalio.worker import Worker
 
-    from activities import ModelActivities, classify_error, retry_after
-    from activities.llm import EMPTY_ANSWER_ATTEMPTS
-    from durafact.llm import (
+    from durafact._activities import ModelActivities, classify_error, retry_after
+    from durafact._activities.llm import EMPTY_ANSWER_ATTEMPTS
+    from durafact._core.llm import (
         ArtifactSpan,
         ChatMessage,
         ChatTurn,
@@ -44,11 +44,11 @@ with workflow.unsafe.imports_passed_through():
         strict_json_schema,
         type_path,
     )
-    from durafact.plugin import with_passthrough
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._core.tools import ToolCall, ToolSpec, parse_arguments
+    from durafact._runtime.plugin import with_passthrough
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from durafact.testing import ScriptedModel, ToolCalls
-    from durafact.tools import ToolCall, ToolSpec, parse_arguments
     from tests.helpers import scheduled_activities
 
 is_plan = lambda call: call.schema_name == "Plan"  # noqa: E731

@@ -26,7 +26,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities.mcp import (
+from durafact._activities.mcp import (
     IDEMPOTENCY_META_KEY,
     McpConfigError,
     McpServer,
@@ -34,14 +34,16 @@ from activities.mcp import (
     configured_servers,
     parse_server,
 )
-from activities.tools import ToolCatalog, ToolSessionLost, ToolUnavailable
-from durafact.approval import ApprovalAnswer
-from durafact.react import ToolList
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._activities.tools import ToolCatalog, ToolSessionLost, ToolUnavailable
+from durafact._core.approval import ApprovalAnswer
+from durafact._core.react import ToolList
+from durafact._core.tools import ToolCall, ToolRequest
+from durafact._recipes import ReActInput, ReActResult, ReActWorkflow, ToolCallRecord
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
-from durafact.tools import ToolCall, ToolRequest
 from tests.helpers import (
+    DURAFACT_WORKER,
     ROOT,
     clean_env,
     free_port,
@@ -51,7 +53,6 @@ from tests.helpers import (
     scheduled_activities,
     start_worker,
 )
-from workflows import ReActInput, ReActResult, ReActWorkflow, ToolCallRecord
 
 SERVER = ROOT / "tests" / "mcp_server.py"
 RAW_SERVER = ROOT / "tests" / "mcp_raw_server.py"
@@ -375,9 +376,7 @@ async def test_the_worker_refuses_a_bad_mcp_value_before_connecting(
 ) -> None:
     # Nothing listens at this address: a worker that tried to connect would say so.
     environment = clean_env(TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}", **env)
-    run = await run_command(
-        sys.executable, str(ROOT / "worker.py"), *args, env=environment, cwd=tmp_path
-    )
+    run = await run_command(*DURAFACT_WORKER, *args, env=environment, cwd=tmp_path)
     assert run.code == 2
     assert len(run.err_lines) == 1
     assert run.err_lines[0].startswith(line)

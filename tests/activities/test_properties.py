@@ -26,11 +26,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activities.calculator import EXPRESSION, MAX_LENGTH, CalculatorError, evaluate
-from activities.csv_source import CSVSource
-from activities.web_source import WebSource, address_refusal
-from durafact.arithmetic import column_values
-from durafact.sources import RefusedLocation, SourceError, SourceRef
+from durafact._activities.calculator import EXPRESSION, MAX_LENGTH, CalculatorError, evaluate
+from durafact._activities.csv_source import CSVSource
+from durafact._activities.web_source import WebSource, address_refusal
+from durafact._core.arithmetic import column_values
+from durafact._core.sources import RefusedLocation, SourceError, SourceRef
 from tests.properties import FAST as SHARED_FAST
 
 FAST = settings(SHARED_FAST, max_examples=200)

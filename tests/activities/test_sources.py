@@ -13,16 +13,21 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.csv_source import (
+from durafact._activities.csv_source import (
     DEFAULT_KEEP_BYTES,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ROWS,
     CSVSource,
 )
-from activities.files_source import FileSystemSource
-from activities.sources import InvalidSourceSpec, SourceActivities, build_source, load_corpus
-from durafact.arithmetic import column_values, parse_number
-from durafact.sources import (
+from durafact._activities.files_source import FileSystemSource
+from durafact._activities.sources import (
+    InvalidSourceSpec,
+    SourceActivities,
+    build_source,
+    load_corpus,
+)
+from durafact._core.arithmetic import column_values, parse_number
+from durafact._core.sources import (
     ContentTooLarge,
     DocumentNotFound,
     RefusedLocation,

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from durafact.tools import (
+from durafact._core.tools import (
     BoundCall,
     SkippedTool,
     ToolCall,
@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.exceptions import ApplicationError
     from temporalio.testing import ActivityEnvironment
 
-    from activities.calculator import (
+    from durafact._activities.calculator import (
         EXPRESSION,
         MAX_DIGITS,
         MAX_EXPONENT,
@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         calculator,
         evaluate,
     )
-    from activities.tools import (
+    from durafact._activities.tools import (
         InvalidArguments,
         Tool,
         ToolActivities,
@@ -53,9 +53,9 @@ with workflow.unsafe.imports_passed_through():
         UnknownTool,
         tool,
     )
-    from durafact.runtime.registry import builtin_registry
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._runtime.registry import builtin_registry
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
 
 
 # --- tools a user writes -----------------------------------------------------------------

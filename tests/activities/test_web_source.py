@@ -19,8 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from activities.web_source import WebSource, address_refusal, html_to_text
-from durafact.sources import (
+from durafact._activities.web_source import WebSource, address_refusal, html_to_text
+from durafact._core.sources import (
     ContentTooLarge,
     DocumentNotFound,
     RefusedLocation,

@@ -19,10 +19,10 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, async_playwright
 from temporalio.client import Client
 
-from durafact.api import create_app
-from durafact.runtime.registry import load_registry
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._api import create_app
+from durafact._runtime.registry import load_registry
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.helpers import CHROMIUM_ARGS, chromium_path, serving
 from tests.workflows.test_react import delete_file

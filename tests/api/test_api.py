@@ -17,11 +17,12 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from durafact.api import create_app
-from durafact.cli.chat import open_chat
-from durafact.ids import message_id, step_id
-from durafact.runtime.registry import load_registry
-from durafact.runtime.settings import Settings
+from durafact._api import create_app
+from durafact._cli.chat import open_chat
+from durafact._core.ids import message_id, step_id
+from durafact._recipes.chat import ChatInput, ChatWorkflow
+from durafact._runtime.registry import load_registry
+from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.api.conftest import TOKEN, Served, read_events
 from tests.cli.test_steer import accepted_updates
@@ -34,7 +35,6 @@ from tests.workflows.test_plan_react import script as plan_react_script
 from tests.workflows.test_plan_react import workflow_of
 from tests.workflows.test_react import act, turns
 from tests.workflows.test_supervisor import REQUEST, specialist
-from workflows.chat import ChatInput, ChatWorkflow
 
 GOAL = {"text": "Plan a weekend in Kraków", "max_steps": 2}
 
@@ -851,7 +851,7 @@ async def test_request_bodies_are_capped(http: httpx.AsyncClient) -> None:
 def test_serve_refuses_a_non_loopback_address_without_a_token(
     host: str, token: str | None, refused: bool
 ) -> None:
-    from durafact.api.security import check_bind
+    from durafact._api.security import check_bind
 
     assert (check_bind(host, token) is not None) == refused
 

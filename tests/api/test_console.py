@@ -12,8 +12,9 @@ import httpx
 from playwright.async_api import BrowserContext, Page, expect
 from temporalio.client import Client
 
-from durafact.cli.chat import open_chat
-from durafact.runtime.worker import build_worker
+from durafact._cli.chat import open_chat
+from durafact._recipes.chat import STOPPED_REPLY, ChatInput
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import (
@@ -33,7 +34,6 @@ from tests.scripted_research import SUM_QUESTION, sample_sources, sum_script
 from tests.workflows.test_react import act, turns
 from tests.workflows.test_steer import chat_with_calculator
 from tests.workflows.test_supervisor import REQUEST, specialist
-from workflows.chat import STOPPED_REPLY, ChatInput
 
 QUARTER = "What is a quarter of 12 euros?"
 MARKUP = "<script>alert(1)</script><img src=x onerror=alert(2)> and <b>bold</b>"

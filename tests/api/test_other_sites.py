@@ -30,10 +30,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from durafact.api import create_app
-from durafact.api.sites import Sites
-from durafact.runtime.registry import load_registry
-from durafact.runtime.settings import Settings
+from durafact._api import create_app
+from durafact._api.sites import Sites
+from durafact._runtime.registry import load_registry
+from durafact._runtime.settings import Settings
 from durafact.testing import ScriptedModel
 from tests.api.conftest import Served, chromium, serve_api
 from tests.api.test_api import asking_about_the_calculator, error_of, start, waiting_question

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.settings import Settings
+from durafact._runtime.settings import Settings
 from durafact.testing import ScriptedModel
 from tests.helpers import clean_env
 

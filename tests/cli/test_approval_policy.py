@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._recipes import ReActResult
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of, question_waiting, starter
 from tests.workflows.test_react import delete_file
-from workflows import ReActResult
 
 RULE = 'ask calculator when expression contains "+"'
 # A path whose end is what matters, far past what a cut label would keep.

@@ -14,14 +14,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from durafact.answer_flow import AnswerResult
-from durafact.ledger import Ledger
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from durafact.testing import Call, ScriptedModel
-from tests.helpers import ROOT, clean_env, ledger_of, starter
-from tests.scripted_answers import answerer
-from workflows import (
+from durafact._core.answer_flow import AnswerResult
+from durafact._core.ledger import Ledger
+from durafact._recipes import (
     Goal,
     PlanExecuteResult,
     PlanExecuteWorkflow,
@@ -30,9 +25,14 @@ from workflows import (
     ReActWorkflow,
     StepResult,
 )
-from workflows.answer_flow import NOT_ENOUGH_INFORMATION
-from workflows.plan_execute import GOAL_SYSTEM
-from workflows.react_long import EarlierRun
+from durafact._recipes.answer_flow import NOT_ENOUGH_INFORMATION
+from durafact._recipes.plan_execute import GOAL_SYSTEM
+from durafact._recipes.react_long import EarlierRun
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
+from durafact.testing import Call, ScriptedModel
+from tests.helpers import ROOT, clean_env, ledger_of, starter
+from tests.scripted_answers import answerer
 
 GOAL = "Plan a weekend in Kraków"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from durafact.budget import Budget
+from durafact._core.budget import Budget
+from durafact._recipes import ReActInput
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import question_waiting, starter
-from workflows import ReActInput
 
 QUESTION = "What is 7 times each number?"
 
@@ -44,7 +44,7 @@ NOT_SETTINGS = """
 from pydantic import BaseModel
 from temporalio import workflow
 
-from workflows import Recipe
+from durafact._recipes import Recipe
 
 
 class Numbers(BaseModel):

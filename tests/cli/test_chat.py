@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
 
+from durafact._recipes.chat import STOPPED_REPLY
 from durafact.testing import ScriptedModel
-from tests.helpers import ROOT, STARTER, read_until, starter
-from workflows.chat import STOPPED_REPLY
+from tests.helpers import DURAFACT, ROOT, read_until, starter
 
 
 async def interactive(chat_id: str, env: dict[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(STARTER),
+        *DURAFACT,
         "chat",
         chat_id,
         env=env,

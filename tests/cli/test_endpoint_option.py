@@ -13,9 +13,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.endpoints import Endpoint
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._runtime.endpoints import Endpoint
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.helpers import clean_env, starter
 

@@ -15,26 +15,26 @@ from pathlib import Path
 
 import pytest
 
-from durafact.cli.arguments import parser
-from durafact.plan_limits import MAX_STEPS
-from tests.helpers import ROOT, STARTER, run_command
-from workflows.plan_execute import Goal
+from durafact._cli.arguments import parser
+from durafact._core.plan_limits import MAX_STEPS
+from durafact._recipes.plan_execute import Goal
+from tests.helpers import DURAFACT, ROOT, run_command
 
 # Only a worker needs these: a model client, MCP sessions, the activities that use them.
 WORKER_ONLY = (
     "openai",
     "mcp",
-    "activities.llm",
-    "activities.sources",
-    "activities.mcp",
-    "durafact.runtime.worker_kit",
+    "durafact._activities.llm",
+    "durafact._activities.sources",
+    "durafact._activities.mcp",
+    "durafact._runtime.worker_kit",
 )
 # Every command needs these once it runs, and reading its arguments needs none of them.
-RUNTIME = ("temporalio", "workflows", "activities", "durafact.runtime", "durafact.plugin")
+RUNTIME = ("temporalio", "durafact._recipes", "durafact._activities", "durafact._runtime")
 
 READ_ARGUMENTS = """
 import sys
-from durafact.cli.arguments import parser
+from durafact._cli.arguments import parser
 for argv in (
     ["plan", "Plan a trip", "--max-steps", "4", "--budget-tokens", "900"],
     ["route", "Renovate", "--approval-timeout", "2h", "--fallback-after", "2m"],
@@ -44,7 +44,7 @@ for argv in (
     ["serve", "--port", "8001"],
 ):
     parser().parse_args(argv)
-import durafact.cli.starter
+import durafact._cli.starter
 print("\\n".join(sorted(sys.modules)))
 """
 
@@ -67,7 +67,7 @@ def test_reading_the_arguments_imports_only_the_core() -> None:
     )
     assert done.returncode == 0, done.stderr
     modules = done.stdout.split()
-    assert "durafact.cli.arguments" in modules and "durafact.cli.starter" in modules
+    assert "durafact._cli.arguments" in modules and "durafact._cli.starter" in modules
     assert loaded(modules, RUNTIME + WORKER_ONLY) == []
 
 
@@ -76,12 +76,12 @@ async def test_commands_load_no_model_client_mcp_or_activities(
 ) -> None:
     missing = f"plan-missing-{uuid.uuid4().hex[:6]}"
     status = await run_command(
-        sys.executable, "-X", "importtime", str(STARTER), "status", missing,
+        sys.executable, "-X", "importtime", *DURAFACT[1:], "status", missing,
         env=starter_env, cwd=tmp_path,
     )  # fmt: skip
     # A launch command gets as far as the registered recipes and their input models.
     plan = await run_command(
-        sys.executable, "-X", "importtime", str(STARTER), "plan", "Plan a trip",
+        sys.executable, "-X", "importtime", *DURAFACT[1:], "plan", "Plan a trip",
         "--max-steps", "0", env=starter_env, cwd=tmp_path,
     )  # fmt: skip
     assert (status.code, status.err_lines[-1]) == (1, f"starter: no workflow with id {missing!r}")
@@ -91,7 +91,7 @@ async def test_commands_load_no_model_client_mcp_or_activities(
     )
     for run in (status, plan):
         modules = imported_by(run.err)
-        assert "temporalio.client" in modules and "durafact.plugin" in modules
+        assert "temporalio.client" in modules and "durafact._runtime.plugin" in modules
         assert loaded(modules, WORKER_ONLY) == []
 
 

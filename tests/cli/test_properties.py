@@ -22,16 +22,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durafact.cli.arguments import duration
-from durafact.cli.commands import corrections
-from durafact.cli.launch import read_input
-from durafact.cli.output import Failed, decide_hint, one_line, quoted
-from durafact.cli.recipe_commands import checked, names
+from durafact._cli.arguments import duration
+from durafact._cli.commands import corrections
+from durafact._cli.launch import read_input
+from durafact._cli.output import Failed, decide_hint, one_line, quoted
+from durafact._cli.recipe_commands import checked, names
+from durafact._recipes.plan_execute import MAX_STEPS, Goal
+from durafact._recipes.react import ReActInput
+from durafact._recipes.reflection import ReflectionInput
+from durafact._recipes.supervisor import SupervisorRequest
 from tests.properties import FAST, JSON
-from workflows.plan_execute import MAX_STEPS, Goal
-from workflows.react import ReActInput
-from workflows.reflection import ReflectionInput
-from workflows.supervisor import SupervisorRequest
 
 # What argv can hold: text, or bytes that are not UTF-8 (decoded with surrogateescape);
 # never a NUL, which ends a C string.

@@ -26,19 +26,28 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.tools import ToolCatalog
-from durafact.llm import type_path
-from durafact.runtime.embedded import has_live_poller
-from durafact.runtime.registry import (
+from durafact._activities.tools import ToolCatalog
+from durafact._core.llm import type_path
+from durafact._core.tools import ToolCall, ToolRequest
+from durafact._local.embedded import has_live_poller
+from durafact._recipes.recipe import RECIPE_ATTRIBUTE
+from durafact._runtime.registry import (
     RegistrationError,
     builtin_registry,
     load_registry,
     recipe_modules,
 )
 from durafact.testing import Call, ScriptedModel
-from durafact.tools import ToolCall, ToolRequest
-from tests.helpers import ROOT, Run, clean_env, free_port, read_until, run_command, starter
-from workflows.recipe import RECIPE_ATTRIBUTE
+from tests.helpers import (
+    DURAFACT_WORKER,
+    ROOT,
+    Run,
+    clean_env,
+    free_port,
+    read_until,
+    run_command,
+    starter,
+)
 
 BIN = Path(sys.executable).parent
 TRIP = {"text": "Baltic coast", "days": 2}
@@ -48,7 +57,7 @@ RECIPES = """
 from pydantic import BaseModel, Field
 from temporalio import workflow
 
-from workflows import PlanExecute, RecipeContext
+from durafact import PlanExecute, RecipeContext
 
 
 class Trip(BaseModel):
@@ -280,7 +289,7 @@ async def test_result_and_attach_know_a_registered_recipe(
     env = user_env | {"PYTHONPATH": str(src), "DURAFACT_RECIPES": "trips.recipes"}
     workflow_id = f"trip-{uuid.uuid4().hex[:6]}"
     start = ["start", "TripPlanner", "--input", json.dumps(TRIP), "--id", workflow_id]
-    async with worker_process(client, [sys.executable, "worker.py"], env, cwd=ROOT):
+    async with worker_process(client, [*DURAFACT_WORKER], env, cwd=ROOT):
         started = await starter(*start, "--no-wait", env=env, cwd=tmp_path)
         result = await starter("result", workflow_id, "--json", env=env, cwd=tmp_path)
         again = await starter(*start, "--json", env=env, cwd=tmp_path)
@@ -302,7 +311,7 @@ async def test_a_recipe_registered_by_an_installed_entry_point_needs_no_option(
 ) -> None:
     install_entry_point(src, "trips.recipes")
     env = user_env | {"PYTHONPATH": str(src)}
-    async with worker_process(client, [sys.executable, "worker.py"], env, cwd=ROOT):
+    async with worker_process(client, [*DURAFACT_WORKER], env, cwd=ROOT):
         console = await durafact(
             "start", "TripPlanner", "--input", json.dumps(TRIP), "--json", env=env, cwd=tmp_path
         )
@@ -419,7 +428,7 @@ async def test_an_unknown_type_is_one_line_naming_the_registered_ones(
         (
             "trips.clash",
             "workflow type 'PlanExecuteWorkflow' is registered twice: "
-            "workflows.plan_execute:PlanExecuteWorkflow (workflows) and "
+            "durafact._recipes.plan_execute:PlanExecuteWorkflow (durafact._recipes) and "
             "trips.clash:PlanExecuteWorkflow (trips.clash)",
         ),
     ],
@@ -445,7 +454,7 @@ async def test_a_broken_entry_point_names_its_distribution(src: Path, tmp_path: 
     env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1", PYTHONPATH=str(src), OPENAI_API_KEY="x")
     runs = await asyncio.gather(
         durafact("start", "TripPlanner", "--input", "{}", env=env, cwd=tmp_path),
-        worker_run([sys.executable, str(ROOT / "worker.py")], env, tmp_path),
+        worker_run([*DURAFACT_WORKER], env, tmp_path),
     )
     for run, who in zip(runs, ("starter", "worker"), strict=True):
         assert run.code == 2
@@ -479,13 +488,17 @@ def test_a_module_listed_twice_registers_once_with_its_output_models(
     monkeypatch.syspath_prepend(str(src))
     try:
         registry = load_registry(["trips.recipes", "trips.recipes"], entry_points=False)
-        assert registry.modules == ["workflows", "activities.calculator", "trips.recipes"]
+        assert registry.modules == [
+            "durafact._recipes",
+            "durafact._activities.calculator",
+            "trips.recipes",
+        ]
         trip = registry.get("TripPlanner")
         assert trip is not None and trip.origin == "trips.recipes"
         assert [t.__name__ for t in trip.inputs or []] == ["Trip"]
         assert trip.result_type.__name__ == "Itinerary"
         assert "trips.recipes:Cities" in registry.output_models
-        assert "workflows.plan_execute:Plan" in registry.output_models
+        assert "durafact._recipes.plan_execute:Plan" in registry.output_models
         with pytest.raises(RegistrationError, match="registered twice"):
             load_registry(["trips.recipes", "trips.clash"], entry_points=False)
     finally:
@@ -495,7 +508,7 @@ def test_a_module_listed_twice_registers_once_with_its_output_models(
 
 # A module of tools only, and two mistakes in listing them.
 TOOLS_MODULE = """
-from activities.tools import tool
+from durafact import tool
 
 
 @tool(destructive=True)
@@ -509,10 +522,10 @@ TOOLS = [cancel_trip]
 TOOL_MISTAKES = {
     "not_a_tool": ("TOOLS = [print]\n", "trips.not_a_tool: TOOLS lists <built-in function print>"),
     "tool_clash": (
-        "from activities.tools import tool\n\n"
+        "from durafact import tool\n\n"
         "@tool\ndef calculator(expression: str) -> str:\n    return expression\n\n"
         "TOOLS = [calculator]\n",
-        "tool 'calculator' is registered twice: activities.calculator:calculator and "
+        "tool 'calculator' is registered twice: durafact._activities.calculator:calculator and "
         "trips.tool_clash:calculator (trips.tool_clash)",
     ),
 }
@@ -552,8 +565,8 @@ def test_every_structured_call_of_a_built_in_asks_for_a_registered_model() -> No
     every run that reaches the call (UnknownOutputType)."""
     registered = builtin_registry().output_models
     asked: dict[str, str] = {}
-    for path in sorted((ROOT / "workflows").glob("*.py")):
-        module = importlib.import_module(f"workflows.{path.stem}")
+    for path in sorted((ROOT / "durafact/_recipes").glob("*.py")):
+        module = importlib.import_module(f"durafact._recipes.{path.stem}")
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
@@ -575,7 +588,7 @@ async def test_start_on_a_worker_without_the_recipe_is_refused_with_the_fix(
     client: Client, user_env: dict[str, str], src: Path, tmp_path: Path
 ) -> None:
     env = user_env | {"PYTHONPATH": str(src)}
-    async with worker_process(client, [sys.executable, "worker.py"], env, cwd=ROOT):
+    async with worker_process(client, [*DURAFACT_WORKER], env, cwd=ROOT):
         run = await starter(
             "start", "TripPlanner", "--input", json.dumps(TRIP), "--recipes", "trips.recipes",
             "--id", "trip-unregistered", env=env, cwd=tmp_path,
@@ -594,7 +607,7 @@ async def test_status_of_a_run_its_worker_cannot_run_says_how_to_fix_it(
 ) -> None:
     env = user_env | {"PYTHONPATH": str(src), "DURAFACT_RECIPES": "trips.recipes"}
     queue = env["DURAFACT_TASK_QUEUE"]
-    async with worker_process(client, [sys.executable, "worker.py"], user_env, cwd=ROOT):
+    async with worker_process(client, [*DURAFACT_WORKER], user_env, cwd=ROOT):
         handle = await client.start_workflow(
             "TripPlanner", TRIP, id=f"t-{uuid.uuid4().hex[:6]}", task_queue=queue
         )
@@ -628,7 +641,7 @@ async def test_the_worker_uses_the_embedded_model_when_no_endpoint_is_configured
         DURAFACT_MODEL_PORT=port,
     )
     worker = await asyncio.create_subprocess_exec(
-        sys.executable, "worker.py", env=env, cwd=ROOT, stderr=asyncio.subprocess.PIPE
+        *DURAFACT_WORKER, env=env, cwd=ROOT, stderr=asyncio.subprocess.PIPE
     )
     try:
         assert worker.stderr is not None

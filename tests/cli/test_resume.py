@@ -22,8 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import clean_env, free_port, read_until, spawn, starter
 

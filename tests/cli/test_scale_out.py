@@ -18,10 +18,10 @@ from collections import defaultdict
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from durafact.runtime.settings import Settings
+from durafact._recipes import Goal, PlanExecuteResult, PlanExecuteWorkflow
+from durafact._runtime.settings import Settings
 from durafact.testing import default_reply
 from tests.worker_processes import worker_processes
-from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow
 
 WORKFLOWS = 50
 CALLS_PER_WORKFLOW = 5  # plan, three steps, final

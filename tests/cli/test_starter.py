@@ -16,7 +16,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -25,18 +24,28 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.tools import tool
-from durafact.approval import ApprovalAnswer, ApprovalQuestion
-from durafact.cli.arguments import parser
-from durafact.cli.output import ANSWER_HINT
-from durafact.cli.recipe_commands import launch_of
-from durafact.ledger import Ledger
-from durafact.runtime.registry import load_registry
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from durafact.sources import SourceSpec
+from durafact._activities.tools import tool
+from durafact._cli.arguments import parser
+from durafact._cli.output import ANSWER_HINT
+from durafact._cli.recipe_commands import launch_of
+from durafact._core.approval import ApprovalAnswer, ApprovalQuestion
+from durafact._core.ledger import Ledger
+from durafact._core.sources import SourceSpec
+from durafact._recipes import (
+    AnswerFlowResult,
+    PlanExecuteResult,
+    SupervisorResult,
+    SupervisorWorkflow,
+)
+from durafact._recipes.react import ReActResult
+from durafact._recipes.recipe import RECIPE_ATTRIBUTE
+from durafact._recipes.research import ResearchResult
+from durafact._runtime.registry import load_registry
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls, default_reply
 from tests.helpers import (
+    DURAFACT_WORKER,
     ROOT,
     clean_env,
     free_port,
@@ -54,10 +63,6 @@ from tests.scripted_research import (
     kayak_script,
     sum_script,
 )
-from workflows import AnswerFlowResult, PlanExecuteResult, SupervisorResult, SupervisorWorkflow
-from workflows.react import ReActResult
-from workflows.recipe import RECIPE_ATTRIBUTE
-from workflows.research import ResearchResult
 
 REPO = ROOT
 GOAL = "Plan a weekend in Kraków"
@@ -444,7 +449,7 @@ async def test_down_never_signals_a_process_it_did_not_start(tmp_path: Path) -> 
     bystander = subprocess.Popen(["sleep", "30"])
     try:
         # A pid file whose pid now belongs to someone else (recycled, or edited).
-        argv = [sys.executable, str(REPO / "worker.py")]
+        argv = [*DURAFACT_WORKER]
         (state / "worker.pid").write_text(json.dumps({"pid": bystander.pid, "argv": argv}))
         down = await starter("down", env=clean_env(), cwd=tmp_path)
         assert down.code == 0, down.err

@@ -14,7 +14,7 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from durafact.ids import message_id, react_run
+from durafact._core.ids import message_id, react_run
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import question_waiting, starter
 from tests.workflows.test_plan_execute import GOAL, numbered_steps

@@ -19,15 +19,15 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from tests.helpers import clean_env, read_until, spawn, starter
 
 SUMS = """
 from pydantic import BaseModel
 from temporalio import workflow
 
-from workflows import Recipe, RecipeContext
+from durafact._recipes import Recipe, RecipeContext
 
 
 class Numbers(BaseModel):

@@ -16,9 +16,11 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.llm import Usage
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._core.llm import Usage
+from durafact._recipes import Goal, PlanExecuteResult, PlanExecuteWorkflow
+from durafact._recipes.recipe import TOKENS_ATTRIBUTE
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.helpers import (
     OTHER_MODEL_PRICES,
@@ -27,8 +29,6 @@ from tests.helpers import (
     scripted_cost,
     starter,
 )
-from workflows import Goal, PlanExecuteResult, PlanExecuteWorkflow
-from workflows.recipe import TOKENS_ATTRIBUTE
 
 GOAL = "Plan a weekend in Kraków"
 UNKNOWN = "cost: unknown (a model without a price in the worker's DURAFACT_PRICES)"

@@ -9,10 +9,10 @@ from collections import Counter
 
 from temporalio.client import Client, WorkflowHandle
 
-from durafact.runtime.settings import Settings
+from durafact._recipes import Goal, PlanExecuteWorkflow
+from durafact._runtime.settings import Settings
 from durafact.testing import ScriptedModel
 from tests.helpers import result_despite_worker_crash, start_worker
-from workflows import Goal, PlanExecuteWorkflow
 
 GOAL = "Survive a crash"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from durafact.answer_flow import (
+from durafact._core.answer_flow import (
     BUDGET,
     CHECK_ERROR,
     FALLBACK_ERROR,
@@ -903,10 +903,10 @@ async def test_observe_that_raises_does_not_change_the_result_and_is_logged(capl
         raise RuntimeError("dashboard down")
 
     expected = await run(define(check=passes_from(b=1)), "a", "b")
-    with caplog.at_level(logging.WARNING, logger="durafact.answer_flow"):
+    with caplog.at_level(logging.WARNING, logger="durafact._core.answer_flow"):
         results = await run(define(check=passes_from(b=1), observe=observe), "a", "b")
     assert results == expected
-    failures = [r for r in caplog.records if r.name == "durafact.answer_flow"]
+    failures = [r for r in caplog.records if r.name == "durafact._core.answer_flow"]
     assert [r.args for r in failures] == [("generate:0",), ("repair:1",), ("final",)]
     assert "dashboard down" in caplog.text
 

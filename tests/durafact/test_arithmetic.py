@@ -8,7 +8,7 @@ from decimal import Decimal, localcontext
 
 import pytest
 
-from durafact.arithmetic import PRECISION, compute
+from durafact._core.arithmetic import PRECISION, compute
 
 
 def exact_sum(values: list[Decimal]) -> Decimal:

@@ -1,4 +1,4 @@
-"""durafact.budget: the arithmetic a run's budget is kept with, and what people read."""
+"""durafact._core.budget: the arithmetic a run's budget is kept with, and what people read."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 from pydantic import ValidationError
 
-from durafact.budget import Budget, Spent, money, parse_cost, parse_tokens
-from durafact.llm import Usage
+from durafact._core.budget import Budget, Spent, money, parse_cost, parse_tokens
+from durafact._core.llm import Usage
 
 
 def used(tokens: int, cost: str | None = "0") -> Usage:

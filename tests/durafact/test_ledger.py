@@ -8,9 +8,9 @@ import pytest
 from pydantic import BaseModel
 
 from durafact import Ledger, find, find_all, text_key
-from durafact.ids import approval_id
-from durafact.ledger import ArtifactRef, LedgerError
-from durafact.llm import ArtifactSpan
+from durafact._core.ids import approval_id
+from durafact._core.ledger import ArtifactRef, LedgerError
+from durafact._core.llm import ArtifactSpan
 
 
 class Doc(BaseModel):

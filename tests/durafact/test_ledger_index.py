@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from durafact.ledger import Artifact, Ledger, LedgerError
-from durafact.llm import ArtifactSpan
+from durafact._core.ledger import Artifact, Ledger, LedgerError
+from durafact._core.llm import ArtifactSpan
 from tests.properties import FAST
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from durafact.llm import ChatTurn
-from durafact.memory import (
+from durafact._core.llm import ChatTurn
+from durafact._core.memory import (
     DIGEST_ID,
     FALLBACK_CHARS,
     Memory,
@@ -16,7 +16,7 @@ from durafact.memory import (
     WindowPruner,
     WindowSummarizer,
 )
-from durafact.tools import ToolCall
+from durafact._core.tools import ToolCall
 
 
 def chat(messages: int) -> Memory:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from durafact.llm import Usage
-from durafact.prices import ModelPrice, Prices
+from durafact._core.llm import Usage
+from durafact._core.prices import ModelPrice, Prices
 
 PRICES = Prices(
     currency="USD",

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from durafact.answer_flow import AnswerBatchError, AnswerItem, validate_answer_batch
-from durafact.arithmetic import column_values, compute, parse_number
-from durafact.sources import SourceError
+from durafact._core.answer_flow import AnswerBatchError, AnswerItem, validate_answer_batch
+from durafact._core.arithmetic import column_values, compute, parse_number
+from durafact._core.sources import SourceError
 from tests.properties import FAST, JSON
 
 # --- answer batches --------------------------------------------------------------------

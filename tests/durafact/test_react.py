@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from durafact.react import (
+from durafact._core.react import (
     FormatViolation,
     Observation,
     ReActAction,
@@ -17,7 +17,7 @@ from durafact.react import (
     reply_before_observation,
     truncate_observation,
 )
-from durafact.tools import ToolSpec
+from durafact._core.tools import ToolSpec
 
 CALCULATOR = ToolSpec(
     name="calculator",

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.skills import SkillError, load_skills
-from durafact.skills import Skill, match_skills, score_skill
+from durafact._activities.skills import SkillError, load_skills
+from durafact._core.skills import Skill, match_skills, score_skill
 from tests.helpers import ROOT
 
 SHIPPED = ROOT / "durafact" / "data" / "skills"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from durafact.stages import changed_fields, downstream_fields, earliest_stage
+from durafact._core.stages import changed_fields, downstream_fields, earliest_stage
 
 FIELD_STAGES = {"room": "collect", "style": "design_choice", "area": "plan", "budget": "estimate"}
 ORDER = ("collect", "design_choice", "plan", "estimate")

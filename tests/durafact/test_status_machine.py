@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from durafact import Ledger
-from durafact.status_machine import StatusMachine, StatusMachineError, Transition
+from durafact._core.status_machine import StatusMachine, StatusMachineError, Transition
 
 
 class ResearchTurn(BaseModel):

@@ -9,7 +9,7 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from durafact.text import (
+from durafact._core.text import (
     EN_STOPWORDS,
     RU_STOPWORDS,
     STOPWORDS,

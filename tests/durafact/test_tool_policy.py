@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from durafact.approval import ApprovalAnswer, ApprovalQuestion, validate_answer
-from durafact.tool_policy import (
+from durafact._core.approval import ApprovalAnswer, ApprovalQuestion, validate_answer
+from durafact._core.tool_policy import (
     DEFAULT_ALLOW,
     DEFAULT_ASK,
     PolicyRule,
@@ -20,7 +20,7 @@ from durafact.tool_policy import (
     remembered_for,
     travelling,
 )
-from workflows.react import ReActInput
+from durafact._recipes.react import ReActInput
 
 
 def policy(*rules: tuple[str, str, str | None]) -> ToolPolicy:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from durafact.tools import parse_arguments
+from durafact._core.tools import parse_arguments
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""Payloads encrypted at rest (durafact/runtime/codec.py) and the codec server
-(durafact/runtime/codec_server.py).
+"""Payloads encrypted at rest (durafact/_runtime/codec.py) and the codec server
+(durafact/_runtime/codec_server.py).
 
 The workflows run on the session dev server with a worker whose client has the codec;
 the starter runs as a user runs it, with the keys in its environment. What the server
@@ -13,7 +13,6 @@ import asyncio
 import base64
 import json
 import re
-import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -29,8 +28,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from durafact.plugin import DurafactPlugin
-from durafact.runtime.codec import (
+from durafact._local.embedded import temporal_binary
+from durafact._runtime.codec import (
     ENCODING,
     KEY_ID_FIELD,
     CodecConfigError,
@@ -40,12 +39,13 @@ from durafact.runtime.codec import (
     keys_from_env,
     new_key,
 )
-from durafact.runtime.codec_server import CodecServer
-from durafact.runtime.embedded import temporal_binary
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._runtime.codec_server import CodecServer
+from durafact._runtime.plugin import DurafactPlugin
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.helpers import (
+    DURAFACT_WORKER,
     ROOT,
     clean_env,
     free_port,
@@ -89,7 +89,7 @@ def payloads_in(message: Message) -> Iterator[Payload]:
 async def stored_payloads(client: Client, workflow_id: str) -> list[Payload]:
     """The workflow's payloads as the server keeps them (read without any codec),
     except the SDK's patch markers: the SDK writes them itself, and all they hold is
-    the patch's name from the code (`workflows.recipe.STATUS_BY_PHASE`)."""
+    the patch's name from the code (`durafact._recipes.recipe.STATUS_BY_PHASE`)."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     return [
         p
@@ -328,7 +328,7 @@ async def test_a_payload_round_trips_and_each_encryption_differs() -> None:
         (
             {"DURAFACT_KEYS": "k1=" + base64.b64encode(b"x" * 16).decode()},
             "DURAFACT_KEYS: key 'k1' is 16 bytes; AES-256 needs 32 "
-            "(make one with: python -m durafact.runtime.codec k1)",
+            "(make one with: python -m durafact._runtime.codec k1)",
         ),
         ({"DURAFACT_KEYS": f"{K1},{K1_OTHER}"}, "DURAFACT_KEYS: key id 'k1' is given twice"),
         (
@@ -367,11 +367,10 @@ async def test_the_starter_and_the_worker_refuse_unusable_keys_before_connecting
     assert run.code == 1
     assert run.err_lines == [
         "starter: DURAFACT_KEYS: key 'k1' is 3 bytes; AES-256 needs 32 "
-        "(make one with: python -m durafact.runtime.codec k1)"
+        "(make one with: python -m durafact._runtime.codec k1)"
     ]
     worker = await run_command(
-        sys.executable,
-        str(ROOT / "worker.py"),
+        *DURAFACT_WORKER,
         env=env | {"OPENAI_BASE_URL": "http://x"},
         cwd=tmp_path,
     )

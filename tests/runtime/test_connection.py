@@ -14,7 +14,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,19 +29,19 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact.runtime.connection import connect_options
-from durafact.runtime.embedded import temporal_binary
-from durafact.runtime.search_attributes import (
+from durafact._local.embedded import temporal_binary
+from durafact._recipes.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
+from durafact._recipes.recipe import RECIPE_ATTRIBUTE
+from durafact._runtime.connection import connect_options
+from durafact._runtime.search_attributes import (
     NAMES,
     NamespaceNotReady,
     ensure_search_attributes,
     missing_message,
 )
-from durafact.runtime.settings import Settings, SettingsError
+from durafact._runtime.settings import Settings, SettingsError
 from durafact.testing import ScriptedModel, start_dev_server
-from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter
-from workflows.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
-from workflows.recipe import RECIPE_ATTRIBUTE
+from tests.helpers import DURAFACT_WORKER, ROOT, Run, clean_env, free_port, run_command, starter
 
 GOAL = "Plan a weekend in Kraków"
 PROFILE = "durafact-test"
@@ -103,12 +102,12 @@ def model_env(model: ScriptedModel, queue: str) -> dict[str, str]:
 
 async def worker_until_exit(env: dict[str, str], timeout: float = 30) -> Run:
     """`durafact-worker` that is expected to stop on its own."""
-    return await run_command(sys.executable, "worker.py", env=env, cwd=ROOT, timeout=timeout)
+    return await run_command(*DURAFACT_WORKER, env=env, cwd=ROOT, timeout=timeout)
 
 
 def running_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "worker.py"],
+        [*DURAFACT_WORKER],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""The grammars the local model decodes under (durafact/runtime/json_grammar.py), checked
+"""The grammars the local model decodes under (durafact/_local/json_grammar.py), checked
 by llama.cpp itself: a text is admitted when its tokens pass llama.cpp's grammar sampler
 one after another and the end of the text may follow. Only the model's vocabulary is
 loaded; nothing is generated."""
@@ -18,14 +18,14 @@ from llama_cpp import Llama
 from llama_cpp import llama_cpp as bindings
 from pydantic import BaseModel
 
-from activities.calculator import EXPRESSION, calculator
-from activities.llm import tool_schema
-from activities.tools import tool
-from durafact.llm import strict_json_schema
-from durafact.runtime.json_grammar import schema_gbnf
-from durafact.runtime.local_model import bound_schema, find_model_path, tools_schema
+from durafact._activities.calculator import EXPRESSION, calculator
+from durafact._activities.llm import tool_schema
+from durafact._activities.tools import tool
+from durafact._core.llm import strict_json_schema
+from durafact._local.json_grammar import schema_gbnf
+from durafact._local.local_model import bound_schema, find_model_path, tools_schema
+from durafact._recipes.plan_execute import Plan
 from tests.properties import FAST
-from workflows.plan_execute import Plan
 
 CONTROL = [chr(code) for code in range(0x20)]
 

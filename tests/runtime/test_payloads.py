@@ -1,9 +1,9 @@
-"""Large payloads in external storage (durafact/runtime/payloads.py): a goal or a
+"""Large payloads in external storage (durafact/_runtime/payloads.py): a goal or a
 document of several megabytes completes, the history holds references instead of the
 text, the S3 driver works against a real S3-compatible server on loopback (moto),
 encrypted payloads are stored as ciphertext only, and an input over the starter's limit is refused.
 
-Workers run in process on a client with durafact.runtime.codec's converter for the test's own
+Workers run in process on a client with durafact._runtime.codec's converter for the test's own
 store; the starter runs as a user runs it, with the same DURAFACT_PAYLOADS. The history
 is read with the session client, which has no external storage: it sees what the
 server stores.
@@ -27,9 +27,11 @@ from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
 from temporalio.client import Client
 from temporalio.converter import StorageDriverClaim, StorageDriverStoreContext
 
-from durafact.cli.launch import MAX_INPUT_BYTES
-from durafact.runtime.codec import ENCODING, data_converter, new_key
-from durafact.runtime.payloads import (
+from durafact._cli.launch import MAX_INPUT_BYTES
+from durafact._recipes import PlanExecuteResult
+from durafact._recipes.research import ResearchResult
+from durafact._runtime.codec import ENCODING, data_converter, new_key
+from durafact._runtime.payloads import (
     DEFAULT_THRESHOLD,
     PAYLOADS_ENV,
     THRESHOLD_ENV,
@@ -37,14 +39,12 @@ from durafact.runtime.payloads import (
     PayloadConfigError,
     store_from_env,
 )
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.helpers import clean_env, free_port, starter, with_converter
 from tests.runtime.test_codec import stored_payloads
 from tests.scripted_research import Script
-from workflows import PlanExecuteResult
-from workflows.research import ResearchResult
 
 MARKER = "QUOKKA-51c2e0"
 REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()

@@ -3,16 +3,15 @@ cannot be used is one line naming what is wrong, and the worker does not start."
 
 from __future__ import annotations
 
-import sys
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from durafact.plugin import DurafactPlugin
-from durafact.runtime.prices import PricesError, prices_from_env
+from durafact._runtime.plugin import DurafactPlugin
+from durafact._runtime.prices import PricesError, prices_from_env
 from durafact.testing import ScriptedModel
-from tests.helpers import ROOT, clean_env, run_command
+from tests.helpers import DURAFACT_WORKER, ROOT, clean_env, run_command
 
 TOML = """\
 currency = "EUR"
@@ -109,7 +108,7 @@ async def test_the_worker_does_not_start_with_a_bad_table_and_says_why_in_one_li
         DURAFACT_PRICES=str(path),
     )
 
-    run = await run_command(sys.executable, "worker.py", env=env, cwd=ROOT, timeout=30)
+    run = await run_command(*DURAFACT_WORKER, env=env, cwd=ROOT, timeout=30)
 
     assert run.code == 1
     assert run.err_lines == [

@@ -13,10 +13,10 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.worker import Worker
 
-from durafact.cli.follow import ProgressFeed
-from durafact.plugin import DurafactPlugin
-from durafact.runtime.query_retry import DELAYS
-from durafact.runtime.settings import Settings
+from durafact._cli.follow import ProgressFeed
+from durafact._runtime.plugin import DurafactPlugin
+from durafact._runtime.query_retry import DELAYS
+from durafact._runtime.settings import Settings
 
 RUNS = {"unsteady": 0, "once": 0}
 

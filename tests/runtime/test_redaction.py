@@ -1,6 +1,6 @@
 """An endpoint URL's credentials never reach what is shown or stored: the worker's log,
-`status`, a failure message (durafact/redaction.py); and a query in it goes with every
-request, where it belongs (durafact/runtime/endpoints.py)."""
+`status`, a failure message (durafact/_core/redaction.py); and a query in it goes with every
+request, where it belongs (durafact/_runtime/endpoints.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import uuid
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from durafact.redaction import RedactingFormatter, redact_url, redact_urls
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._core.redaction import RedactingFormatter, redact_url, redact_urls
+from durafact._recipes import Goal, PlanExecuteWorkflow
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
-from tests.helpers import ROOT, clean_env, read_until, spawn_command, starter
-from workflows import Goal, PlanExecuteWorkflow
+from tests.helpers import DURAFACT_WORKER, ROOT, clean_env, read_until, spawn_command, starter
 
 SECRET = "s3cr3t-marker"
 
@@ -71,7 +71,7 @@ async def test_the_worker_log_shows_its_endpoints_without_credentials(
         DURAFACT_ENDPOINT_EMBED=f"http://{SECRET}@{host}?key={SECRET}",
         DURAFACT_ENDPOINT_EMBED_KEY=SECRET,
     )
-    worker = await spawn_command(sys.executable, "worker.py", env=env, cwd=ROOT)
+    worker = await spawn_command(*DURAFACT_WORKER, env=env, cwd=ROOT)
     try:
         assert worker.stderr is not None
         log = await read_until(worker.stderr, "endpoint embed:")
@@ -124,7 +124,7 @@ async def test_the_worker_log_holds_no_password_after_model_calls_retries_and_a_
     )
     model.fail(500, times=1)  # each retried by Temporal
     model.fail(429, times=1, headers={"retry-after": "0"})
-    worker = await spawn_command(sys.executable, "worker.py", env=env, cwd=ROOT)
+    worker = await spawn_command(*DURAFACT_WORKER, env=env, cwd=ROOT)
     assert worker.stderr is not None
     log = await read_until(worker.stderr, "worker polling")
     rest = asyncio.create_task(worker.stderr.read())  # read as it comes: no full pipe

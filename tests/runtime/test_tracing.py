@@ -17,13 +17,13 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from durafact.runtime.settings import SettingsError
-from durafact.runtime.tracing import TracingConfigError, otlp_url, provider_from_env
+from durafact._recipes import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+from durafact._recipes.plan_execute import GOAL_SYSTEM
+from durafact._runtime.settings import SettingsError
+from durafact._runtime.tracing import TracingConfigError, otlp_url, provider_from_env
 from durafact.testing import ScriptedModel
 from tests.workflows.test_plan_execute import GOAL, numbered_steps
 from tests.workflows.test_react import act, final, turns
-from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
-from workflows.plan_execute import GOAL_SYSTEM
 
 SYSTEM = GOAL_SYSTEM.split("{goal}")[0]  # the plan's system prompt, without the goal
 PLAN = Goal(text=GOAL)

@@ -18,7 +18,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from durafact.answer_flow import (
+from durafact._core.answer_flow import (
     BUDGET,
     NO_SOURCE,
     REVIEW_UNRESOLVED,
@@ -30,10 +30,10 @@ from durafact.answer_flow import (
     AnswerResult,
     RecoveryResult,
 )
-from durafact.budget import Budget
-from durafact.grounding import NOT_IN_SOURCE, QUOTE_TOO_SHORT, grounding_issues
-from durafact.ledger import ArtifactRef, Ledger
-from workflows.answer_flow import (
+from durafact._core.budget import Budget
+from durafact._core.grounding import NOT_IN_SOURCE, QUOTE_TOO_SHORT, grounding_issues
+from durafact._core.ledger import ArtifactRef, Ledger
+from durafact._recipes.answer_flow import (
     NOT_ENOUGH_INFORMATION,
     REVIEW_FAILED,
     AnswerBatchInput,
@@ -47,13 +47,13 @@ from workflows.answer_flow import (
     check_answer_batch,
     load_answer_batch,
 )
-from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, RecipeContext
-from workflows.spending import OVER_BUDGET
+from durafact._recipes.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, RecipeContext
+from durafact._recipes.spending import OVER_BUDGET
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from durafact.testing import Call, ScriptedModel
     from tests.helpers import ledger_of, result_despite_worker_crash, scheduled_activities
     from tests.scripted_answers import answerer, context_of, questions

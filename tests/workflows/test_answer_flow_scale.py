@@ -12,8 +12,8 @@ import uuid
 
 from temporalio.client import Client
 
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.scripted_answers import answerer
 from tests.sized_answer_flow import SizedAnswerFlow, tram_batch

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pydantic import BaseModel
 from temporalio import workflow
 
-from durafact.approval import (
+from durafact._core.approval import (
     ApprovalAnswer,
     ApprovalOutcome,
     ApprovalPolicy,
     ApprovalQuestion,
 )
-from workflows.recipe import Recipe, RecipeContext
+from durafact._recipes.recipe import Recipe, RecipeContext
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
@@ -34,13 +34,13 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Replayer
 
-    from durafact.approval import validate_answer
-    from durafact.ids import approval_id
-    from durafact.plugin import with_passthrough
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._core.approval import validate_answer
+    from durafact._core.ids import approval_id
+    from durafact._recipes.recipe import STATUS_ATTRIBUTE
+    from durafact._runtime.plugin import with_passthrough
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from tests.helpers import clean_env, free_port, own_dev_server, starter
-    from workflows.recipe import STATUS_ATTRIBUTE
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""Budgets end to end on a real dev server (workflows/spending.py): a ReAct loop stopped
+"""Budgets end to end on a real dev server (durafact/_recipes/spending.py): a ReAct loop stopped
 at its limit, a PlanReAct parent whose children draw from its budget, a worker killed
 mid-call, a budget that asks a person, a chat. The scripted model counts words as
 tokens, and every count here is read back from history: what the runs recorded."""
@@ -22,13 +22,10 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
-from durafact.approval import ApprovalAnswer, ApprovalOutcome
-from durafact.budget import Budget, Spent
-from durafact.llm import LLMResponse, Usage
-from durafact.runtime.settings import Settings
-from durafact.testing import Call, ScriptedModel
-from tests.helpers import ledger_of, question_waiting, result_despite_worker_crash
-from workflows import (
+from durafact._core.approval import ApprovalAnswer, ApprovalOutcome
+from durafact._core.budget import Budget, Spent
+from durafact._core.llm import LLMResponse, Usage
+from durafact._recipes import (
     ChatInput,
     ChatReply,
     ChatSend,
@@ -40,8 +37,11 @@ from workflows import (
     ReActResult,
     ReActWorkflow,
 )
-from workflows.recipe import STATUS_ATTRIBUTE
-from workflows.spending import OVER_BUDGET, OVER_BUDGET_ERROR
+from durafact._recipes.recipe import STATUS_ATTRIBUTE
+from durafact._recipes.spending import OVER_BUDGET, OVER_BUDGET_ERROR
+from durafact._runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
+from tests.helpers import ledger_of, question_waiting, result_despite_worker_crash
 
 LOOP = 30  # turns a loop would run without a budget
 BUDGET = 3000  # tokens: about a third of those turns

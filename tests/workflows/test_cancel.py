@@ -13,16 +13,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from durafact.ids import CANCELLATION_ID
-from durafact.runtime.settings import Settings
+from durafact._core.ids import CANCELLATION_ID
+from durafact._recipes import Goal, PlanExecuteWorkflow
+from durafact._recipes.recipe import CANCELED, STATUS_ATTRIBUTE, Cancellation
+from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of
 from tests.workflows.test_plan_execute import GOAL, numbered_steps
 from tests.workflows.test_plan_react import GOAL as PLAN_REACT_GOAL
 from tests.workflows.test_plan_react import act, final, script, workflow_of
 from tests.workflows.test_plan_react import start as start_plan_react
-from workflows import Goal, PlanExecuteWorkflow
-from workflows.recipe import CANCELED, STATUS_ATTRIBUTE, Cancellation
 
 REASON = "the trip is off"
 

@@ -15,12 +15,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from durafact.llm import TextChunk
-from durafact.memory import RollingDigestSummarizer, WindowPruner
-from durafact.runtime.settings import Settings
-from durafact.testing import Call, ScriptedModel
-from tests.helpers import start_worker
-from workflows.chat import (
+from durafact._core.llm import TextChunk
+from durafact._core.memory import RollingDigestSummarizer, WindowPruner
+from durafact._recipes.chat import (
     FOLD_SYSTEM,
     TOKENS_TOPIC,
     ChatInput,
@@ -30,6 +27,9 @@ from workflows.chat import (
     MemoryView,
     TranscriptPage,
 )
+from durafact._runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
+from tests.helpers import start_worker
 
 CODE = re.compile(r"locker code is (\d+)")
 

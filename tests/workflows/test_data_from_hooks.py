@@ -12,11 +12,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from durafact.runtime.settings import Settings
+from durafact._core.tools import parse_arguments
+from durafact._recipes.react import ReActInput, ReActWorkflow
+from durafact._recipes.reflection import checked_score
+from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
-from durafact.tools import parse_arguments
-from workflows.react import ReActInput, ReActWorkflow
-from workflows.reflection import checked_score
 
 NESTED = "[" * 100_000
 

@@ -2,7 +2,7 @@
 activity code reachable from `workflows/`.
 
 `DurafactPlugin` passes the `durafact` and `workflows` packages through the Temporal
-sandbox (durafact/plugin.py says why), so the sandbox no longer intercepts what those
+sandbox (durafact/_runtime/plugin.py says why), so the sandbox no longer intercepts what those
 modules import. This test takes its place for them, statically, on every module
 a workflow module imports from this project; the committed histories in
 tests/histories/ cover behaviour (tests/workflows/test_replay.py).
@@ -20,7 +20,6 @@ from tests.helpers import ROOT
 # Nothing a workflow can reach may import these: clocks, randomness, the network,
 # processes, threads, or the activities themselves.
 NONDETERMINISTIC = {
-    "activities",
     "httpx",
     "openai",
     "random",
@@ -34,8 +33,15 @@ NONDETERMINISTIC = {
     "urllib",
     "uuid",
 }
-# Nor durafact's runtime, commands and test kit, which do all of that.
-RUNTIME = ("durafact.runtime", "durafact.cli", "durafact.plugin", "durafact.testing")
+# Nor the activities, durafact's runtime, commands and test kit, which do all of that.
+RUNTIME = (
+    "durafact._activities",
+    "durafact._runtime",
+    "durafact._cli",
+    "durafact._api",
+    "durafact._local",
+    "durafact.testing",
+)
 # Nor file access (the core's purity test, tests/durafact/test_purity.py, is stricter
 # still for `durafact/`).
 FILE_ACCESS = {"os", "pathlib", "shutil", "yaml"}
@@ -65,14 +71,14 @@ def imported_names(tree: ast.AST) -> set[str]:
 def workflow_closure() -> dict[str, ast.AST]:
     """Every project module reachable by imports from the workflow modules."""
     seen: dict[str, ast.AST] = {}
-    todo = [f"workflows.{p.stem}" for p in (ROOT / "workflows").glob("*.py")]
+    todo = [f"durafact._recipes.{p.stem}" for p in (ROOT / "durafact/_recipes").glob("*.py")]
     while todo:
         name = todo.pop()
         path = module_path(name)
         if name in seen or path is None:
             continue
         seen[name] = tree = ast.parse(path.read_text(), filename=str(path))
-        todo += [n for n in imported_names(tree) if n.split(".")[0] in ("durafact", "workflows")]
+        todo += [n for n in imported_names(tree) if n.split(".")[0] == "durafact"]
     return seen
 
 
@@ -80,7 +86,11 @@ MODULES = workflow_closure()
 
 
 def test_the_closure_covers_the_workflows_and_the_core_they_use() -> None:
-    assert {"workflows.plan_execute", "workflows.recipe", "durafact.ledger"} <= set(MODULES)
+    assert {
+        "durafact._recipes.plan_execute",
+        "durafact._recipes.recipe",
+        "durafact._core.ledger",
+    } <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

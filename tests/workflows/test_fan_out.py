@@ -20,9 +20,9 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from durafact.ids import ref_id
-from durafact.ledger import Ledger
-from durafact.sources import (
+from durafact._core.ids import ref_id
+from durafact._core.ledger import Ledger
+from durafact._core.sources import (
     Doc,
     ResolveRequest,
     SearchRequest,
@@ -30,14 +30,14 @@ from durafact.sources import (
     SourceRef,
     SourceSpec,
 )
-from workflows.recipe import Recipe, RecipeContext
-from workflows.sources import fan_out_sources, materialize_doc
+from durafact._recipes.recipe import Recipe, RecipeContext
+from durafact._recipes.sources import fan_out_sources, materialize_doc
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from activities.sources import SourceActivities, build_source
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._activities.sources import SourceActivities, build_source
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from tests.helpers import scheduled_activities
     from tests.loopback_web import LoopbackWeb, Page
 

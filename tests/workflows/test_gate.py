@@ -17,16 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client, WorkflowHandle
 
-from activities.tools import tool
-from durafact.approval import ApprovalAnswer, ApprovalQuestion, RememberScope
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._activities.tools import tool
+from durafact._core.approval import ApprovalAnswer, ApprovalQuestion, RememberScope
+from durafact._core.tool_policy import RememberedDecision, arguments_hash
+from durafact._recipes import ReActInput, ReActResult, ReActWorkflow
+from durafact._recipes.recipe import STATUS_ATTRIBUTE
+from durafact._recipes.tool_gate import MAX_ASKED_ARGUMENTS
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
-from durafact.tool_policy import RememberedDecision, arguments_hash
 from tests.helpers import ledger_of, question_waiting
-from workflows import ReActInput, ReActResult, ReActWorkflow
-from workflows.recipe import STATUS_ATTRIBUTE
-from workflows.tool_gate import MAX_ASKED_ARGUMENTS
 
 RAN: list[tuple[str, Any]] = []
 

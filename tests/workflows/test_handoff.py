@@ -1,5 +1,5 @@
 """A model activity running in the worker process that scheduled it takes its context
-from memory (durafact/runtime/handoff.py); anywhere else it asks its workflow by query. The
+from memory (durafact/_runtime/handoff.py); anywhere else it asks its workflow by query. The
 model is shown the same messages either way."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from temporalio.client import (
     QueryWorkflowInput,
 )
 
-from durafact.llm import ResolvedContext
-from durafact.runtime import handoff
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._core.llm import ResolvedContext
+from durafact._recipes import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+from durafact._runtime import handoff
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
-from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
 
 
 class CountQueries(Interceptor):

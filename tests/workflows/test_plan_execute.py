@@ -10,14 +10,26 @@ from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
-from durafact.ledger import ArtifactRef, Ledger
-from durafact.llm import Usage
-from durafact.plan_limits import MAX_STEPS
-from durafact.runtime.settings import Settings
+from durafact._core.ledger import ArtifactRef, Ledger
+from durafact._core.llm import Usage
+from durafact._core.plan_limits import MAX_STEPS
+from durafact._recipes import (
+    Goal,
+    Plan,
+    PlanExecuteResult,
+    PlanExecuteWorkflow,
+    PlanStep,
+    StepResult,
+)
+from durafact._recipes.recipe import (
+    COST_ATTRIBUTE,
+    RECIPE_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    TOKENS_ATTRIBUTE,
+)
+from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import ledger_of, run_to_ledger, scheduled_activities, stored_times
-from workflows import Goal, Plan, PlanExecuteResult, PlanExecuteWorkflow, PlanStep, StepResult
-from workflows.recipe import COST_ATTRIBUTE, RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 
 GOAL = "Plan a weekend in Kraków"
 

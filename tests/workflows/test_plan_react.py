@@ -13,19 +13,19 @@ from urllib.parse import unquote
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from durafact.ids import react_run
-from durafact.ledger import Ledger
-from durafact.runtime.settings import Settings
-from durafact.testing import Call, ScriptedModel
-from tests.helpers import ledger_of
-from workflows import (
+from durafact._core.ids import react_run
+from durafact._core.ledger import Ledger
+from durafact._recipes import (
     AgentStepResult,
     PlanReActInput,
     PlanReActResult,
     PlanReActWorkflow,
     ReActResult,
 )
-from workflows.recipe import MODEL_DEADLINE_MEMO, STATUS_ATTRIBUTE
+from durafact._recipes.recipe import MODEL_DEADLINE_MEMO, STATUS_ATTRIBUTE
+from durafact._runtime.settings import Settings
+from durafact.testing import Call, ScriptedModel
+from tests.helpers import ledger_of
 
 GOAL = "Price three boxes of twelve eggs at 0.25 each"
 STEPS = ["Count the eggs in three boxes of twelve", "Price those eggs at 0.25 each"]

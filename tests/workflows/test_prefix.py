@@ -11,10 +11,10 @@ from typing import Any
 
 from temporalio.client import Client
 
-from durafact.runtime.settings import Settings
+from durafact._recipes import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
+from durafact._recipes.chat import ChatInput, ChatReply, ChatSend, ChatWorkflow
+from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel, ToolCalls
-from workflows import Goal, PlanExecuteWorkflow, ReActInput, ReActWorkflow
-from workflows.chat import ChatInput, ChatReply, ChatSend, ChatWorkflow
 
 TURNS = 10
 STEPS = 5

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durafact.answer_flow import AnswerBatchError
-from tests.properties import FAST, JSON
-from workflows.answer_flow import (
+from durafact._core.answer_flow import AnswerBatchError
+from durafact._recipes.answer_flow import (
     MAX_REPAIRS,
     AnswerBatchInput,
     check_answer_batch,
     load_answer_batch,
 )
+from tests.properties import FAST, JSON
 
 QUESTION_IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", fullmatch=True)
 

@@ -20,14 +20,18 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.tools import tool
-from durafact.approval import ApprovalAnswer, ApprovalPolicy
-from durafact.ids import approval_id, tool_approval_thread
-from durafact.ledger import Ledger
-from durafact.react import Observation
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from durafact.sources import Doc, SourceRef, SourceSpec
+from durafact._activities.tools import tool
+from durafact._core.approval import ApprovalAnswer, ApprovalPolicy
+from durafact._core.ids import approval_id, tool_approval_thread
+from durafact._core.ledger import Ledger
+from durafact._core.react import Observation
+from durafact._core.sources import Doc, SourceRef, SourceSpec
+from durafact._recipes import ReActInput, ReActResult, ReActWorkflow
+from durafact._recipes.react_search import SEARCH_SOURCES
+from durafact._recipes.recipe import STATUS_ATTRIBUTE
+from durafact._recipes.versions import BASELINE
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.helpers import (
     local_activities,
@@ -35,10 +39,6 @@ from tests.helpers import (
     result_despite_worker_crash,
     scheduled_activities,
 )
-from workflows import ReActInput, ReActResult, ReActWorkflow
-from workflows.react_search import SEARCH_SOURCES
-from workflows.recipe import STATUS_ATTRIBUTE
-from workflows.versions import BASELINE
 
 # --- tools of these tests -------------------------------------------------------------
 

@@ -14,20 +14,20 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateStage
 from temporalio.exceptions import ApplicationError
 
-from durafact.approval import ApprovalAnswer
-from durafact.budget import Budget, Spent
-from durafact.ids import approval_id, earlier_run_id, tool_approval_thread
-from durafact.ledger import Ledger
-from durafact.loop_context import CompactContext, PruneObservations
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from durafact.steer import SteerNote, steer_text
+from durafact._core.approval import ApprovalAnswer
+from durafact._core.budget import Budget, Spent
+from durafact._core.ids import approval_id, earlier_run_id, tool_approval_thread
+from durafact._core.ledger import Ledger
+from durafact._core.loop_context import CompactContext, PruneObservations
+from durafact._core.steer import SteerNote, steer_text
+from durafact._recipes import ChatInput, ReActInput, ReActResult, ReActWorkflow
+from durafact._recipes.react_long import EarlierRun
+from durafact._recipes.spending import OVER_BUDGET_ERROR
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import question_waiting, result_despite_worker_crash
 from tests.workflows.test_react import DELETED, act, delete_file, final, tally, turn_calls
-from workflows import ChatInput, ReActInput, ReActResult, ReActWorkflow
-from workflows.react_long import EarlierRun
-from workflows.spending import OVER_BUDGET_ERROR
 
 
 def turn_of(call: Call) -> int:

@@ -14,8 +14,8 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from durafact.ledger import ArtifactRef, Ledger
-from workflows import (
+from durafact._core.ledger import ArtifactRef, Ledger
+from durafact._recipes import (
     Draft,
     RecipeContext,
     ReflectionInput,
@@ -26,12 +26,12 @@ from workflows import (
     ReflectionWorkflow,
     Review,
 )
-from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+from durafact._recipes.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from durafact.testing import Call, ScriptedModel
     from tests.helpers import ledger_of, result_despite_worker_crash, scheduled_activities
 

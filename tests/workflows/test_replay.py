@@ -10,9 +10,9 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from durafact.plugin import DurafactPlugin
+from durafact._recipes import RECIPES
+from durafact._runtime.plugin import DurafactPlugin
 from tests.helpers import ROOT
-from workflows import RECIPES
 
 # Each folder below tests/histories/ keeps what runs of an earlier shape recorded (e.g.
 # before_status_by_phase/: before the patch STATUS_BY_PHASE; before_baseline/: before

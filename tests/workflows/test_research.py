@@ -18,11 +18,11 @@ from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
 
-from durafact.arithmetic import compute, numbers_in, unsupported_numbers
-from durafact.ledger import Artifact, Ledger, ProvenanceNode
-from durafact.sources import Doc, SourceFailure, SourceRef, SourceSpec
-from workflows.recipe import STATUS_ATTRIBUTE, RecipeContext
-from workflows.research import (
+from durafact._core.arithmetic import compute, numbers_in, unsupported_numbers
+from durafact._core.ledger import Artifact, Ledger, ProvenanceNode
+from durafact._core.sources import Doc, SourceFailure, SourceRef, SourceSpec
+from durafact._recipes.recipe import STATUS_ATTRIBUTE, RecipeContext
+from durafact._recipes.research import (
     COMPUTED_SITUATION,
     Calculation,
     Claim,
@@ -48,9 +48,13 @@ with workflow.unsafe.imports_passed_through():
     import openai
     import pytest
 
-    from activities.embedding_source import LOCAL_EMBEDDING_MODEL, OpenAIEmbeddings, cosine
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._activities.embedding_source import (
+        LOCAL_EMBEDDING_MODEL,
+        OpenAIEmbeddings,
+        cosine,
+    )
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from durafact.testing import ScriptedModel, bag_of_words
     from tests.helpers import ledger_of, scheduled_activities
     from tests.loopback_web import LoopbackWeb, Page
@@ -210,7 +214,7 @@ async def test_the_scripted_embeddings_rank_texts_that_share_words(model: Script
 
 
 def test_the_computed_situation_matches_the_shipped_cost_reporting_skill() -> None:
-    from durafact.skills import match_skills
+    from durafact._core.skills import match_skills
 
     assert [s.name for s in match_skills(shipped_skills(), COMPUTED_SITUATION)] == [
         "cost-reporting"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from durafact.runtime.settings import Settings
-from durafact.sources import SourceSpec
+from durafact._core.sources import SourceSpec
+from durafact._recipes.research import Insufficient, Rejection, ResearchInput, ResearchWorkflow
+from durafact._runtime.settings import Settings
 from durafact.testing import ScriptedModel
 from tests.scripted_research import SAMPLE_DOCS, SAMPLE_PRICES, SUM_QUESTION, sum_script
-from workflows.research import Insufficient, Rejection, ResearchInput, ResearchWorkflow
 
 ROWS = ["city-bike", "child-seat", "helmet"]
 

@@ -18,13 +18,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from activities.tools import tool
-from durafact.approval import ApprovalAnswer
-from durafact.llm import ChatTurn
-from durafact.runtime.codec import data_converter
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
-from durafact.steer import NOT_STEERED, Steered, SteerNote
+from durafact._activities.tools import tool
+from durafact._core.approval import ApprovalAnswer
+from durafact._core.llm import ChatTurn
+from durafact._core.steer import NOT_STEERED, Steered, SteerNote
+from durafact._recipes import RECIPES, ChatReply, ChatSend, ChatWorkflow, ReActResult, ReActWorkflow
+from durafact._recipes.chat import STOPPED_CALL, STOPPED_REPLY
+from durafact._runtime.codec import data_converter
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.helpers import question_waiting
 from tests.workflows.test_chat import start_chat
@@ -37,8 +39,6 @@ from tests.workflows.test_react import (  # noqa: F401  (react_worker: a fixture
     turn_calls,
     turns,
 )
-from workflows import RECIPES, ChatReply, ChatSend, ChatWorkflow, ReActResult, ReActWorkflow
-from workflows.chat import STOPPED_CALL, STOPPED_REPLY
 
 NOTE = "give the result in cents"
 

@@ -17,10 +17,10 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
 
-from durafact.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
-from durafact.ids import approval_id
-from durafact.ledger import Ledger
-from workflows import (
+from durafact._core.approval import ApprovalAnswer, ApprovalOutcome, ApprovalQuestion
+from durafact._core.ids import approval_id
+from durafact._core.ledger import Ledger
+from durafact._recipes import (
     ApprovalGate,
     Facts,
     PlanExecute,
@@ -34,12 +34,12 @@ from workflows import (
     Task,
     keyword_route,
 )
-from workflows.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
+from durafact._recipes.recipe import RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE
 
 # The workflow sandbox re-imports this module; the worker side is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from durafact.runtime.settings import Settings
-    from durafact.runtime.worker import build_worker
+    from durafact._runtime.settings import Settings
+    from durafact._runtime.worker import build_worker
     from durafact.testing import Call, ScriptedModel
     from tests.helpers import (
         free_port,

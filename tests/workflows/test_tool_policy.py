@@ -15,17 +15,23 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
-from activities.tools import tool
-from durafact.approval import ApprovalAnswer, ApprovalQuestion, RememberScope
-from durafact.ledger import Ledger
-from durafact.runtime.settings import Settings
-from durafact.runtime.worker import build_worker
+from durafact._activities.tools import tool
+from durafact._core.approval import ApprovalAnswer, ApprovalQuestion, RememberScope
+from durafact._core.ledger import Ledger
+from durafact._core.tool_policy import DEFAULT_ASK, RememberedDecision, arguments_hash
+from durafact._recipes import (
+    PlanReActInput,
+    PlanReActWorkflow,
+    ReActInput,
+    ReActResult,
+    ReActWorkflow,
+)
+from durafact._recipes.chat import ChatInput, ChatReply, ChatSend, ChatWorkflow
+from durafact._recipes.recipe import Progress
+from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
-from durafact.tool_policy import DEFAULT_ASK, RememberedDecision, arguments_hash
 from tests.helpers import ledger_of, question_waiting, scheduled_activities
-from workflows import PlanReActInput, PlanReActWorkflow, ReActInput, ReActResult, ReActWorkflow
-from workflows.chat import ChatInput, ChatReply, ChatSend, ChatWorkflow
-from workflows.recipe import Progress
 
 DELETED: list[str] = []
 

@@ -1,0 +1,114 @@
+"""Every error the API answers, in one JSON shape a person can act on:
+
+    {"error": {"type": "NotFound", "message": "no workflow with id 'x'"}}
+
+(a 422 adds pydantic's `errors`). The command line's one-line reasons are reused as
+they are: `NotFound` is 404, `InvalidInput` 422, `Unanswered` (no worker answered a
+query) 503, another mistake in what was sent (exit code 2) 400, and a refusal by what
+already runs (exit code 1: a settled run, a refused answer) 409. Messages pass through
+URL redaction, and an unexpected error shows only its type: keys, endpoint URLs and
+payload-store paths never reach a client.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from temporalio.service import RPCError, RPCStatusCode
+
+from durafact._cli.launch import InvalidInput
+from durafact._cli.output import Failed, NotFound, Unanswered, one_line
+from durafact._core.redaction import redact_urls
+
+log = logging.getLogger("durafact._api")
+
+# What a Temporal status means to an API client: a missing run, or a server that did
+# not answer (no worker took a query in time, the server is down).
+RPC_STATUSES = {RPCStatusCode.NOT_FOUND: 404, RPCStatusCode.INVALID_ARGUMENT: 400}
+
+
+class ApiError(Exception):
+    """An answer other than success: its HTTP status, a type a program can switch on,
+    and a message a person can act on."""
+
+    def __init__(self, status: int, type: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.message = message
+        self.extra = extra
+
+
+def body(type: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"type": type, "message": redact_urls(one_line(message)), **extra}}
+
+
+def answer(error: ApiError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    return JSONResponse(
+        body(error.type, error.message, **error.extra), status_code=error.status, headers=headers
+    )
+
+
+def from_failed(exc: Failed) -> ApiError:
+    """The command line's one-line reason as an API error (see the module's docstring)."""
+    if isinstance(exc, NotFound):
+        return ApiError(404, "NotFound", str(exc))
+    if isinstance(exc, Unanswered):
+        return ApiError(503, "NoWorkerAnswered", str(exc))
+    if isinstance(exc, InvalidInput):
+        return ApiError(422, "InvalidInput", str(exc), errors=exc.errors)
+    if exc.code == 2:
+        return ApiError(400, "BadRequest", str(exc))
+    return ApiError(409, "Conflict", str(exc))
+
+
+def from_rpc(exc: RPCError) -> ApiError:
+    status = RPC_STATUSES.get(exc.status, 503)
+    kind = {404: "NotFound", 400: "BadRequest"}.get(status, "TemporalUnavailable")
+    return ApiError(status, kind, f"Temporal: {exc.message}")
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error of `app` in the one shape."""
+
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return answer(exc)
+
+    async def failed(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Failed)
+        return answer(from_failed(exc))
+
+    async def rpc(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RPCError)
+        return answer(from_rpc(exc))
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(part) for part in first["loc"])
+        return answer(ApiError(422, "InvalidRequest", f"{where}: {first['msg']}", errors=errors))
+
+    async def http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        kinds = {404: "NotFound", 405: "MethodNotAllowed", 413: "TooLarge"}
+        return answer(ApiError(exc.status_code, kinds.get(exc.status_code, "Error"), exc.detail))
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        message = f"unexpected {type(exc).__name__} (the server's log has the details)"
+        return answer(ApiError(500, "InternalError", message))
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(Failed, failed)
+    app.add_exception_handler(RPCError, rpc)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,42 @@
+"""What every route works with: the Temporal client (made by `connect`, so with the
+plugin's data converter: pydantic, the codec with keys, the payload store), the
+settings (task queue, Web UI links) and the registered recipes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from pydantic import BaseModel
+from temporalio.client import Client
+
+from durafact._runtime.registry import Registry
+from durafact._runtime.settings import Settings
+
+
+@dataclass(frozen=True)
+class Services:
+    client: Client
+    settings: Settings
+    registry: Registry
+
+    def result_type(self, workflow_type: str) -> Any:
+        """How to decode a run's result: its registered type's, else plain JSON."""
+        recipe = self.registry.get(workflow_type)
+        return recipe.result_type if recipe else None
+
+    @property
+    def on_queue(self) -> str:
+        """The visibility filter of the runs this front door serves: its task queue's."""
+        return f'TaskQueue="{self.settings.task_queue}"'
+
+
+def services(request: Request) -> Services:
+    """The route dependency."""
+    return request.app.state.services
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded result as JSON data."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value

@@ -1,0 +1,525 @@
+"""Start durafact workflows and watch them, from the command line.
+
+    durafact start TYPE --input JSON|@FILE     # any registered recipe
+    durafact plan "Plan a weekend in Kraków" [--max-steps N]
+    durafact reflect "Why durable workflows" [--accept-at X] [--max-rounds N]
+    durafact answer questions.json [--max-repairs N] [--review off|optional|required]
+    durafact route "Renovate the kitchen for 3000 EUR" [--approval-timeout DURATION]
+                                                              [--on-timeout reject|escalate]
+    durafact research "What does a city bike cost per day?" [--docs DIR] [--csv FILE]
+                      [--csv-key COLUMN] [--url URL ...] [--search-endpoint URL] [--allow-private]
+                      [--allow-network CIDR ...] [--limit N] [--max-docs N]
+    durafact react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
+                      [--protocol text|native] [--max-turns N]
+        (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
+         [--budget-tokens N] [--budget-cost X] [--budget-ask [--budget-ask-timeout DURATION]]
+         [--endpoint NAME ...] [--fallback-after DURATION] [--recipes MODULE[,MODULE...]])
+    durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
+                  [--budget-tokens N] [--budget-cost X] [--budget-ask] [--endpoint NAME ...]
+    durafact chat ID --send TEXT [--json]   # one message, its reply
+    durafact list [--recipe R] [--status S] [--over-cost X] [--limit N] [--json]
+    durafact pending [--json]          # every workflow waiting for a person
+    durafact approve ID [--reject] [--reason TEXT] [--set FIELD=VALUE ...]
+                        [--remember call|tool|chat]
+                                    # approving a budget question: --set tokens=N, cost=X
+    durafact decide ID QUESTION_ID|N --approve|--reject [--reason TEXT]
+                        [--remember call|tool|chat]
+    durafact status ID
+    durafact cancel ID [--reason TEXT] [--no-wait]
+    durafact steer ID NOTE [--wait]    # a person's note for a running agent or chat
+    durafact result ID [--json] [--recipes MODULE[,MODULE...]]
+    durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
+    durafact artifacts ID [--json]     # every artifact of a run, texts included
+    durafact serve [--host H] [--port P] [--allow-host HOST ...]
+                                       # the HTTP API and web console (127.0.0.1:8000)
+    durafact up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
+    durafact down      # stop what `up` started
+
+In a checkout, `python starter.py` is the same command line. `start` runs any registered workflow
+type: the built-ins (PlanExecuteWorkflow, ...) and the recipes modules named by
+`--recipes` (repeatable, or comma-separated), DURAFACT_RECIPES and the entry points
+of the group `durafact.recipes` (durafact/_runtime/registry.py); `--input` is validated against
+the type of its `run` method's input before anything starts.
+
+This module is the grammar: every command and option, and the checks argparse runs on
+their values. It imports nothing but the core, so `--help` and a usage mistake answer
+at once; what a command does is imported once its arguments are read
+(durafact/_cli/dispatch.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from durafact._cli.output import Failed
+from durafact._core.budget import parse_cost, parse_tokens
+from durafact._core.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
+from durafact._core.plan_limits import DEFAULT_STEPS, MAX_STEPS
+from durafact._core.text import shorten
+
+RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research", "react")
+COMMANDS = (
+    "start",
+    *RECIPE_COMMANDS,
+    "chat",
+    "list",
+    "pending",
+    "approve",
+    "decide",
+    "status",
+    "result",
+    "cancel",
+    "steer",
+    "resume",
+    "artifacts",
+    "serve",
+    "up",
+    "down",
+)
+# The commands that start a workflow.
+LAUNCH_COMMANDS = ("start", *RECIPE_COMMANDS)
+# A new chat's memory, by the name `--memory` gives it.
+MEMORY_POLICIES = {
+    "digest": RollingDigestSummarizer,
+    "summaries": WindowSummarizer,
+    "prune": WindowPruner,
+}
+DEFAULT_LIMIT = 50  # `list`
+MAX_LIMIT = 1000
+DEFAULT_HOST = "127.0.0.1"  # `serve`
+DEFAULT_PORT = 8000
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line instead of usage text and an error."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument COMMAND: invalid choice:"):
+            choice = message.split("invalid choice:", 1)[1].split("(")[0].strip()
+            message = f"unknown command {choice} (commands: {', '.join(COMMANDS)})"
+        else:
+            message = f"{message} (see: {self.prog} --help)"
+        raise Failed(message, code=2)
+
+
+def parser() -> Parser:
+    top = Parser(prog="durafact", description=__doc__.splitlines()[0])
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Which recipes modules to load besides the built-ins and the entry points.
+    registration = Parser(add_help=False)
+    registration.add_argument(
+        "--recipes",
+        action="append",
+        default=[],
+        metavar="MODULE[,MODULE...]",
+        help="a recipes module to load (repeatable; also DURAFACT_RECIPES)",
+    )
+    # What every command that starts a workflow shares: which one, and how to wait.
+    launch = Parser(add_help=False)
+    launch.add_argument("--id", help="workflow id (default: a new one); reusing one attaches")
+    launch.add_argument("--no-wait", action="store_true", help="print the id and return")
+    launch.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+    launch.add_argument(
+        "--model-deadline",
+        type=lambda text: duration(text, "--model-deadline"),
+        metavar="DURATION",
+        help="how long a model or tool call keeps retrying before the run fails: 90s, 40m, "
+        "2h, 1d (default: the recipe's; 24h for the built-ins)",
+    )
+    add_budget_options(launch)
+    add_endpoint_options(launch)
+
+    begin = commands.add_parser(
+        "start",
+        parents=[launch, registration],
+        help="start any registered workflow type with a JSON input and wait for it",
+    )
+    begin.add_argument("type", metavar="TYPE", help="the workflow type, e.g. PlanExecuteWorkflow")
+    begin.add_argument(
+        "--input",
+        metavar="JSON|@FILE",
+        help="the input of its run method as JSON, or @FILE to read it (@- for stdin)",
+    )
+    add_recipe_commands(commands, [launch, registration])
+    add_chat_command(commands)
+
+    listing = commands.add_parser(
+        "list", help="list runs with their status, tokens and cost, running ones first"
+    )
+    listing.add_argument("--recipe", help="only this recipe (plan_execute) or workflow type")
+    listing.add_argument("--status", help="only runs in this phase (DurafactStatus): completed")
+    listing.add_argument(
+        "--over-cost", metavar="X", help="only runs whose cost is above X (DurafactCost)"
+    )
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help=f"at most this many runs, 1-{MAX_LIMIT} (default %(default)s)",
+    )
+    listing.add_argument("--json", action="store_true", help="print one JSON object")
+
+    pending = commands.add_parser("pending", help="list every workflow waiting for a person")
+    pending.add_argument("--json", action="store_true", help="print one JSON object")
+
+    approve = commands.add_parser(
+        "approve", help="answer a workflow's pending question (the `answer` signal)"
+    )
+    approve.add_argument("id", help="the workflow id")
+    approve.add_argument("--reject", action="store_true", help="reject instead of approving")
+    approve.add_argument("--reason", default="", help="why: kept with the question")
+    approve.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="with --reject: a corrected fact; the workflow rebuilds from it and asks again; "
+        "approving a budget question: its new limit (tokens=80000, cost=5)",
+    )
+    add_remember_option(approve)
+
+    decide = commands.add_parser(
+        "decide", help="answer a named question and print the outcome (the `decide` update)"
+    )
+    decide.add_argument("id", help="the workflow id")
+    decide.add_argument(
+        "question_id",
+        metavar="QUESTION_ID",
+        help="e.g. approval:THREAD:1, or the question's number in its thread: 1",
+    )
+    verdict = decide.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--approve", action="store_true", help="approve")
+    verdict.add_argument("--reject", action="store_true", help="reject")
+    decide.add_argument("--reason", default="", help="why: kept with the question")
+    add_remember_option(decide)
+
+    status = commands.add_parser("status", help="a workflow's Temporal and recipe status")
+    status.add_argument("id")
+
+    result = commands.add_parser(
+        "result", parents=[registration], help="wait for a workflow's result and print it"
+    )
+    result.add_argument("id")
+    result.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    stop = commands.add_parser(
+        "cancel", help="cancel a running workflow (Temporal's cancellation) and say how it ended"
+    )
+    stop.add_argument("id")
+    stop.add_argument("--reason", default="", help="why: kept in the run's ledger")
+    stop.add_argument("--no-wait", action="store_true", help="ask, and return at once")
+
+    note = commands.add_parser(
+        "steer",
+        help="a person's note for a running ReAct run or chat, shown to the model before its "
+        "next call",
+    )
+    note.add_argument("id")
+    note.add_argument("note", metavar="NOTE")
+    note.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until the note is in the conversation (by default: say it is queued, at once)",
+    )
+
+    again = commands.add_parser(
+        "resume",
+        parents=[registration],
+        help="continue a failed, timed-out or terminated run where it stopped (Temporal's reset)",
+    )
+    again.add_argument("id")
+    again.add_argument("--no-wait", action="store_true", help="print the new run and return")
+    again.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    artifacts = commands.add_parser(
+        "artifacts", help="every artifact of a run, running or closed, with its text and links"
+    )
+    artifacts.add_argument("id")
+    artifacts.add_argument("--json", action="store_true", help="print one JSON object")
+    artifacts.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        help="one run of the workflow (a tool loop that continued as new names its earlier "
+        "runs as run:RUN_ID artifacts); default: the latest",
+    )
+
+    add_serve_command(commands, [registration])
+    commands.add_parser(
+        "up", parents=[registration], help="start the embedded stack in the background"
+    )
+    commands.add_parser("down", help="stop what `up` started")
+    return top
+
+
+def add_remember_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--remember",
+        choices=["call", "tool", "chat"],
+        help="a tool question: let this answer decide later calls without asking: the same "
+        "call (tool and arguments), the tool in this run, or the tool in this chat "
+        "(sent by the `decide` update, so a refusal is shown)",
+    )
+
+
+def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """The per-recipe subcommands, each with the options every launch shares (`parents`)."""
+    plan = commands.add_parser(
+        "plan", parents=parents, help="start a PlanExecute workflow and wait for it"
+    )
+    plan.add_argument("goal", help="what the plan should achieve")
+    plan.add_argument(
+        "--max-steps",
+        type=int,
+        default=DEFAULT_STEPS,
+        help=f"upper bound on plan length, 1-{MAX_STEPS} (default %(default)s)",
+    )
+
+    reflect = commands.add_parser(
+        "reflect", parents=parents, help="write, critique and rewrite a text on a topic"
+    )
+    reflect.add_argument("topic", help="what the text should be about")
+    reflect.add_argument("--accept-at", type=float, default=0.8, help="score that accepts")
+    reflect.add_argument("--max-rounds", type=int, default=2, help="rewrites at most")
+
+    answer = commands.add_parser(
+        "answer", parents=parents, help="answer a batch of questions from their sources"
+    )
+    answer.add_argument("file", help="the batch: a JSON file (format in README)")
+    answer.add_argument("--max-repairs", type=int, help="repair rounds (default: the file's, 1)")
+    answer.add_argument(
+        "--review",
+        choices=("off", "optional", "required"),
+        help="review policy (default: the file's)",
+    )
+
+    route = commands.add_parser(
+        "route",
+        parents=parents,
+        help="route a request to a specialist and ask a person to approve the report",
+    )
+    route.add_argument("request", help="what the person asks for")
+    route.add_argument(
+        "--approval-timeout",
+        metavar="DURATION",
+        help="how long the approval waits: 30s, 15m, 2h, 3d (default: as long as it takes)",
+    )
+    route.add_argument(
+        "--on-timeout",
+        choices=("reject", "escalate"),
+        help="after the timeout: reject (default), or escalate once and then reject",
+    )
+
+    research = commands.add_parser(
+        "research",
+        parents=parents,
+        help="answer a question from documents, a CSV file and web pages, with provenance",
+    )
+    research.add_argument("question", help="what to find out")
+    research.add_argument(
+        "--docs", metavar="DIR", help="a directory of .md/.txt files (default: the sample shop's)"
+    )
+    research.add_argument(
+        "--csv", metavar="FILE", help="a CSV file with a header row (default: the sample prices)"
+    )
+    research.add_argument(
+        "--csv-key", metavar="COLUMN", help="the CSV column that names a row (default: the first)"
+    )
+    research.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a web page to consider (repeatable); fetched only if the model chooses it",
+    )
+    research.add_argument("--search-endpoint", metavar="URL", help="a SearxNG JSON search API")
+    research.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="let the web source fetch loopback and private addresses (a local wiki); "
+        "a redirect from there still needs --allow-network",
+    )
+    research.add_argument(
+        "--allow-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a network the web source may fetch from, redirects included (repeatable), "
+        "e.g. 10.1.2.0/24: the narrow exception to the public-address rule",
+    )
+    research.add_argument("--limit", type=int, default=8, help="search results kept (default 8)")
+    research.add_argument(
+        "--max-docs", type=int, default=4, help="documents the model may read (default 4)"
+    )
+
+    react = commands.add_parser(
+        "react",
+        parents=parents,
+        help="answer a question in a tool loop: think, call a tool, read what it said, repeat",
+    )
+    react.add_argument("question", help="what to find out")
+    react.add_argument(
+        "--tools",
+        action="append",
+        metavar="NAME[,NAME...]",
+        help="the worker's tools the agent may use (repeatable; default: calculator; "
+        "'' for none; SERVER__TOOL for one MCP tool)",
+    )
+    react.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an MCP server configured on the worker whose every tool it may use (repeatable)",
+    )
+    react.add_argument(
+        "--protocol",
+        choices=("text", "native"),
+        default="text",
+        help="text: Thought/Action/Observation (default); native: the chat API's tool calls",
+    )
+    react.add_argument(
+        "--max-turns", type=int, default=8, metavar="N", help="model calls at most (default 8)"
+    )
+    react.add_argument(
+        "--context",
+        choices=("keep_all", "prune_observations", "compact"),
+        default="keep_all",
+        help="what the model sees of earlier turns: every message (default), old observations "
+        "by their first line, or a digest of all but the last 10 turns",
+    )
+
+
+def add_chat_command(commands: Any) -> None:
+    chat = commands.add_parser(
+        "chat", help="talk to a durable chat: each line is sent, the reply streams"
+    )
+    chat.add_argument("id", nargs="?", help="the chat's workflow id (default: a new chat)")
+    chat.add_argument("--send", metavar="TEXT", help="send one message, print the reply, exit")
+    chat.add_argument("--json", action="store_true", help="with --send: print one JSON object")
+    chat.add_argument(
+        "--memory",
+        choices=tuple(MEMORY_POLICIES),
+        default="digest",
+        help="a new chat's memory: one rolling digest (default), numbered summaries, or "
+        "the last messages only",
+    )
+    chat.add_argument(
+        "--tools", default="", metavar="NAME,...", help="worker tools a new chat may use"
+    )
+    chat.add_argument("--no-stream", action="store_true", help="a new chat's replies arrive whole")
+    add_budget_options(chat)  # a new chat's
+    add_endpoint_options(chat)
+
+
+def add_budget_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--budget-tokens",
+        type=lambda text: parsed(parse_tokens, text, "--budget-tokens"),
+        metavar="N",
+        help="tokens the run's model calls may use, its children's included",
+    )
+    parser.add_argument(
+        "--budget-cost",
+        type=lambda text: parsed(parse_cost, text, "--budget-cost"),
+        metavar="X",
+        help="what the run may cost, in the worker's currency (its models need DURAFACT_PRICES)",
+    )
+    parser.add_argument(
+        "--budget-ask",
+        action="store_true",
+        help="when the budget is spent, ask a person (durafact approve ID [--set tokens=N]) "
+        "instead of ending the run over_budget",
+    )
+    parser.add_argument(
+        "--budget-ask-timeout",
+        type=lambda text: duration(text, "--budget-ask-timeout"),
+        metavar="DURATION",
+        help="with --budget-ask: how long the question waits, then the run ends over_budget "
+        "(default: as long as it takes)",
+    )
+
+
+def parsed(parse: Any, text: str, option: str) -> Any:
+    """`parse(text, option)`, its ValueError one line (exit code 2)."""
+    try:
+        return parse(text, option)
+    except ValueError as exc:
+        raise Failed(str(exc), code=2) from None
+
+
+def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a model endpoint configured on the worker (repeatable, in order: a call that "
+        "keeps failing on one moves to the next; default: the worker's `default`)",
+    )
+    parser.add_argument(
+        "--fallback-after",
+        type=lambda text: duration(text, "--fallback-after"),
+        metavar="DURATION",
+        help="how long a call fails on one endpoint before it moves to the next (default 2m)",
+    )
+
+
+def add_serve_command(commands: Any, parents: list[Any]) -> None:
+    serve = commands.add_parser(
+        "serve", parents=parents, help="the HTTP API and the web console (DURAFACT_API_TOKEN)"
+    )
+    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (%(default)s)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (%(default)s)")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a name the server is reached by besides loopback and its address, as the Host "
+        "header writes it: NAME or NAME:PORT (repeatable; also DURAFACT_API_ALLOW_HOSTS)",
+    )
+
+
+def decoded(argv: Sequence[str]) -> list[str]:
+    """The arguments, each valid UTF-8 text, or a one-line reason naming the first that
+    is not (Python keeps undecodable bytes as surrogate escapes, which no workflow input,
+    id or file name sent to the worker can hold)."""
+    for number, argument in enumerate(argv, start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(argument).decode("utf-8", "backslashreplace")
+            raise Failed(f"argument {number} is not valid UTF-8 text: {shown}", code=2) from None
+    return list(argv)
+
+
+DURATION = re.compile(r"([1-9][0-9]*)([smhd])")
+LONGEST = timedelta(days=36_500)  # a wait of more than 100 years is a typo
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def duration(text: str, option: str) -> timedelta:
+    """`30s`, `15m`, `2h`, `3d`: a positive whole number and one unit, nothing else."""
+    match = DURATION.fullmatch(text)
+    if match is None:
+        raise Failed(
+            f"{option}: {text!r} is not a duration (a whole number above 0 and s, m, h or d: "
+            "30s, 15m, 2h, 3d)",
+            code=2,
+        )
+    shown = shorten(text, 24)
+    too_long = Failed(f"{option}: {shown!r} is longer than 100 years (36500d)", code=2)
+    if len(match[1]) > 12:  # more than 100 years in any unit; int() refuses 4300 digits
+        raise too_long
+    try:
+        value = timedelta(**{UNITS[match[2]]: int(match[1])})
+    except OverflowError:  # more days than timedelta holds
+        raise too_long from None
+    if value > LONGEST:
+        raise too_long
+    return value

@@ -1,0 +1,911 @@
+"""Research: answer a question from sources, every statement traced to what it rests on.
+
+The recipe owns the search, what gets read, the checks, the arithmetic, the ids,
+the links and the status; you write only the four judgement hooks, and a
+three-line `run`:
+
+    @workflow.defn
+    class PriceDesk(Research[ResearchInput, ResearchResult]):
+        @workflow.run
+        async def run(self, request: ResearchInput) -> ResearchResult:
+            return await self.execute(request)
+
+        async def choose(self, ctx, request, refs): ...                   # -> RefChoice
+        async def extract(self, ctx, request, docs): ...                  # -> list[EvidenceDraft]
+        async def state_claims(self, ctx, request, evidence, docs): ...   # -> ClaimSet
+        async def write_answer(self, ctx, request, claims, calculations): ...  # -> str | AnswerText
+
+Optional: `finish(ctx, request, ending)`, the closing hook (see Endings).
+
+The input is a `ResearchInput` (or a subclass): the question, the sources and
+how much to read. Hooks get artifacts (`Artifact[SourceRef]`, `Artifact[Doc]`, ...)
+because what they return cites ids; give them to the model as
+`context=[a.id for a in docs]`, so a text is stored in history once.
+
+Limits: `settings(request)`, a `ResearchSettings`: `limit` (refs kept after
+ranking), `max_docs` (refs that may be read) and `max_doc_chars` (longer
+documents are cut). By default the input itself (`ResearchInput` subclasses
+`ResearchSettings`); override `settings` to set them otherwise.
+
+Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
+
+1. **Search**: every source at once (`fan_out_sources`); the best `limit` refs
+   are `ref:{stable_id}:{turn}`, linked `found_by` -> `source:{source_id}`. A
+   source that fails for good is a `SourceFailure`; the others still count.
+2. **`choose`** names the refs worth reading. Unknown ids are ignored, at most
+   `max_docs` are kept: `choice:{turn}`, linked `chooses` -> each. When it names
+   none that exist, the best `max_docs` by score are read instead, announced as a
+   warning and stored with `fallback: true` (a deterministic fallback, as the
+   Router's; runs from before it ended `insufficient` at `select`).
+3. **Read** only those (`materialize_doc`, in parallel): `resolved:{ref}`, a
+   `Doc` linked `materialized_from` -> its ref. Nothing else is fetched.
+4. **`extract`** quotes the docs. A quote is kept only when the grounding rule
+   finds it verbatim in its own document: `evidence:{turn}:{n}`, linked
+   `quoted_from` -> the doc. Else `rejected:evidence:{turn}:{n}` with its issue
+   codes (`NOT_IN_SOURCE`, `QUOTE_TOO_SHORT`, `UNKNOWN_DOC`).
+5. **`state_claims`** gets the evidence and the docs (table rows have `fields`),
+   and returns claims citing evidence ids and calculations it only *names* (`op`,
+   `column`, `row_ids`). Code computes each in `Decimal` from the rows' exact
+   cells: `calc:{turn}:{name}`, linked `computed_from` -> each row. A claim is
+   kept (`claim:{turn}:{n}`, linked `supported_by` -> its evidence and
+   calculations) when it cites a valid support, each `{{name}}` in it is a
+   computed calculation, and every number it states is in its quotes or the
+   question; else `rejected:claim:{turn}:{n}`.
+6. **`write_answer`** gets the kept claims and their calculations and writes the
+   text with computed values as `{{name}}`. Code puts the exact values in, adds
+   a line for one the text left out, and replaces a text that states a number
+   its claims and quotes do not hold (or names an unknown placeholder) by the
+   claims themselves (`composed`). `answer:{turn}` is linked `supported_by` ->
+   each claim and `answers` -> `turn:{turn}`.
+
+So a provenance walk goes Answer -> Claim -> Evidence | Calculation -> Doc ->
+SourceRef -> SourceSpec (`ResearchResult.provenance(ledger)`, the ledger from the
+`artifacts` query).
+
+Endings. A stage that leaves nothing (no ref found, none chosen, none read, no
+quote grounded, no claim backed) ends the run with `insufficient:{turn}` (its
+stage and reason), and no later hook runs but the closing one: `finish(ctx,
+request, ending)` turns the `ResearchAnswer` or `Insufficient` into the run's
+output; the default is a `ResearchResult`.
+
+Status. `EvaluateTurn` drives `turn:{turn}` (`ResearchTurn`) from the ledger
+alone: `researching` -> `answerable` once evidence is kept -> `answered` or
+`insufficient`. `DurafactStatus` follows it; `failed` when a hook raises.
+Activities: `search:{source_id}:{turn}`, `resolve:{ref}`, and the hooks' model
+calls `llm:select:{turn}`, `llm:evidence:{turn}`, `llm:claims:{turn}`,
+`llm:answer:{turn}`.
+
+`ResearchWorkflow`, at the bottom, is the ready LLM-driven Research: one
+structured model call per hook, skills matched per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Annotated, Any, Literal, TypeVar, cast
+
+from pydantic import BaseModel, Field, field_validator
+from temporalio import workflow
+
+from durafact._core.arithmetic import (
+    PLACEHOLDER,
+    Operation,
+    column_values,
+    compute,
+    plain,
+    unsupported_numbers,
+)
+from durafact._core.grounding import grounding_issues
+from durafact._core.ids import (
+    calc_id,
+    choice_id,
+    claim_id,
+    claims_scope,
+    evidence_id,
+    evidence_scope,
+    insufficient_id,
+    rejected_id,
+    research_answer_id,
+    select_scope,
+    text_key,
+    turn_id,
+)
+from durafact._core.ledger import Artifact, ArtifactRef, Ledger, ProvenanceNode
+from durafact._core.llm import ContextRef, Usage
+from durafact._core.skills import Skill, match_skills
+from durafact._core.sources import Doc, SourceError, SourceRef, SourceSpec
+from durafact._core.status_machine import StatusMachine
+from durafact._core.text import not_blank
+from durafact._recipes.recipe import Recipe, RecipeContext, RecipeSettings, quote
+from durafact._recipes.sources import fan_out_sources, materialize_doc, source_spec
+from durafact._recipes.versions import patched
+
+TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
+Stage = Literal["search", "select", "resolve", "evidence", "claims"]
+
+# Claim and answer issue codes.
+UNKNOWN_DOC = "UNKNOWN_DOC"
+NO_SUPPORT = "NO_SUPPORT"
+UNKNOWN_CALCULATION = "UNKNOWN_CALCULATION"
+UNSUPPORTED_NUMBER = "UNSUPPORTED_NUMBER"
+
+CALC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+
+
+# --- Input, what hooks return, and the artifacts ---------------------------------------
+
+
+class ResearchSettings(RecipeSettings):
+    """The limits of a Research run: how much to read."""
+
+    limit: int = Field(default=8, ge=1, le=20, description="Refs kept after ranking.")
+    max_docs: int = Field(default=4, ge=1, le=10, description="Refs that may be read.")
+    max_doc_chars: int = Field(default=20_000, ge=200, description="Longer documents are cut.")
+
+
+class ResearchInput(ResearchSettings):
+    """A question, the sources to research it in, and how much to read."""
+
+    question: Annotated[str, not_blank("question")]
+    sources: list[SourceSpec] = Field(min_length=1)
+    skills: list[Skill] = Field(
+        default_factory=list, description="Loaded skills (`load_skills`) hooks may match."
+    )
+
+    @field_validator("sources")
+    @classmethod
+    def _distinct(cls, value: list[SourceSpec]) -> list[SourceSpec]:
+        ids = [spec.source_id for spec in value]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"two sources are named {twice[0]!r}")
+        return value
+
+
+# Runs started since this patch read the best refs by score when the model chooses none
+# that exist; older runs ended `insufficient` there, and replay that way.
+CHOICE_FALLBACK = "durafact-research-choice-fallback"
+
+
+class RefChoice(BaseModel):
+    """What `choose` returns: the refs to read."""
+
+    ref_ids: list[str] = Field(description="Ids of the search results to read, best first.")
+    reason: str = Field(description="One sentence: why these.")
+
+
+class EvidenceDraft(BaseModel):
+    """One quote `extract` proposes; kept only if it is verbatim in its document."""
+
+    doc_id: str = Field(description="The id of the document the quote is from.")
+    quote: str = Field(description="A passage of a few words copied verbatim from that document.")
+    point: str = Field(description="What the quote shows, in one short sentence.")
+
+
+class CalculationRequest(BaseModel):
+    """A number `state_claims` names; code computes it."""
+
+    name: str = Field(description="A short name; claims write {{name}} where the value goes.")
+    op: Operation
+    column: str = Field(description="The column to compute over (any column for count).")
+    row_ids: list[str] = Field(description="The ids of exactly the table rows to use.")
+    unit: str = Field(description="The value's unit or currency, e.g. EUR; empty if none.")
+
+
+class ClaimDraft(BaseModel):
+    text: str = Field(
+        description="One sentence. A computed value is written {{name}}, never as a number."
+    )
+    evidence_ids: list[str] = Field(description="Ids of the evidence that supports it.")
+    calculation: str | None = Field(description="The name of the calculation it states, if any.")
+
+
+class ClaimSet(BaseModel):
+    """What `state_claims` returns: claims, and the calculations they name."""
+
+    claims: list[ClaimDraft]
+    calculations: list[CalculationRequest]
+
+
+class AnswerText(BaseModel):
+    """What `write_answer` returns (or just the text): computed values as {{name}}."""
+
+    text: str
+    skills: list[str] = Field(default_factory=list, description="Skills the hook used.")
+
+
+class ResearchTurn(BaseModel):
+    """The lifecycle artifact `turn:{turn}`; `EvaluateTurn` moves its status."""
+
+    query_id: str
+    question: str
+    status: TurnStatus = "researching"
+
+
+class RefSelection(BaseModel):
+    """`choice:{turn}`: the refs that will be read."""
+
+    query_id: str
+    ref_ids: list[str]
+    reason: str
+    fallback: bool = Field(
+        default=False,
+        description="The model chose nothing that exists: these are the best refs by score.",
+    )
+
+
+class Evidence(BaseModel):
+    """`evidence:{turn}:{n}`: a quote that occurs verbatim in its document."""
+
+    query_id: str
+    doc_id: str
+    quote: str
+    point: str
+
+
+class Calculation(BaseModel):
+    """`calc:{turn}:{name}`: a number computed in code from exact table cells."""
+
+    query_id: str
+    name: str
+    op: Operation
+    column: str
+    row_ids: list[str]
+    row_keys: list[str]
+    source_ids: list[str]
+    value: str
+    unit: str = ""
+    rounded: bool = Field(default=False, description="A mean cut to a few decimal places.")
+    at: list[str] = Field(default_factory=list, description="The rows holding a min or max.")
+
+    def display(self) -> str:
+        shown = f"{self.value} {self.unit}".strip()
+        return f"{shown} (rounded)" if self.rounded else shown
+
+    def description(self) -> str:
+        """What was computed, without the value."""
+        rows = ", ".join(self.row_keys)
+        what = "number of rows" if self.op == "count" else f"{self.op} of column {self.column!r}"
+        sources = ", ".join(self.source_ids)
+        return f"the {what} over {len(self.row_keys)} row(s) ({rows}) of source {sources}"
+
+
+class Claim(BaseModel):
+    """`claim:{turn}:{n}`: a statement that cites its evidence and calculations."""
+
+    query_id: str
+    text: str = Field(description="As the hook wrote it: computed values are {{name}}.")
+    evidence_ids: list[str]
+    calculation_ids: list[str] = Field(default_factory=list)
+
+
+class Rejection(BaseModel):
+    """`rejected:{stage}:{turn}:{n}`: what a check refused, and why."""
+
+    query_id: str
+    stage: Literal["evidence", "calculation", "claim", "answer"]
+    issues: list[str]
+    item: dict[str, Any]
+
+
+class ResearchAnswer(BaseModel):
+    """`answer:{turn}`: the final text, with the exact computed values in it."""
+
+    query_id: str
+    question: str
+    text: str
+    claim_ids: list[str]
+    calculation_ids: list[str] = Field(default_factory=list)
+    skills: list[str] = Field(default_factory=list, description="Skills the answer hook used.")
+    composed: bool = Field(default=False, description="True when code composed it from the claims.")
+
+
+class Insufficient(BaseModel):
+    """`insufficient:{turn}`: no source has the answer, and where the search ran dry."""
+
+    query_id: str
+    stage: Stage
+    reason: str
+
+
+class ResearchResult(BaseModel):
+    """The ending and the answer text (None when insufficient), with references to the
+    claims, evidence and calculations behind it: their texts are stored in history once,
+    from the calls that made them. Read them, and the provenance down to the sources,
+    from the run's ledger (the `artifacts` query, or `python starter.py artifacts ID`):
+    `result.provenance(ledger)`."""
+
+    question: str
+    turn: str
+    status: Literal["answered", "insufficient"]
+    answer: str | None = None
+    reason: str | None = None
+    usage: Usage
+    claims: list[ArtifactRef] = Field(default_factory=list)
+    evidence: list[ArtifactRef] = Field(default_factory=list)
+    calculations: list[ArtifactRef] = Field(default_factory=list)
+
+    @property
+    def answer_id(self) -> str:
+        return research_answer_id(self.turn)
+
+    def provenance(self, ledger: Ledger) -> ProvenanceNode | None:
+        """Answer -> claims -> evidence and calculations -> docs -> refs -> sources."""
+        if self.answer_id not in ledger:
+            return None
+        return ledger.provenance(self.answer_id)
+
+
+class EvaluateTurn(StatusMachine[ResearchTurn]):
+    """researching -> answerable -> answered | insufficient, from the ledger alone;
+    each transition is handed to `set_status(status, message)`."""
+
+    artifact_type = ResearchTurn
+    terminal = frozenset({"answered", "insufficient"})
+
+    def __init__(self, set_status: Callable[[str, str], None]) -> None:
+        super().__init__()
+        self.set_status = set_status
+
+    def next_status(self, ledger: Ledger, key: str) -> str | None:
+        if any(a.data.query_id == key for a in ledger.find_all(ResearchAnswer)):
+            return "answered"
+        if any(a.data.query_id == key for a in ledger.find_all(Insufficient)):
+            return "insufficient"
+        if any(a.data.query_id == key for a in ledger.find_all(Evidence)):
+            return "answerable"
+        return None
+
+    def on_transition(self, ledger: Ledger, key: str, old: str, new: str) -> None:
+        self.set_status(new, f"research status: {old} -> {new}")
+
+
+# --- The lifecycle -------------------------------------------------------------------
+
+In = TypeVar("In", bound=ResearchInput)
+Out = TypeVar("Out")
+
+
+class Research(Recipe[In, Out]):
+    """Search -> choose -> read the chosen -> quote -> claim and compute -> answer."""
+
+    recipe_name = "research"
+    settings_model = ResearchSettings
+
+    def settings(self, request: In) -> ResearchSettings:
+        """This run's limits (see `Recipe.settings`)."""
+        return cast(ResearchSettings, super().settings(request))
+
+    async def choose(
+        self, ctx: RecipeContext, request: In, refs: list[Artifact[SourceRef]]
+    ) -> RefChoice:
+        raise NotImplementedError
+
+    async def extract(
+        self, ctx: RecipeContext, request: In, docs: list[Artifact[Doc]]
+    ) -> list[EvidenceDraft]:
+        raise NotImplementedError
+
+    async def state_claims(
+        self,
+        ctx: RecipeContext,
+        request: In,
+        evidence: list[Artifact[Evidence]],
+        docs: list[Artifact[Doc]],
+    ) -> ClaimSet:
+        raise NotImplementedError
+
+    async def write_answer(
+        self,
+        ctx: RecipeContext,
+        request: In,
+        claims: list[Artifact[Claim]],
+        calculations: list[Calculation],
+    ) -> str | AnswerText:
+        raise NotImplementedError
+
+    async def finish(
+        self, ctx: RecipeContext, request: In, ending: ResearchAnswer | Insufficient
+    ) -> Out:
+        """The run's output from its ending: a `ResearchResult` unless overridden."""
+        answered = isinstance(ending, ResearchAnswer)
+        return cast(
+            Out,
+            ResearchResult(
+                question=request.question,
+                turn=ending.query_id,
+                status="answered" if answered else "insufficient",
+                answer=ending.text if isinstance(ending, ResearchAnswer) else None,
+                reason=ending.reason if isinstance(ending, Insufficient) else None,
+                usage=ctx.usage,
+                claims=ctx.ledger.refs(Claim),
+                evidence=ctx.ledger.refs(Evidence),
+                calculations=ctx.ledger.refs(Calculation),
+            ),
+        )
+
+    async def lifecycle(self, ctx: RecipeContext, request: In) -> Out:
+        ledger = ctx.ledger
+        turn = text_key(request.question)
+        turns = EvaluateTurn(ctx.set_status)
+        limits = self.settings(request)
+
+        async def insufficient(stage: Stage, reason: str) -> Out:
+            ending = Insufficient(query_id=turn, stage=stage, reason=reason)
+            ledger.create(insufficient_id(turn), ending)
+            ctx.announce(f"insufficient: {reason}", kind="warning")
+            turns.advance(ledger)
+            return await self.finish(ctx, request, ending)
+
+        ledger.create(turn_id(turn), ResearchTurn(query_id=turn, question=request.question))
+        ctx.set_status(
+            "researching",
+            f"researching {quote(request.question)} in {_count(len(request.sources), 'source')}",
+        )
+        refs = await fan_out_sources(
+            ctx,
+            request.question,
+            sources=request.sources,
+            owner_id=turn,
+            limit=limits.limit,
+            on_start=lambda source: ctx.announce(f"searching {source}"),
+            on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
+        )
+        if not refs:
+            return await insufficient("search", "no source found anything for the question")
+
+        with ctx.scoped(select_scope(turn)):
+            choice = await self.choose(ctx, request, refs)
+        chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
+        if not chosen:
+            return await insufficient("select", "no search result looked relevant")
+
+        ctx.announce(f"reading {_count(len(chosen), 'document')}")
+        read = await asyncio.gather(
+            *(materialize_doc(ctx, ref, max_chars=limits.max_doc_chars) for ref in chosen)
+        )
+        docs = [doc.typed(Doc) for doc in read if doc is not None]
+        if not docs:
+            return await insufficient("resolve", "none of the chosen documents could be read")
+
+        with ctx.scoped(evidence_scope(turn)):
+            drafts = await self.extract(ctx, request, docs)
+        evidence = _keep_grounded(ctx, turn, docs, drafts)
+        turns.advance(ledger)
+        if not evidence:
+            return await insufficient(
+                "evidence", "no quote from the documents answers the question"
+            )
+
+        with ctx.scoped(claims_scope(turn)):
+            stated = await self.state_claims(ctx, request, evidence, docs)
+        calculations = _calculate(ctx, turn, stated.calculations)
+        claims = _keep_backed(ctx, turn, request.question, stated.claims, evidence, calculations)
+        if not claims:
+            return await insufficient("claims", "no claim was backed by the evidence")
+
+        used = list(dict.fromkeys(k for c in claims for k in c.data.calculation_ids))
+        calcs = [ledger.get(k).typed(Calculation).data for k in used]
+        with ctx.scoped(research_answer_id(turn)):
+            written = await self.write_answer(ctx, request, claims, calcs)
+        answer = _keep_answer(ctx, turn, request.question, written, claims, calcs)
+        turns.advance(ledger)
+        return await self.finish(ctx, request, answer)
+
+
+# --- What the lifecycle checks and computes, in code ------------------------------------
+
+
+def _keep_choice(
+    ctx: RecipeContext,
+    turn: str,
+    refs: list[Artifact[SourceRef]],
+    choice: RefChoice,
+    max_docs: int,
+) -> list[Artifact[SourceRef]]:
+    """The chosen refs that exist, once each, at most `max_docs`; stored as `choice:{turn}`.
+
+    When the model chose none that exist, the best `max_docs` by score are read instead
+    (`fallback`), as the Router falls back to keywords: a weak model that picks nothing
+    must not end a run whose search found the answer."""
+    by_id = {ref.id: ref for ref in refs}
+    picked = list(dict.fromkeys(i for i in choice.ref_ids if i in by_id))
+    unknown = [i for i in choice.ref_ids if i not in by_id]
+    if unknown:
+        ctx.announce(f"ignored unknown ref ids: {', '.join(unknown)}", kind="warning")
+    fallback = not picked and bool(refs) and patched(CHOICE_FALLBACK)
+    if fallback:  # `refs` come ranked by score (fan_out_sources)
+        picked = [ref.id for ref in refs[:max_docs]]
+        ctx.announce(
+            f"the model chose no search result: reading the {len(picked)} best by score (fallback)",
+            kind="warning",
+        )
+    if len(picked) > max_docs:
+        ctx.announce(f"{len(picked)} refs chosen; reading {max_docs}")
+        picked = picked[:max_docs]
+    if picked:
+        cid = choice_id(turn)
+        reason = "the best by score (fallback)" if fallback else choice.reason
+        selection = RefSelection(query_id=turn, ref_ids=picked, reason=reason, fallback=fallback)
+        ctx.ledger.create(cid, selection)
+        for rid in picked:
+            ctx.ledger.link(cid, "chooses", rid)
+    return [by_id[i] for i in picked]
+
+
+def _keep_grounded(
+    ctx: RecipeContext, turn: str, docs: list[Artifact[Doc]], drafts: list[EvidenceDraft]
+) -> list[Artifact[Evidence]]:
+    """The quotes that occur verbatim in their own document, as `evidence:{turn}:{n}`."""
+    ledger = ctx.ledger
+    texts = {doc.id: doc.data.text for doc in docs}
+    kept: list[Artifact[Evidence]] = []
+    rejected = 0
+    for draft in drafts:
+        if draft.doc_id not in texts:
+            issues = [UNKNOWN_DOC]
+        else:
+            found = grounding_issues(draft.point, draft.quote, texts[draft.doc_id])
+            issues = [i.code for i in found]
+        if issues:
+            rejected += 1
+            _reject(ctx, turn, "evidence", rejected, issues, draft)
+            continue
+        eid = evidence_id(turn, len(kept) + 1)
+        ledger.create(
+            eid, Evidence(query_id=turn, doc_id=draft.doc_id, quote=draft.quote, point=draft.point)
+        )
+        ledger.link(eid, "quoted_from", draft.doc_id)
+        kept.append(ledger.get(eid).typed(Evidence))
+    ctx.announce(
+        f"evidence: {len(kept)} kept"
+        + (f", {rejected} rejected (not verbatim in its document)" if rejected else "")
+    )
+    return kept
+
+
+def _calculate(
+    ctx: RecipeContext, turn: str, requests: list[CalculationRequest]
+) -> dict[str, Artifact[Calculation]]:
+    """Each named calculation computed from the exact cells of its rows, by name."""
+    done: dict[str, Artifact[Calculation]] = {}
+    rejected = 0
+    for request in requests:
+        try:
+            calculation = _compute(ctx, turn, request, done)
+        except ValueError as exc:
+            rejected += 1
+            _reject(ctx, turn, "calculation", rejected, [str(exc)], request)
+            ctx.announce(f"calculation {request.name!r} refused: {exc}", kind="warning")
+            continue
+        kid = calc_id(turn, calculation.name)
+        ctx.ledger.create(kid, calculation)
+        for row in calculation.row_ids:
+            ctx.ledger.link(kid, "computed_from", row)
+        done[calculation.name] = ctx.ledger.get(kid).typed(Calculation)
+        ctx.announce(
+            f"computed {calculation.name} = {calculation.op}({calculation.column}) over "
+            f"{_count(len(calculation.row_ids), 'row')}"
+        )
+    return done
+
+
+def _compute(
+    ctx: RecipeContext, turn: str, request: CalculationRequest, done: dict[str, Any]
+) -> Calculation:
+    if not CALC_NAME.fullmatch(request.name):
+        raise ValueError(f"the name {request.name!r} is not a short identifier")
+    if request.name in done:
+        raise ValueError(f"a calculation named {request.name!r} already exists")
+    row_ids = list(dict.fromkeys(request.row_ids))
+    if not row_ids:
+        raise ValueError("no rows named")
+    docs: list[Doc] = []
+    for rid in row_ids:
+        artifact = ctx.ledger.artifacts.get(rid)
+        doc = artifact.typed(Doc).data if artifact is not None and artifact.type == "Doc" else None
+        if doc is None or doc.fields is None:
+            raise ValueError(f"{rid} is not a table row that was read")
+        docs.append(doc)
+    if request.op == "count":
+        values = [Decimal(0)] * len(docs)
+    else:
+        try:
+            values = [
+                column_values(
+                    [doc.fields or {}], request.column, decimal_comma=_decimal_comma(ctx, doc)
+                )[0]
+                for doc in docs
+            ]
+        except SourceError as exc:
+            raise ValueError(str(exc)) from None
+    value, rounded = compute(request.op, values)
+    at: list[str] = []
+    if request.op in ("min", "max"):
+        at = [doc.uid for doc, v in zip(docs, values, strict=True) if v == value]
+    return Calculation(
+        query_id=turn,
+        name=request.name,
+        op=request.op,
+        column=request.column,
+        row_ids=row_ids,
+        row_keys=[doc.uid for doc in docs],
+        source_ids=list(dict.fromkeys(doc.source_id for doc in docs)),
+        value=plain(value),
+        unit=request.unit.strip(),
+        rounded=rounded,
+        at=at,
+    )
+
+
+def _decimal_comma(ctx: RecipeContext, doc: Doc) -> bool:
+    spec = source_spec(ctx, doc.source_id)
+    return bool(spec and spec.decimal_comma)
+
+
+def _keep_backed(
+    ctx: RecipeContext,
+    turn: str,
+    question: str,
+    drafts: list[ClaimDraft],
+    evidence: list[Artifact[Evidence]],
+    calculations: dict[str, Artifact[Calculation]],
+) -> list[Artifact[Claim]]:
+    """The claims that cite a valid support and state no number it does not hold."""
+    ledger = ctx.ledger
+    quotes = {e.id: e.data.quote for e in evidence}
+    kept: list[Artifact[Claim]] = []
+    rejected = 0
+    for draft in drafts:
+        issues: list[str] = []
+        cited = list(dict.fromkeys(i for i in draft.evidence_ids if i in quotes))
+        names = list(dict.fromkeys(PLACEHOLDER.findall(draft.text)))
+        if draft.calculation and draft.calculation not in names:
+            names.append(draft.calculation)
+        unknown = [n for n in names if n not in calculations]
+        if unknown:
+            issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
+        if not cited and not names:
+            issues.append(NO_SUPPORT)
+        loose = unsupported_numbers(draft.text, " ".join([question, *(quotes[i] for i in cited)]))
+        if loose:
+            issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
+        if issues:
+            rejected += 1
+            _reject(ctx, turn, "claim", rejected, issues, draft)
+            continue
+        cid = claim_id(turn, len(kept) + 1)
+        calc_ids = [calculations[n].id for n in names]
+        ledger.create(
+            cid,
+            Claim(query_id=turn, text=draft.text, evidence_ids=cited, calculation_ids=calc_ids),
+        )
+        for target in [*cited, *calc_ids]:
+            ledger.link(cid, "supported_by", target)
+        kept.append(ledger.get(cid).typed(Claim))
+    ctx.announce(
+        f"claims: {len(kept)} kept"
+        + (f", {rejected} rejected" if rejected else "")
+        + (f"; {_count(len(calculations), 'calculation')}" if calculations else "")
+    )
+    return kept
+
+
+def _keep_answer(
+    ctx: RecipeContext,
+    turn: str,
+    question: str,
+    written: str | AnswerText,
+    claims: list[Artifact[Claim]],
+    calcs: list[Calculation],
+) -> ResearchAnswer:
+    """`answer:{turn}`: the text with the exact values in it, or the claims themselves
+    when the text adds a number of its own or names an unknown placeholder."""
+    ledger = ctx.ledger
+    draft = AnswerText(text=written) if isinstance(written, str) else written
+    by_name = {c.name: c for c in calcs}
+    quotes = [ledger.get(e).typed(Evidence).data.quote for c in claims for e in c.data.evidence_ids]
+    support = " ".join([question, *(c.data.text for c in claims), *quotes])
+    issues = []
+    unknown = [n for n in PLACEHOLDER.findall(draft.text) if n not in by_name]
+    if unknown:
+        issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
+    loose = unsupported_numbers(draft.text, support)
+    if loose:
+        issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
+    if not draft.text.strip():
+        issues.append("EMPTY_ANSWER")
+    text = draft.text
+    if issues:
+        _reject(ctx, turn, "answer", 1, issues, draft)
+        text = " ".join(c.data.text for c in claims)
+    stated = set(PLACEHOLDER.findall(text))
+    text = PLACEHOLDER.sub(lambda m: by_name[m[1]].display(), text).strip()
+    for calc in calcs:
+        if calc.name not in stated:  # the value is always in the answer, exactly
+            text += f"\n{calc.display()}: {calc.description()}, computed in code."
+    aid = research_answer_id(turn)
+    answer = ResearchAnswer(
+        query_id=turn,
+        question=question,
+        text=text,
+        claim_ids=[c.id for c in claims],
+        calculation_ids=[calc_id(turn, c.name) for c in calcs],
+        skills=draft.skills,
+        composed=bool(issues),
+    )
+    ledger.create(aid, answer)
+    for claim in claims:
+        ledger.link(aid, "supported_by", claim.id)
+    ledger.link(aid, "answers", turn_id(turn))
+    return answer
+
+
+def _reject(
+    ctx: RecipeContext, turn: str, stage: str, n: int, issues: list[str], item: BaseModel
+) -> None:
+    ctx.ledger.create(
+        rejected_id(stage, turn, n),
+        Rejection(query_id=turn, stage=stage, issues=issues, item=item.model_dump()),  # type: ignore[arg-type]
+    )
+    ctx.announce(f"rejected {stage} {n}: {'; '.join(issues)}", kind="warning")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# --- The ready, LLM-driven Research -----------------------------------------------------
+
+# Situations, written by code, that skills are matched against (never the question).
+SELECT_SITUATION = "choosing which search results to read for a research question"
+EVIDENCE_SITUATION = "extracting verbatim quotes from documents as evidence"
+CLAIMS_SITUATION = "stating claims that cite quoted evidence and naming table calculations"
+ANSWER_SITUATION = "writing the answer to a research question from claims with quoted evidence"
+COMPUTED_SITUATION = "reporting an answer backed by a number computed in code from structured data"
+
+SELECTOR = (
+    "You choose which search results are worth reading to answer a research question. "
+    "Each result is given as context as its id in brackets followed by its source, locator, "
+    "preview and score. Choose at most {n} results whose preview suggests they hold the "
+    "answer or part of it; for a question about prices, totals or averages include the "
+    "table rows of the items it asks about. Give the ids exactly as shown, best first. "
+    "Choose none if nothing is relevant."
+)
+EXTRACTOR = (
+    "You extract evidence for a research question from documents, each given as context as "
+    "its id in brackets followed by its text. For every fact that helps answer the question "
+    "give the document id, a `quote` copied verbatim from that document (a passage of at "
+    "least a few words, unchanged) and the `point` it shows in one short sentence. Quote "
+    "only text that is in the document. Give no evidence if the documents do not answer "
+    "the question."
+)
+CLAIMER = (
+    "You state the claims that answer a research question. Evidence is given as context "
+    "(evidence ids with their quotes), and so are table rows (ids with `column: value` "
+    "lines). Each claim is one sentence that says only what its evidence says and names "
+    "the ids of that evidence; every number in a claim must appear in its evidence quotes. "
+    "When the answer needs a number computed from table rows (a total, an average, a "
+    "minimum, a maximum or a count), do not compute it: add a calculation with a `name`, "
+    "the `op` (sum, mean, min, max or count), the `column`, the `row_ids` of exactly the "
+    "rows to use and the `unit`, and write {{name}} in the claim where the value goes and "
+    "the name in its `calculation`. Code computes the value from the rows."
+)
+ANSWERER = (
+    "You write the answer to a research question from claims that were checked against "
+    "their evidence, given as context. Use only these claims: add no facts and no numbers. "
+    "Where a claim has a placeholder such as {{total}}, write that placeholder exactly as it "
+    "is: code replaces it with the exact computed value. Answer briefly and directly."
+)
+
+
+class EvidenceSet(BaseModel):
+    """The model's structured output for `extract`."""
+
+    evidence: list[EvidenceDraft]
+
+
+class AnswerDraft(BaseModel):
+    """The model's structured output for `write_answer`."""
+
+    text: str = Field(description="The answer, from the claims only, placeholders kept.")
+
+
+def _system(base: str, skills: list[Skill]) -> str:
+    return "\n\n".join([base, *(skill.instruction() for skill in skills)])
+
+
+@workflow.defn
+class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
+    """A question and sources in; a grounded answer with its provenance, or `insufficient`.
+
+    One structured model call per hook. The model sees refs, documents, evidence and
+    claims by id, as context, and never a computed value: it is told what each
+    calculation is, not what it came to. Each call adds the instruction of the skill
+    `match_skills` picks for its situation; the answer's situation says a computed
+    number backs it whenever one does (the shipped `cost-reporting` skill).
+    """
+
+    @workflow.run
+    async def run(self, request: ResearchInput) -> ResearchResult:
+        return await self.execute(request)
+
+    async def choose(
+        self, ctx: RecipeContext, request: ResearchInput, refs: list[Artifact[SourceRef]]
+    ) -> RefChoice:
+        max_docs = self.settings(request).max_docs
+        return await ctx.llm.structured(
+            RefChoice,
+            f"Question: {request.question}\n\nChoose at most {max_docs} of the "
+            f"{_count(len(refs), 'search result')} to read.",
+            system=_system(
+                SELECTOR.format(n=max_docs),
+                match_skills(request.skills, SELECT_SITUATION),
+            ),
+            context=[ref.id for ref in refs],
+            summary=f"request model: choose sources for {quote(request.question)}",
+        )
+
+    async def extract(
+        self, ctx: RecipeContext, request: ResearchInput, docs: list[Artifact[Doc]]
+    ) -> list[EvidenceDraft]:
+        found = await ctx.llm.structured(
+            EvidenceSet,
+            f"Question: {request.question}\n\nQuote the evidence from the "
+            f"{_count(len(docs), 'document')} given as context.",
+            system=_system(EXTRACTOR, match_skills(request.skills, EVIDENCE_SITUATION)),
+            context=[doc.id for doc in docs],
+            summary=f"request model: extract evidence from {_count(len(docs), 'doc')}",
+        )
+        return found.evidence
+
+    async def state_claims(
+        self,
+        ctx: RecipeContext,
+        request: ResearchInput,
+        evidence: list[Artifact[Evidence]],
+        docs: list[Artifact[Doc]],
+    ) -> ClaimSet:
+        rows = [doc.id for doc in docs if doc.data.fields is not None]
+        context: list[ContextRef] = [e.id for e in evidence] + rows
+        table = f" and {_count(len(rows), 'table row')}" if rows else ""
+        return await ctx.llm.structured(
+            ClaimSet,
+            f"Question: {request.question}\n\nState the claims that answer it from the "
+            f"{_count(len(evidence), 'evidence item')}{table} given as context.",
+            system=_system(CLAIMER, match_skills(request.skills, CLAIMS_SITUATION)),
+            context=context,
+            summary=f"request model: state claims from {_count(len(evidence), 'evidence')}",
+        )
+
+    async def write_answer(
+        self,
+        ctx: RecipeContext,
+        request: ResearchInput,
+        claims: list[Artifact[Claim]],
+        calculations: list[Calculation],
+    ) -> AnswerText:
+        situation = COMPUTED_SITUATION if calculations else ANSWER_SITUATION
+        skills = match_skills(request.skills, situation)
+        lines = [
+            f"Question: {request.question}",
+            "",
+            "Write the answer from the claims given as context.",
+        ]
+        if calculations:
+            lines += [
+                "",
+                "Computed values (code puts each exact value in place of its placeholder):",
+            ]
+            lines += [f"- {{{{{c.name}}}}}: {c.description()}" for c in calculations]
+        draft = await ctx.llm.structured(
+            AnswerDraft,
+            "\n".join(lines),
+            system=_system(ANSWERER, skills),
+            context=[c.id for c in claims],
+            summary=f"request model: write the answer to {quote(request.question)}",
+        )
+        return AnswerText(text=draft.text, skills=[s.name for s in skills])

@@ -1,0 +1,204 @@
+"""The gate in front of every tool call of a ReAct run or a chat: policy, memory, person.
+
+What is judged is the call that will run. Unless the run's `ToolPolicy`
+(durafact/_core/tool_policy.py) allows or denies the tool whatever its arguments, the call
+is first bound (`bind`, the `bind_tool_call` activity): the worker parses, binds and
+validates the arguments with the tool's own model and returns them as the tool will
+receive them. Arguments that do not bind run nothing: the refusal is the call's
+observation. The policy then judges the bound arguments: `allow` runs them, `deny`
+refuses without asking anyone ("denied by policy: RULE"). `ask` looks for a
+remembered decision that covers the call (the artifacts `approval-rule:...` in the
+ledger: the most recent one that covers it settles it) and, finding one, follows it
+and announces which; else it asks a person (`ctx.ask_approval` on the run's tool
+thread), the question showing the whole call and naming the rule that asked. A call
+too long to show whole is refused before anyone is asked. Whatever was judged runs
+as it is (`Cleared.bound`: the tool refuses values its model would change).
+
+An answer that says `remember` becomes such an artifact: who answered, when, the
+scope, the tool, the hash of the bound arguments, the verdict and the question. The
+calls of one native turn are gated at once, so a question for a call that such an
+answer covers may be waiting beside it: it is answered with the same verdict, by the
+decision (`settle_covered`), instead of waiting for a person.
+
+A run holds the decisions it was given (`hold_remembered`: a PlanReAct parent's, a
+chat's earlier runs') in its ledger too, so every decision the run follows is there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import NamedTuple
+
+from temporalio import workflow
+
+from durafact._core.approval import ApprovalAnswer, ApprovalPolicy, ApprovalQuestion, RememberScope
+from durafact._core.ledger import Ledger
+from durafact._core.react import not_approved_message
+from durafact._core.text import brief, plain_json
+from durafact._core.tool_policy import (
+    PolicyDecision,
+    RememberedDecision,
+    ToolPolicy,
+    arguments_hash,
+    denied_message,
+    remembered_for,
+)
+from durafact._core.tools import BoundCall, ToolCall
+from durafact._recipes.recipe import RecipeContext
+
+# Runs started since this patch answer the questions waiting beside a remembered answer
+# that covers them (see `settle_covered`); older runs kept asking a person.
+SETTLES_COVERED = "durafact-remembered-settles-covered"
+# Runs started since this patch judge a call's bound arguments (`bind`); older runs
+# judged the arguments as the model wrote them.
+BOUND_ARGUMENTS = "durafact-bound-arguments"
+# The most characters of arguments a question shows (the JSON of the bound call): a
+# longer call is refused before it is asked, never shown cut.
+MAX_ASKED_ARGUMENTS = 8_000
+
+Binder = Callable[[ToolCall], Awaitable[BoundCall]]
+
+
+class Refusal(NamedTuple):
+    """Why a call does not run: its failed observation's error type and text."""
+
+    error_type: str
+    text: str
+
+
+class Cleared(NamedTuple):
+    """A call that may run: `call` as judged; `bound` when its arguments are the bound
+    ones, which the tool must receive unchanged."""
+
+    call: ToolCall
+    bound: bool
+
+
+async def gate_tool_call(
+    ctx: RecipeContext,
+    thread: str,
+    call: ToolCall,
+    *,
+    destructive: bool,
+    policy: ToolPolicy,
+    approval: ApprovalPolicy,
+    remember: Sequence[RememberScope],
+    bind: Binder,
+) -> Cleared | Refusal:
+    """The call to run, or why it does not run. `bind` binds a call's arguments (see the
+    module's docstring); `remember` are the scopes a person's answer may remember."""
+    decision = policy.decide(call.name, None, destructive)
+    bound = False
+    if decision is None or decision.action == "ask":
+        if workflow.patched(BOUND_ARGUMENTS):
+            binding = await bind(call)
+            if binding.arguments is None:
+                return Refusal(binding.error_type or "InvalidArguments", binding.error)
+            call, bound = call.model_copy(update={"arguments": binding.arguments}), True
+            decision = policy.decide(call.name, call.arguments, destructive)
+        else:  # a run started before the patch judged the arguments the model wrote
+            written = call.arguments if isinstance(call.arguments, dict) else {}
+            decision = policy.decide(call.name, written, destructive)
+    assert decision is not None, "a policy decides on given arguments"
+    if decision.action == "allow":
+        return Cleared(call, bound)
+    if decision.action == "deny":
+        ctx.announce(f"{call.name} {denied_message(decision.rule)}", kind="policy")
+        return Refusal("DeniedByPolicy", denied_message(decision.rule))
+    refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember, bound)
+    return refusal or Cleared(call, bound)
+
+
+async def _ask(
+    ctx: RecipeContext,
+    thread: str,
+    call: ToolCall,
+    destructive: bool,
+    decision: PolicyDecision,
+    approval: ApprovalPolicy,
+    remember: Sequence[RememberScope],
+    bound: bool,
+) -> Refusal | None:
+    """A remembered decision's verdict on `call`, or a person's; None when approved."""
+    known = remembered_for(remembered(ctx.ledger), call.name, call.arguments)
+    if known is not None:
+        verdict = "approved" if known.approved else "rejected"
+        ctx.announce(
+            f"{call.name} {verdict} without asking: {known.id} ({known.by or 'a person'} "
+            f"answered {known.question_id})",
+            kind="remembered",
+        )
+        return None if known.approved else Refusal("NotApproved", not_approved_message(known.why))
+    kind = "the destructive tool" if destructive else "the tool"
+    if bound:
+        shown = plain_json(call.arguments)
+        if len(shown) > MAX_ASKED_ARGUMENTS:
+            return Refusal("TooLongToAsk", too_long_message(call.name, len(shown)))
+    else:
+        shown = brief(call.arguments, 400)
+    digest = arguments_hash(call.arguments)
+    outcome = await ctx.ask_approval(
+        thread,
+        f"Run {kind} {call.name} with {shown}?",
+        approval,
+        rule=decision.rule,
+        remember=remember,
+        tool=call.name,
+        arguments_hash=digest,
+        arguments=call.arguments if bound and isinstance(call.arguments, dict) else None,
+    )
+    if outcome.remember is not None:
+        answer = ctx.ledger.get(outcome.question_id).typed(ApprovalQuestion).data.answer
+        rule = RememberedDecision(
+            scope=outcome.remember,
+            tool=call.name,
+            arguments_hash=digest if outcome.remember == "call" else None,
+            approved=outcome.approved,
+            reason=outcome.reason,
+            by=answer.by if answer else "",
+            at=workflow.now(),
+            question_id=outcome.question_id,
+        )
+        hold_remembered(ctx.ledger, [rule])
+        ctx.announce(f"remembered as {rule.id}", kind="remembered")
+        settle_covered(ctx, rule)
+    if outcome.approved:
+        return None
+    return Refusal("NotApproved", not_approved_message(outcome.reason))
+
+
+def too_long_message(tool: str, length: int) -> str:
+    return (
+        f"refused before asking: the arguments of {tool} are {length:,} characters, more "
+        f"than the {MAX_ASKED_ARGUMENTS:,} a person is shown whole; call it with shorter "
+        "arguments"
+    )
+
+
+def settle_covered(ctx: RecipeContext, rule: RememberedDecision) -> None:
+    """Answer, with `rule`'s verdict, every waiting tool question whose call it covers:
+    the other calls of the turn `rule` was made in, asked at the same time."""
+    covered = [
+        q
+        for q in ctx.pending_questions()
+        if q.tool is not None and rule.covers(q.tool, q.arguments_hash or "")
+    ]
+    if not covered or not workflow.patched(SETTLES_COVERED):
+        return
+    for question in covered:
+        answer = ApprovalAnswer(
+            question_id=question.id, approved=rule.approved, reason=rule.why, by=rule.id
+        )
+        ctx.receive_answer(answer)
+
+
+def remembered(ledger: Ledger) -> list[RememberedDecision]:
+    """Every decision the run holds, oldest first."""
+    return [a.data for a in ledger.find_all(RememberedDecision)]
+
+
+def hold_remembered(ledger: Ledger, decisions: Sequence[RememberedDecision]) -> None:
+    """Keep `decisions` in the ledger (one artifact per id: the first one stays)."""
+    for decision in decisions:
+        if decision.id not in ledger:
+            ledger.create(decision.id, decision)

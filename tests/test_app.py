@@ -1,0 +1,71 @@
+"""The repository's root is an application built on durafact, as a user builds one:
+its recipes in workflows/, its activities and tools in activities/, its worker
+(worker.py, DurafactPlugin on a plain Temporal worker) and its command line
+(starter.py). Run here as a user runs them: processes on the dev server and the
+scripted model, the app's recipe beside a ready one."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from durafact.testing import Call, ScriptedModel, default_reply
+from tests.cli.test_registration import worker_process
+from tests.helpers import ROOT, clean_env, run_command
+
+
+def trip_model(call: Call) -> str | dict:
+    if call.schema_name == "Cities":
+        return {"cities": ["Gdańsk", "Toruń", "Poznań"]}
+    if call.last_user.startswith("Plan a day in "):
+        return "a day in " + call.last_user.removeprefix("Plan a day in ").split(".")[0]
+    return default_reply(call)
+
+
+async def app(*args: str, env: dict[str, str]) -> str:
+    """`python starter.py ARGS` at the root; its output once it succeeded."""
+    run = await run_command(sys.executable, "starter.py", *args, env=env, cwd=ROOT, timeout=90)
+    assert run.code == 0, run.err
+    return run.out
+
+
+async def test_the_apps_worker_runs_its_recipe_with_its_activity_beside_a_ready_one(
+    env: WorkflowEnvironment, client: Client, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(trip_model)
+    queue = f"app-{uuid.uuid4().hex[:8]}"
+    environment = clean_env(
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=queue,
+        OPENAI_BASE_URL=model.url,
+        OPENAI_API_KEY="test",
+        DURAFACT_MODEL="scripted",
+    )
+    async with worker_process(client, [sys.executable, "worker.py"], environment, cwd=ROOT):
+        trip_id = f"trip-{uuid.uuid4().hex[:6]}"
+        trip = {"text": "Baltic coast", "days": 2}
+        await app(
+            "start", "TripPlanner", "--input", json.dumps(trip), "--id", trip_id, env=environment
+        )
+        itinerary = await client.get_workflow_handle(trip_id).result()
+        plan_out = await app(
+            "plan", "Plan a weekend in Kraków", "--max-steps", "2", env=environment
+        )
+
+    assert itinerary == {"days": ["a day in Gdańsk", "a day in Toruń"]}
+    # Each day's prompt has the weather this app's own activity told.
+    days = [c.last_user for c in model.calls if c.last_user.startswith("Plan a day in ")]
+    assert days[0] == "Plan a day in Gdańsk. The weather: windy, 12 °C."
+    assert "answer:" in plan_out
+    history = await client.get_workflow_handle(trip_id).fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert scheduled.count("forecast") == 2
