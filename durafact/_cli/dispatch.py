@@ -39,8 +39,7 @@ from durafact._cli.serve import check_serve_args, listening, serve
 from durafact._cli.steering import steer
 from durafact._core.steer import note_problem
 from durafact._core.tools import ToolListRequest
-from durafact._local import embedded
-from durafact._local.embedded import Embedded, EmbeddedError, open_client
+from durafact._runtime.connection import connect_ready
 from durafact._runtime.registry import (
     ENV_VAR,
     RegistrationError,
@@ -55,7 +54,7 @@ async def dispatch(args: argparse.Namespace) -> int:
     """Run the command `args` name; its exit code."""
     try:
         return await run_command(args)
-    except (EmbeddedError, SettingsError) as exc:
+    except SettingsError as exc:  # the embedded stack's EmbeddedError too
         raise Failed(str(exc)) from None
 
 
@@ -64,7 +63,9 @@ async def run_command(args: argparse.Namespace) -> int:
         registry_of(args)
         return await up()
     if args.command == "down":
-        embedded.down(Embedded.from_env(), say)
+        from durafact._local import embedded
+
+        embedded.down(embedded.Embedded.from_env(), say)
         return 0
     if args.command in LAUNCH_COMMANDS:
         registry = registry_of(args)
@@ -160,10 +161,17 @@ async def connect(console: bool = True) -> tuple[Any, Settings]:
     the embedded stack starts first when no address is configured
     (durafact/_local/embedded.py), with its console unless `console` is False. A
     SettingsError is one line, as `dispatch` says it."""
+    settings = Settings.from_env()
+    if settings.temporal_address_explicit:  # a server of one's own: no embedded stack
+        return await connect_ready(settings, note), settings
+    # Imported only here: a library user on their own cluster may lack the `local` extra.
+    from durafact._local.embedded import open_client
+
     return await open_client(note, console=console)
 
 
 async def up() -> int:
-    stack = Embedded.from_env()
-    await embedded.up(stack, Settings.from_env(), say)
+    from durafact._local import embedded
+
+    await embedded.up(embedded.Embedded.from_env(), Settings.from_env(), say)
     return 0

@@ -33,11 +33,10 @@ from durafact._cli.results import failure_text, has_layout, print_result
 from durafact._cli.trouble import events_newest_first, span, troubles
 from durafact._core.ids import CANCELLATION_ID
 from durafact._core.ledger import Ledger
-from durafact._local import embedded
-from durafact._local.embedded import Embedded
 from durafact._recipes.recipe import Announcement, Cancellation, Progress
 from durafact._recipes.spending import OVER_BUDGET_ERROR
 from durafact._runtime.codec import PayloadDecryptError
+from durafact._runtime.connection import has_live_poller
 from durafact._runtime.settings import Settings
 
 POLL_INTERVAL = 0.3
@@ -147,23 +146,11 @@ def unanswered(query: str, exc: Exception) -> str:
 
 async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:
     """One line on stderr when nobody will run the workflow, so it never looks stuck."""
-    worker = Embedded.from_env().piece("worker")
-    recorded = worker.recorded()
-    if (
-        not settings.temporal_address_explicit
-        and recorded
-        and not embedded.is_our_process(*recorded)
-    ):
-        # The server still lists a worker that died in the last minute or so as a
-        # poller; the embedded worker's pid file knows better.
-        note(
-            f"starter: warning: the embedded worker (pid {recorded[0]}) is not running "
-            f"(see {worker.log_name}); unless another worker polls {task_queue!r}, nobody will "
-            "run this workflow: run durafact up (or durafact-worker)"
-        )
+    if not settings.temporal_address_explicit and (dead := dead_embedded_worker(task_queue)):
+        note(dead)
         return
     try:
-        polled = await embedded.has_live_poller(client, settings.temporal_namespace, task_queue)
+        polled = await has_live_poller(client, settings.temporal_namespace, task_queue)
     except Exception:
         return  # the check is a courtesy: never fail a run over it
     if not polled:
@@ -171,6 +158,23 @@ async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) ->
             f"starter: warning: no worker polls task queue {task_queue!r}, so nobody will run "
             "this workflow: run durafact-worker (or durafact up)"
         )
+
+
+def dead_embedded_worker(task_queue: str) -> str | None:
+    """The warning when the embedded stack's worker is not running: the server still
+    lists a worker that died in the last minute or so as a poller; its pid file knows
+    better."""
+    from durafact._local.embedded import Embedded, is_our_process  # only with that stack
+
+    worker = Embedded.from_env().piece("worker")
+    recorded = worker.recorded()
+    if recorded is None or is_our_process(*recorded):
+        return None
+    return (
+        f"starter: warning: the embedded worker (pid {recorded[0]}) is not running "
+        f"(see {worker.log_name}); unless another worker polls {task_queue!r}, nobody will "
+        "run this workflow: run durafact up (or durafact-worker)"
+    )
 
 
 async def progress_page(handle: Any, offset: int) -> Progress | None:

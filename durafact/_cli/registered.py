@@ -26,7 +26,7 @@ from durafact._activities.tools import UNKNOWN_TOOL
 from durafact._cli.output import Failed, quoted
 from durafact._cli.trouble import events_newest_first
 from durafact._core.tools import ToolListRequest
-from durafact._local.embedded import Embedded, has_live_poller, is_our_process
+from durafact._runtime.connection import has_live_poller
 from durafact._runtime.registry import (
     Registered,
     RegistrationError,
@@ -52,6 +52,8 @@ def registration_fix(type_name: str, recipe: Registered | None = None) -> str:
     if recipe is not None:  # the recipes module that listed it, else where it is defined
         plain = " " not in recipe.origin and recipe.origin != "DurafactPlugin"
         module = recipe.origin if plain else recipe.cls.__module__
+    from durafact._local.embedded import Embedded, is_our_process  # is it the embedded one?
+
     worker = Embedded.from_env().piece("worker").recorded()
     if worker is not None and is_our_process(*worker):
         return (

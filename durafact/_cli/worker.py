@@ -35,12 +35,6 @@ from typing import NoReturn
 from durafact._activities.mcp import McpConfigError, McpServer, close_servers, configured_servers
 from durafact._cli.output import exit_now
 from durafact._core.redaction import redact_url
-from durafact._local.embedded import (
-    LOCAL_MODEL_ID,
-    Embedded,
-    EmbeddedError,
-    running_local_model,
-)
 from durafact._runtime.connection import connect
 from durafact._runtime.endpoints import Endpoint, configured_endpoints
 from durafact._runtime.logs import configure_logging
@@ -113,6 +107,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
     local = None
     if not os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
+        # Only then: a worker with an endpoint never imports the embedded stack.
+        from durafact._local.embedded import (
+            LOCAL_MODEL_ID,
+            Embedded,
+            EmbeddedError,
+            running_local_model,
+        )
+
         with contextlib.suppress(EmbeddedError):  # a bad port variable: as if none ran
             local = await running_local_model(Embedded.from_env())
     try:

