@@ -10,6 +10,7 @@ every option on the command line."""
 import asyncio
 import os
 import signal
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
@@ -29,7 +30,10 @@ async def main() -> None:
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
-    async with Worker(client, task_queue=TASK_QUEUE):
+    # Model calls in flight may finish for this long: under docker-compose.yml's
+    # stop_grace_period (2m), so a deploy does not turn them into retries.
+    drain = timedelta(seconds=90)
+    async with Worker(client, task_queue=TASK_QUEUE, graceful_shutdown_timeout=drain):
         await stop.wait()
 
 

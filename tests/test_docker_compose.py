@@ -241,8 +241,8 @@ def test_worker_is_built_from_the_local_dockerfile() -> None:
         build = {"context": build}
     assert build["context"] == "."
     assert build.get("dockerfile", "Dockerfile") == "Dockerfile"
-    command = worker.get("command", ["durafact-worker"])
-    assert "durafact-worker" in (command if isinstance(command, str) else " ".join(command))
+    # The app's worker: durafact's ready recipes beside the app's own.
+    assert worker.get("command", ["python", "worker.py"]) == ["python", "worker.py"]
 
 
 def test_worker_environment_configures_temporal_and_the_model() -> None:
@@ -283,7 +283,7 @@ def test_worker_gets_time_to_finish_in_flight_activities() -> None:
     assert worker["restart"] == "unless-stopped"
 
 
-def test_dockerfile_installs_the_project_without_the_local_extra() -> None:
+def test_dockerfile_installs_durafact_without_the_local_extra_beside_the_app() -> None:
     instructions = _dockerfile_instructions()
     assert ("FROM", "python:3.11-slim") in instructions
     runs = [args for keyword, args in instructions if keyword == "RUN"]
@@ -291,7 +291,7 @@ def test_dockerfile_installs_the_project_without_the_local_extra() -> None:
     assert installs, runs
     assert not any("[local]" in run or "llama" in run for run in runs)
     copied = " ".join(args for keyword, args in instructions if keyword == "COPY")
-    for needed in ("pyproject.toml", "durafact/", "workflows/", "activities/"):
+    for needed in ("pyproject.toml", "durafact/", "workflows/", "activities/", "worker.py"):
         assert needed in copied
 
 
@@ -301,4 +301,4 @@ def test_dockerfile_runs_worker_as_non_root() -> None:
     assert users and users[-1] not in {"root", "0"}
     assert ("STOPSIGNAL", "SIGTERM") in instructions
     cmd = [args for keyword, args in instructions if keyword == "CMD"][-1]
-    assert json.loads(cmd) == ["durafact-worker"]
+    assert json.loads(cmd) == ["python", "worker.py"]
