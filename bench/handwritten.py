@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from durafact._core.llm import ChatMessage, LLMRequest, LLMResponse, type_path
     from durafact._core.react import ReActAction, parse_reply
     from durafact._core.tools import ToolCall, ToolRequest, ToolResult
-    from durafact._recipes.plan_execute import EXECUTOR, FINISHER, PLANNER, Goal, Plan
+    from durafact._recipes.plan_execute import Goal, Plan
 
 # The same settings as durafact's Recipe (the bench checks that they still match).
 TIMEOUT = timedelta(minutes=2)
@@ -30,6 +30,20 @@ RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=0,
+)
+# A system prompt per kind of call, as one writes them (and as durafact's planner did
+# before 0.2.0, when its calls came to share one system prompt: bench/README.md).
+PLANNER = (
+    "You are a planner. Break the user's goal into at most {n} short, concrete steps "
+    "that can be carried out one after another. Each step is one sentence."
+)
+EXECUTOR = (
+    "You carry out one step of a plan towards a goal. Use the results of the earlier "
+    "steps given as context. Answer with the result of this step only, briefly."
+)
+FINISHER = (
+    "You write the final answer to a goal from the results of its plan's steps, given "
+    "as context. Be concise and concrete."
 )
 
 

@@ -98,8 +98,7 @@ async def plan_execute_failed(client: Client, model: ScriptedModel) -> str:
 
 
 async def plan_execute_canceled(client: Client, model: ScriptedModel) -> str:
-    """Cancelled with a reason while the model answers step 2 (under the patch
-    durafact-canceled-status)."""
+    """Cancelled with a reason while the model answers step 2: it ends `canceled`."""
     model.hold(lambda call: "Step 2" in call.last_user)
     handle = await client.start_workflow(
         PlanExecuteWorkflow.run,
@@ -513,9 +512,9 @@ async def react_steered(client: Client, model: ScriptedModel) -> str:
 
 
 async def chat_stopped(client: Client, model: ScriptedModel) -> str:
-    """A chat (under the patch durafact-chat-stoppable-turns) whose first turn is
-    steered between its tool call and its answer, whose second turn is stopped while
-    the model is held, and whose third message is answered."""
+    """A chat whose first turn is steered between its tool call and its answer, whose
+    second turn is stopped while the model is held, and whose third message is
+    answered."""
 
     def reply(call: Call) -> str | ToolCalls:
         if call.messages[-1].get("role") == "tool" or "Note from" in call.last_user:
@@ -558,7 +557,7 @@ async def chat_stopped(client: Client, model: ScriptedModel) -> str:
 async def react_settled(client: Client, model: ScriptedModel) -> str:
     """A native turn asks for three calculator calls at once under an `ask` rule: the
     first answer, remembered for its call, settles the second (the same call), and a
-    person answers the third (the patch durafact-remembered-settles-covered)."""
+    person answers the third."""
     same = ("calculator", {"expression": "6 * 7"})
 
     def reply(call: Call) -> str | ToolCalls:
@@ -587,10 +586,10 @@ async def react_settled(client: Client, model: ScriptedModel) -> str:
 
 
 async def react_gated(client: Client, model: ScriptedModel) -> str:
-    """One native turn, three calculator calls judged as they would run (the patches
-    durafact-bound-arguments and durafact-keeps-awaiting): a bare string bound to the
-    expression and denied by a rule, and two calls asked about together; the first is
-    approved and runs while the second still waits, then the second is approved."""
+    """One native turn, three calculator calls judged as they would run: a bare string
+    bound to the expression and denied by a rule, and two calls asked about together;
+    the first is approved and runs while the second still waits (the run stays
+    awaiting_approval), then the second is approved."""
 
     def reply(call: Call) -> str | ToolCalls:
         if call.messages[-1].get("role") == "tool":

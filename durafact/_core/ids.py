@@ -104,11 +104,6 @@ def approval_id(thread: str, n: int) -> str:
     return f"approval:{typeable_key(thread)}:{n}"
 
 
-def long_approval_id(thread: str, n: int) -> str:
-    """The question id of runs started before `approval_id` was made typeable."""
-    return f"approval:{text_key(thread)}:{n}"
-
-
 def typeable_key(text: str, limit: int = 24) -> str:
     """`text_key` for ids a person types: letters, digits, `.`, `_` and `-` only (no
     quoting needed), at most `limit` characters; a text that had to be cut or changed

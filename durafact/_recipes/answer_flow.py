@@ -112,7 +112,6 @@ from durafact._recipes.recipe import (
     reraise_cancellation,
 )
 from durafact._recipes.spending import OVER_BUDGET
-from durafact._recipes.versions import patched
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
@@ -120,9 +119,6 @@ Out = TypeVar("Out")
 # The error type of a batch the recipe refuses before it starts.
 INVALID_ANSWER_BATCH = "InvalidAnswerBatch"
 MAX_REPAIRS = 10  # a sanity bound on rounds; the token budget bounds cost
-# Runs started since this patch end with DurafactStatus `over_budget` (not `final`) when
-# the budget stopped any item; older runs replay with the status they recorded.
-BUDGET_PHASE = "durafact-answer-flow-over-budget-phase"
 
 
 class AnswerFlowSettings(RecipeSettings):
@@ -316,7 +312,7 @@ class AnswerFlow(Recipe[In, Out]):
             status = f"final accepted={accepted} fallback={fallback} blocked={counts['blocked']}"
             blocked = [r.item_id for r in results if r.status == "blocked"]
             stopped = any(issue.code == BUDGET for r in results for issue in r.issues)
-            phase = OVER_BUDGET if stopped and patched(BUDGET_PHASE) else ""
+            phase = OVER_BUDGET if stopped else ""
             note = f"; blocked: {_some(blocked)}" if blocked else ""
             if phase:
                 note += f"; {ctx.spending.spent_text()}"

@@ -25,14 +25,10 @@ from durafact._core.approval import (
     RememberScope,
     validate_answer,
 )
-from durafact._core.ids import approval_id, long_approval_id, text_key
+from durafact._core.ids import approval_id, text_key
 from durafact._core.ledger import Ledger
 from durafact._recipes.spending import BUDGET_THREAD, Spending
-from durafact._recipes.versions import patched
 
-# Runs started since this patch name questions with `approval_id`, short enough to type;
-# older runs keep the ids they were asked with (`long_approval_id`).
-TYPEABLE_APPROVAL_IDS = "durafact-typeable-approval-ids"
 # DurafactStatus while any question waits: what `durafact pending` lists.
 AWAITING_APPROVAL = "awaiting_approval"
 
@@ -148,9 +144,8 @@ class Approvals:
         arguments: dict[str, Any] | None = None,
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
-        typeable = patched(TYPEABLE_APPROVAL_IDS)
         question = ApprovalQuestion(
-            id=approval_id(thread, n) if typeable else long_approval_id(thread, n),
+            id=approval_id(thread, n),
             thread=thread,
             n=n,
             kind=kind,

@@ -109,9 +109,6 @@ TURN_FAILED = "ChatTurnFailed"
 # an older one is read back from the run that wrote it.
 REMEMBERED_REPLIES = 32
 READ_BACK_TIMEOUT = timedelta(seconds=30)
-# Runs started since this patch answer a turn in a task of its own, that the update
-# `stop` cancels, and take steer notes into it; older runs replay answering inline.
-STOPPABLE_TURNS = "durafact-chat-stoppable-turns"
 # What a stopped turn says: its reply, and the result of a tool call it cut short.
 STOPPED_REPLY = "(stopped by a person before answering)"
 STOPPED_CALL = "stopped by a person before the tool answered"
@@ -488,9 +485,8 @@ class ChatWorkflow(ReAct[ChatInput, None]):
     async def _answer(
         self, ctx: RecipeContext, input: ChatInput, run: _Run, key: str, seq: int
     ) -> str | None:
-        """The reply, or None when a person stopped the turn (update `stop`)."""
-        if not workflow.patched(STOPPABLE_TURNS):
-            return await self._respond(ctx, input, run, key, seq)
+        """The reply, or None when a person stopped the turn (update `stop`): the turn is
+        answered in a task of its own, which `stop` cancels."""
         self._stop_requested = False
         self._responding = asyncio.create_task(self._respond(ctx, input, run, key, seq))
         try:

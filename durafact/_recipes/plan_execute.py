@@ -63,7 +63,6 @@ from durafact._recipes.recipe import (
     stamp,
     subject_text,
 )
-from durafact._recipes.versions import patched
 
 G = TypeVar("G", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)
@@ -204,10 +203,8 @@ class PlanExecuteResult(BaseModel):
         )
 
 
-# Runs started since this patch send the prompts below (`plan_messages`); older runs
-# keep the ones they were started with, a system prompt per kind of call (PLANNER,
-# EXECUTOR, FINISHER), which shared no prefix from one kind to the next.
-SHARED_PREFIX = "durafact-shared-prefix"
+# The ready planner's prompts (`plan_messages`): one system prompt for every kind of
+# call, so that each call's messages begin with the previous call's.
 GOAL_SYSTEM = (
     "You help reach a goal in three kinds of request: first its plan, then the result of "
     "each step of the plan in turn, using the results of the earlier steps given before "
@@ -223,18 +220,6 @@ PLAN_REQUEST = (
 )
 RESULTS = "The results of the steps so far:"
 FINISH_REQUEST = "Write the final answer."
-PLANNER = (
-    "You are a planner. Break the user's goal into at most {n} short, concrete steps "
-    "that can be carried out one after another. Each step is one sentence."
-)
-EXECUTOR = (
-    "You carry out one step of a plan towards a goal. Use the results of the earlier "
-    "steps given as context. Answer with the result of this step only, briefly."
-)
-FINISHER = (
-    "You write the final answer to a goal from the results of its plan's steps, given "
-    "as context. Be concise and concrete."
-)
 
 
 def plan_messages(goal: str, request: str, results: list[ContextRef]) -> list[ChatMessage]:
@@ -251,15 +236,8 @@ def plan_messages(goal: str, request: str, results: list[ContextRef]) -> list[Ch
 async def plan_steps(ctx: RecipeContext, goal: str, max_steps: int) -> list[PlanStep]:
     """The ready planner: one structured model call, kept to `max_steps` steps."""
     summary = f"request model: plan steps for {quote(goal)}"
-    if patched(SHARED_PREFIX):
-        messages = plan_messages(goal, PLAN_REQUEST.format(n=max_steps, goal=goal), [])
-        plan = Plan.model_validate(
-            (await ctx.llm.request(messages, output=Plan, summary=summary)).data
-        )
-    else:
-        plan = await ctx.llm.structured(
-            Plan, f"Goal: {goal}", system=PLANNER.format(n=max_steps), summary=summary
-        )
+    messages = plan_messages(goal, PLAN_REQUEST.format(n=max_steps, goal=goal), [])
+    plan = Plan.model_validate((await ctx.llm.request(messages, output=Plan, summary=summary)).data)
     if len(plan.steps) > max_steps:
         ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {max_steps}")
     return [PlanStep(description=s) for s in plan.steps[:max_steps]]
@@ -289,16 +267,8 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         # stored whole once (see RecipeContext.sent_once); the step's own line is new.
         request = f"Step {step.index + 1}: {step.description}"
         summary = f"request model: step {step.index + 1} {quote(step.description)}"
-        if patched(SHARED_PREFIX):
-            messages = plan_messages(self.goal.text, request, ctx.refs(history))
-            return StepResult(text=(await ctx.llm.request(messages, summary=summary)).text)
-        text = await ctx.llm.text(
-            request,
-            system=f"{EXECUTOR}\n\nGoal: {self.goal.text}",
-            context=ctx.refs(history),
-            summary=summary,
-        )
-        return StepResult(text=text)
+        messages = plan_messages(self.goal.text, request, ctx.refs(history))
+        return StepResult(text=(await ctx.llm.request(messages, summary=summary)).text)
 
     async def finish(
         self, ctx: RecipeContext, goal: Goal, results: list[StepResult]
@@ -309,12 +279,5 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
 async def final_answer(ctx: RecipeContext, goal: str, results: list[BaseModel]) -> str:
     """The ready finisher: one model call over the steps' `results` (by reference)."""
     summary = f"request model: final answer for {quote(goal)}"
-    if patched(SHARED_PREFIX):
-        messages = plan_messages(goal, FINISH_REQUEST, ctx.refs(results))
-        return (await ctx.llm.request(messages, summary=summary)).text
-    return await ctx.llm.text(
-        f"Goal: {goal}\n{FINISH_REQUEST}",
-        system=FINISHER,
-        context=ctx.refs(results),
-        summary=summary,
-    )
+    messages = plan_messages(goal, FINISH_REQUEST, ctx.refs(results))
+    return (await ctx.llm.request(messages, summary=summary)).text

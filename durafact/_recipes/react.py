@@ -180,7 +180,6 @@ from durafact._recipes.react_search import (
 )
 from durafact._recipes.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
 from durafact._recipes.tool_gate import Refusal, gate_tool_call, hold_remembered, remembered
-from durafact._recipes.versions import BASELINE
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
@@ -560,14 +559,13 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             # costs three events and one more workflow task (3.6 KB of a short run's
             # history). MCP servers answer over the network, maybe slowly, and the
             # activity heartbeats meanwhile: they keep an activity of their own.
-            local = not request.mcp_servers and workflow.patched(BASELINE)
-            listed = await (
+            local = not request.mcp_servers
+            listing = await (
                 workflow.execute_local_activity if local else workflow.execute_activity
             )(
                 "list_tools",
                 request,
-                # A bare list: what list_tools returned before it named skipped tools.
-                result_type=ToolListing | list[ToolSpec],
+                result_type=ToolListing,
                 activity_id=ctx.temporal_id(tools_id(run.key)),
                 summary=f"get tools: {brief(names, 80)}",
                 start_to_close_timeout=self.tool_timeout,
@@ -575,7 +573,6 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 retry_policy=self.tool_retry,
                 **({} if local else {"heartbeat_timeout": self.tool_heartbeat_timeout}),
             )
-            listing = listed if isinstance(listed, ToolListing) else ToolListing(specs=listed)
         specs = listing.specs
         if run.sources:
             specs = [s for s in specs if s.name != SEARCH_SOURCES]

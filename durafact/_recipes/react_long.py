@@ -39,10 +39,6 @@ from durafact._core.tools import ToolSpec
 from durafact._recipes.recipe import RecipeContext, reraise_cancellation
 from durafact._recipes.tool_gate import hold_remembered, remembered
 
-# Runs started since this patch continue as new between two turns when their history
-# is full (`history_full`); older runs replay as they were recorded, in one run.
-CONTINUE_AS_NEW = "durafact-react-continue-as-new"
-
 COMPACTOR = (
     "You keep the notes of an assistant working through a question with tools. Rewrite "
     "the digest so far and the turns below as one short digest: keep every result, number, "
@@ -183,7 +179,7 @@ def continues(run: LongRun) -> bool:
         info.get_current_history_length() - run.start_events >= events // 2
         or info.get_current_history_size() - run.start_bytes >= size // 2
     )
-    return history_full(events, size) and grown and workflow.patched(CONTINUE_AS_NEW)
+    return history_full(events, size) and grown
 
 
 async def continue_as_new(

@@ -80,7 +80,6 @@ from durafact._core.text import shorten
 from durafact._core.tools import ToolSpec
 from durafact._recipes.approvals import AWAITING_APPROVAL, Approvals
 from durafact._recipes.spending import OVER_BUDGET, Spending, spent_of, with_spent
-from durafact._recipes.versions import patched
 
 RECIPE_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactRecipe")
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
@@ -89,25 +88,9 @@ STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("DurafactStatus")
 TOKENS_ATTRIBUTE = SearchAttributeKey.for_int("DurafactTokens")
 COST_ATTRIBUTE = SearchAttributeKey.for_float("DurafactCost")
 SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE, COST_ATTRIBUTE)
-# Runs started since this patch keep DurafactStatus to the status's phase (`executing`,
-# not `executing:2/3`), upserted when the phase changes, the first time together with
-# DurafactRecipe: each upsert is a history event, and per-step ones were a tenth of a
-# plan's history. Older runs replay with an upsert per status, as they were recorded.
-STATUS_BY_PHASE = "durafact-status-by-phase"
-# Runs started since this patch upsert their usage once more as they end when a model
-# call came after their last phase (an approval's follow-up, a recipe of yours that sets
-# no final status), so a closed run's DurafactTokens and DurafactCost are its totals.
-FINAL_USAGE = "durafact-final-usage"
-# Runs started since this patch keep the status `awaiting_approval` while any question
-# waits (`set_status`); older runs let the work beside a question replace it, and the
-# question went unlisted.
-KEEPS_AWAITING = "durafact-keeps-awaiting"
 # A message at least this long that an earlier call of the run sent goes by reference
 # (`RecipeContext.sent_once`); a reference costs about 40 characters.
 REPEAT_MIN_CHARS = 120
-# Runs started since this patch end a cancellation with the status `canceled` and the
-# reason in the ledger; older runs closed CANCELED with their last status.
-CANCELED_STATUS = "durafact-canceled-status"
 CANCELED = "canceled"
 # The kind of the announcement that a model call was answered by a fallback endpoint.
 FALLBACK = "fallback"
@@ -328,8 +311,8 @@ class RecipeContext(Approvals):
         self.fallback_after = FALLBACK_AFTER
         # Long message texts sent so far, by prompt id (see `sent_once`).
         self._sent: set[str] = set()
-        # See STATUS_BY_PHASE (set by `Recipe.execute`).
-        self.by_phase = False
+        # DurafactStatus is the status's phase (`executing`, not `executing:2/3`), upserted
+        # when the phase changes, the first time with DurafactRecipe (see `set_status`).
         self._phase = ""
         self._recipe_marked = False
         self._upserted_usage: Usage | None = None
@@ -474,15 +457,12 @@ class RecipeContext(Approvals):
             and status != AWAITING_APPROVAL
             and self.status == AWAITING_APPROVAL
             and self.pending_questions()
-            and workflow.patched(KEEPS_AWAITING)
         ):
             self.announce(message or status, kind="status")
             return
         self.status = status
         phase = phase or re.split(r"[: ]", status, maxsplit=1)[0]
-        if not self.by_phase:
-            workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(status)])
-        elif phase != self._phase:
+        if phase != self._phase:
             self._phase = phase
             self._upsert_phase()
         self.announce(message or status, kind="status")
@@ -495,14 +475,13 @@ class RecipeContext(Approvals):
         self.set_status(CANCELED, cancellation.prompt_text(), final=True)
 
     def settle_attributes(self) -> None:
-        """As the run ends: DurafactRecipe, if no status has carried it yet (see
-        STATUS_BY_PHASE), and the usage, if a model call came after the last phase (see
-        FINAL_USAGE)."""
-        if not self.by_phase:
-            return
+        """As the run ends: DurafactRecipe, if no status has carried it yet, and the
+        usage, if a model call came after the last phase (an approval's follow-up, a
+        recipe of yours that sets no final status), so that a closed run's
+        DurafactTokens and DurafactCost are its totals."""
         if not self._recipe_marked:
             self._upsert_phase()
-        elif self.usage != self._upserted_usage and patched(FINAL_USAGE):
+        elif self.usage != self._upserted_usage:
             workflow.upsert_search_attributes(self._usage_updates())
 
     def _upsert_phase(self) -> None:
@@ -531,13 +510,8 @@ class RecipeContext(Approvals):
 
 def run_cancelled(exc: BaseException) -> bool:
     """Whether `exc` is Temporal's cancellation of this run (directly, or as the cause
-    of an activity or child that it cancelled). Runs started before CANCELED_STATUS
-    took it as a failure, and still do on replay."""
-    return (
-        is_cancelled_exception(exc)
-        and workflow.cancellation_reason() is not None
-        and patched(CANCELED_STATUS)
-    )
+    of an activity or child that it cancelled)."""
+    return is_cancelled_exception(exc) and workflow.cancellation_reason() is not None
 
 
 def reraise_cancellation(exc: BaseException) -> None:
@@ -661,9 +635,6 @@ class Recipe(Generic[In, Out]):
     async def execute(self, input: In) -> Out:
         """Run the lifecycle on `input`: what a recipe's `@workflow.run` returns."""
         ctx = self._ctx
-        ctx.by_phase = patched(STATUS_BY_PHASE)
-        if not ctx.by_phase:
-            workflow.upsert_search_attributes([RECIPE_ATTRIBUTE.value_set(self.recipe_name)])
         try:
             limits = self.settings(input)
             ctx.spending.start(limits.budget)

@@ -85,16 +85,12 @@ from durafact._recipes.recipe import (
     stamp,
     subject_text,
 )
-from durafact._recipes.versions import patched
 
 T = TypeVar("T", bound=BaseModel)
 D = TypeVar("D", bound=BaseModel)
 F = TypeVar("F", bound=BaseModel)
 
 Ending = Literal["accepted", "round_limit"]
-# Runs started since this patch finish the best-scored draft at the round limit; older
-# runs finished the last one, and replay that way.
-BEST_DRAFT = "durafact-reflection-best-draft"
 
 
 def checked_score(score: Any) -> tuple[float, float | None]:
@@ -224,7 +220,7 @@ class ReflectionLoop(Recipe[T, ReflectionOutcome[F]], Generic[T, D, F]):
             ledger.update(did, draft)
 
         assert best is not None
-        if ending == "round_limit" and best[1] < round_ and patched(BEST_DRAFT):
+        if ending == "round_limit" and best[1] < round_:
             _, kept, draft, review = best
             ledger.update(did, draft)  # the latest version is the text that is finished
             ctx.announce(f"keeping the draft of round {kept}, the best scored ({best[0]:.2f})")

@@ -36,7 +36,7 @@ Guarantees, in the order of a run (`{turn}` is the question's `text_key`):
    `max_docs` are kept: `choice:{turn}`, linked `chooses` -> each. When it names
    none that exist, the best `max_docs` by score are read instead, announced as a
    warning and stored with `fallback: true` (a deterministic fallback, as the
-   Router's; runs from before it ended `insufficient` at `select`).
+   Router's).
 3. **Read** only those (`materialize_doc`, in parallel): `resolved:{ref}`, a
    `Doc` linked `materialized_from` -> its ref. Nothing else is fetched.
 4. **`extract`** quotes the docs. A quote is kept only when the grounding rule
@@ -121,7 +121,6 @@ from durafact._core.status_machine import StatusMachine
 from durafact._core.text import not_blank
 from durafact._recipes.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from durafact._recipes.sources import fan_out_sources, materialize_doc, source_spec
-from durafact._recipes.versions import patched
 
 TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
 Stage = Literal["search", "select", "resolve", "evidence", "claims"]
@@ -163,11 +162,6 @@ class ResearchInput(ResearchSettings):
         if twice:
             raise ValueError(f"two sources are named {twice[0]!r}")
         return value
-
-
-# Runs started since this patch read the best refs by score when the model chooses none
-# that exist; older runs ended `insufficient` there, and replay that way.
-CHOICE_FALLBACK = "durafact-research-choice-fallback"
 
 
 class RefChoice(BaseModel):
@@ -516,7 +510,7 @@ def _keep_choice(
     unknown = [i for i in choice.ref_ids if i not in by_id]
     if unknown:
         ctx.announce(f"ignored unknown ref ids: {', '.join(unknown)}", kind="warning")
-    fallback = not picked and bool(refs) and patched(CHOICE_FALLBACK)
+    fallback = not picked and bool(refs)
     if fallback:  # `refs` come ranked by score (fan_out_sources)
         picked = [ref.id for ref in refs[:max_docs]]
         ctx.announce(

@@ -34,7 +34,7 @@ from temporalio import workflow
 from durafact._core.approval import ApprovalAnswer, ApprovalPolicy, ApprovalQuestion, RememberScope
 from durafact._core.ledger import Ledger
 from durafact._core.react import not_approved_message
-from durafact._core.text import brief, plain_json
+from durafact._core.text import plain_json
 from durafact._core.tool_policy import (
     PolicyDecision,
     RememberedDecision,
@@ -46,12 +46,6 @@ from durafact._core.tool_policy import (
 from durafact._core.tools import BoundCall, ToolCall
 from durafact._recipes.recipe import RecipeContext
 
-# Runs started since this patch answer the questions waiting beside a remembered answer
-# that covers them (see `settle_covered`); older runs kept asking a person.
-SETTLES_COVERED = "durafact-remembered-settles-covered"
-# Runs started since this patch judge a call's bound arguments (`bind`); older runs
-# judged the arguments as the model wrote them.
-BOUND_ARGUMENTS = "durafact-bound-arguments"
 # The most characters of arguments a question shows (the JSON of the bound call): a
 # longer call is refused before it is asked, never shown cut.
 MAX_ASKED_ARGUMENTS = 8_000
@@ -90,22 +84,18 @@ async def gate_tool_call(
     decision = policy.decide(call.name, None, destructive)
     bound = False
     if decision is None or decision.action == "ask":
-        if workflow.patched(BOUND_ARGUMENTS):
-            binding = await bind(call)
-            if binding.arguments is None:
-                return Refusal(binding.error_type or "InvalidArguments", binding.error)
-            call, bound = call.model_copy(update={"arguments": binding.arguments}), True
-            decision = policy.decide(call.name, call.arguments, destructive)
-        else:  # a run started before the patch judged the arguments the model wrote
-            written = call.arguments if isinstance(call.arguments, dict) else {}
-            decision = policy.decide(call.name, written, destructive)
+        binding = await bind(call)
+        if binding.arguments is None:
+            return Refusal(binding.error_type or "InvalidArguments", binding.error)
+        call, bound = call.model_copy(update={"arguments": binding.arguments}), True
+        decision = policy.decide(call.name, call.arguments, destructive)
     assert decision is not None, "a policy decides on given arguments"
     if decision.action == "allow":
         return Cleared(call, bound)
     if decision.action == "deny":
         ctx.announce(f"{call.name} {denied_message(decision.rule)}", kind="policy")
         return Refusal("DeniedByPolicy", denied_message(decision.rule))
-    refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember, bound)
+    refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember)
     return refusal or Cleared(call, bound)
 
 
@@ -117,9 +107,8 @@ async def _ask(
     decision: PolicyDecision,
     approval: ApprovalPolicy,
     remember: Sequence[RememberScope],
-    bound: bool,
 ) -> Refusal | None:
-    """A remembered decision's verdict on `call`, or a person's; None when approved."""
+    """A remembered decision's verdict on bound `call`, or a person's; None when approved."""
     known = remembered_for(remembered(ctx.ledger), call.name, call.arguments)
     if known is not None:
         verdict = "approved" if known.approved else "rejected"
@@ -130,12 +119,9 @@ async def _ask(
         )
         return None if known.approved else Refusal("NotApproved", not_approved_message(known.why))
     kind = "the destructive tool" if destructive else "the tool"
-    if bound:
-        shown = plain_json(call.arguments)
-        if len(shown) > MAX_ASKED_ARGUMENTS:
-            return Refusal("TooLongToAsk", too_long_message(call.name, len(shown)))
-    else:
-        shown = brief(call.arguments, 400)
+    shown = plain_json(call.arguments)
+    if len(shown) > MAX_ASKED_ARGUMENTS:
+        return Refusal("TooLongToAsk", too_long_message(call.name, len(shown)))
     digest = arguments_hash(call.arguments)
     outcome = await ctx.ask_approval(
         thread,
@@ -145,7 +131,7 @@ async def _ask(
         remember=remember,
         tool=call.name,
         arguments_hash=digest,
-        arguments=call.arguments if bound and isinstance(call.arguments, dict) else None,
+        arguments=call.arguments if isinstance(call.arguments, dict) else None,
     )
     if outcome.remember is not None:
         answer = ctx.ledger.get(outcome.question_id).typed(ApprovalQuestion).data.answer
@@ -183,8 +169,6 @@ def settle_covered(ctx: RecipeContext, rule: RememberedDecision) -> None:
         for q in ctx.pending_questions()
         if q.tool is not None and rule.covers(q.tool, q.arguments_hash or "")
     ]
-    if not covered or not workflow.patched(SETTLES_COVERED):
-        return
     for question in covered:
         answer = ApprovalAnswer(
             question_id=question.id, approved=rule.approved, reason=rule.why, by=rule.id

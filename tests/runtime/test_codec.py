@@ -89,7 +89,7 @@ def payloads_in(message: Message) -> Iterator[Payload]:
 async def stored_payloads(client: Client, workflow_id: str) -> list[Payload]:
     """The workflow's payloads as the server keeps them (read without any codec),
     except the SDK's patch markers: the SDK writes them itself, and all they hold is
-    the patch's name from the code (`durafact._recipes.recipe.STATUS_BY_PHASE`)."""
+    the patch's name from the code (a `workflow.patched` id: see CONTRIBUTING.md)."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     return [
         p

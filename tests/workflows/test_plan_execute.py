@@ -206,7 +206,7 @@ async def test_queries_and_search_attributes_follow_the_run(
     assert [e.message for e in tail.events][-1] == "completed"
     # One upsert per phase, the recipe's name with the first, the tokens with each and the
     # cost when it changed (0, then unknown after the unpriced plan): not one per step or
-    # per model call. The SDK's one upsert is for the run's one patch marker, the baseline.
+    # per model call.
     history = await handle.fetch_history()
     upserts = [
         dict(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
@@ -215,7 +215,6 @@ async def test_queries_and_search_attributes_follow_the_run(
     ]
     usage = ["DurafactCost", "DurafactTokens"]
     assert [sorted(u) for u in upserts] == [
-        ["TemporalChangeVersion"],
         sorted(["DurafactRecipe", "DurafactStatus", *usage]),
         sorted(["DurafactStatus", *usage]),
         ["DurafactStatus", "DurafactTokens"],

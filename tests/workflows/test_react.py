@@ -29,7 +29,6 @@ from durafact._core.sources import Doc, SourceRef, SourceSpec
 from durafact._recipes import ReActInput, ReActResult, ReActWorkflow
 from durafact._recipes.react_search import SEARCH_SOURCES
 from durafact._recipes.recipe import STATUS_ATTRIBUTE
-from durafact._recipes.versions import BASELINE
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, ToolCalls
@@ -340,13 +339,13 @@ async def test_native_protocol_runs_parallel_calls_at_once(
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED not in kinds[first_call:second_call]
 
 
-async def test_a_short_run_lists_python_tools_locally_and_records_one_patch_marker(
+async def test_a_short_run_lists_python_tools_locally_and_records_no_patch_marker(
     client: Client, react_worker: Settings, model: ScriptedModel
 ) -> None:
     """What a short run stores beyond the calls themselves stays small: the worker's
     Python tools are listed by a local activity, so the first model call is scheduled by
     the first workflow task (no list_tools activity, no workflow task waiting for it),
-    and the run records one patch marker, the baseline, not one per patch."""
+    and the run records no patch marker (0.2.0 is one baseline: no patch is older)."""
     q = "What is 6 times 7"
     model.reply(turns(ToolCalls([("calculator", {"expression": "6 * 7"})], ids=["c"]), "42"))
     handle = await start(client, react_worker, q, protocol="native")
@@ -381,7 +380,7 @@ async def test_a_short_run_lists_python_tools_locally_and_records_one_patch_mark
         for e in events
         if e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert patches == [BASELINE]
+    assert patches == []
     # The listing is still the run's artifact, as before.
     assert (await ledger_of(handle)).get(f"tools:{q}").type == "ToolList"
 

@@ -14,9 +14,9 @@ from durafact._recipes import RECIPES
 from durafact._runtime.plugin import DurafactPlugin
 from tests.helpers import ROOT
 
-# Each folder below tests/histories/ keeps what runs of an earlier shape recorded (e.g.
-# before_status_by_phase/: before the patch STATUS_BY_PHASE; before_baseline/: before
-# BASELINE, with a marker per patch and list_tools an activity); they must all replay.
+# The histories of today's shape, and in a folder per patch (`before_<patch>/`) what runs
+# recorded before a change that `workflow.patched` guards, until a release folds it into
+# a new baseline (CONTRIBUTING.md); they must all replay.
 HISTORIES = sorted((ROOT / "tests" / "histories").rglob("*.json"))
 
 
