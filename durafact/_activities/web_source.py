@@ -72,7 +72,7 @@ from durafact._core.text import keyword_score
 DEFAULT_TIMEOUT = 15.0
 DEFAULT_MAX_BYTES = 2_000_000
 DEFAULT_MAX_REDIRECTS = 5
-USER_AGENT = "durafact-websource/0.1 (+https://github.com/durafact)"
+USER_AGENT = "durafact-websource/0.2 (+https://github.com/durafact)"
 TEXT_TYPES = {"text/html": "html", "application/xhtml+xml": "html", "text/plain": "text"}
 _REDIRECTS = {301, 302, 303, 307, 308}
 _RETRYABLE_STATUS = {408, 425, 429}
