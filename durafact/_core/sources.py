@@ -14,7 +14,7 @@ import re
 from datetime import timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PREVIEW_CHARS = 240  # a ref's payload is a preview for choosing, never the content
 
@@ -141,11 +141,6 @@ SourceKind = Literal["files", "csv", "web", "embedding"]
 SOURCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DEFAULT_ENDPOINT = "default"  # the worker's OPENAI_BASE_URL with OPENAI_API_KEY
 ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,63}")
-REMOVED_FIELDS = {
-    "embedding_base_url": "embedding_endpoint, the name of an endpoint configured on the "
-    "worker (DURAFACT_ENDPOINT_<NAME>=URL with DURAFACT_ENDPOINT_<NAME>_KEY=KEY; none: "
-    "the worker's OPENAI_BASE_URL): a workflow never names a URL that a key is sent to",
-}
 
 # What each kind's constructor takes besides `source_id`; the rest must stay unset.
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
@@ -176,7 +171,7 @@ class SourceSpec(BaseModel):
     """Where one source searches: what a workflow holds instead of a `Source`.
 
     `kind` picks the implementation and which fields apply (a field of another kind
-    is an error, not ignored):
+    is an error, not ignored, and so is a field it does not declare):
 
     - `files`: `FileSystemSource(root, patterns=..., max_bytes=...)`; with
       `embedding_model`, file vectors from the worker's OpenAI-compatible endpoint
@@ -195,6 +190,9 @@ class SourceSpec(BaseModel):
 
     Paths are read by the worker, so give them absolute (the starter does).
     """
+
+    # Refused, not dropped: nobody believes a field they gave (a URL, say) is in use.
+    model_config = ConfigDict(extra="forbid")
 
     kind: SourceKind
     source_id: str = Field(description="Names the source in ids: letters, digits, _ . -")
@@ -227,20 +225,6 @@ class SourceSpec(BaseModel):
         "the worker's OPENAI_BASE_URL with OPENAI_API_KEY); a name, never a URL.",
     )
     min_score: float | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_removed_fields(cls, data: Any) -> Any:
-        # A null left by an older release's serialization is harmless; a value is refused,
-        # not silently dropped, so nobody believes their URL is in use.
-        if isinstance(data, dict):
-            for name, instead in REMOVED_FIELDS.items():
-                if data.get(name) is not None:
-                    where = data.get("source_id") or "?"
-                    raise ValueError(
-                        f"source {where!r}: {name} is no longer accepted; use {instead}"
-                    )
-        return data
 
     @field_validator("urls", mode="before")
     @classmethod
