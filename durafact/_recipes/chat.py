@@ -479,6 +479,8 @@ class ChatWorkflow(ReAct[ChatInput, None]):
             # as ordinary messages, first in the queue.
             self._queue.extendleft(reversed(self._steering))
             self._steering.clear()
+        # The status stays `chatting`: the usage goes to the search attributes per turn.
+        ctx.upsert_usage()
         p.done = True
         self._queued.pop(p.id, None)
 

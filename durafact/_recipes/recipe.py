@@ -481,7 +481,14 @@ class RecipeContext(Approvals):
         DurafactTokens and DurafactCost are its totals."""
         if not self._recipe_marked:
             self._upsert_phase()
-        elif self.usage != self._upserted_usage:
+        else:
+            self.upsert_usage()
+
+    def upsert_usage(self) -> None:
+        """DurafactTokens and DurafactCost as of now, if a model call came since they were
+        last upserted: for a run whose phase stays the same while it spends (a chat's
+        turns), which `set_status` alone would leave as they were when the phase began."""
+        if self._recipe_marked and self.usage != self._upserted_usage:
             workflow.upsert_search_attributes(self._usage_updates())
 
     def _upsert_phase(self) -> None:

@@ -15,7 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from durafact._core.llm import TextChunk
+from durafact._core.llm import TextChunk, Usage
 from durafact._core.memory import RollingDigestSummarizer, WindowPruner
 from durafact._recipes.chat import (
     FOLD_SYSTEM,
@@ -27,6 +27,7 @@ from durafact._recipes.chat import (
     MemoryView,
     TranscriptPage,
 )
+from durafact._recipes.recipe import COST_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE
 from durafact._runtime.settings import Settings
 from durafact.testing import Call, ScriptedModel
 from tests.helpers import start_worker
@@ -111,6 +112,25 @@ async def test_an_endpoint_that_refuses_to_stream_is_asked_for_whole_replies(
     handle = await start_chat(client, worker)
     assert (await send(handle, "hello")).text == "done: hello"
     assert [c.body.get("stream") for c in model.calls] == [True, None]
+
+
+async def test_a_chats_search_attributes_hold_its_usage_after_each_turn(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    """A chat's status stays `chatting`, so its usage goes to DurafactTokens and
+    DurafactCost after each turn: `durafact list` shows what `status` shows."""
+    handle = await start_chat(client, worker)
+    spent = []
+    for text in ("hello", "and again"):
+        await send(handle, text)
+        usage = await handle.query("usage", result_type=Usage)
+        attributes = (await handle.describe()).typed_search_attributes
+        assert attributes.get(STATUS_ATTRIBUTE) == "chatting"
+        assert attributes.get(TOKENS_ATTRIBUTE) == usage.total_tokens > 0
+        # The worker has no prices: the cost is unknown, and unset rather than 0.
+        assert usage.cost is None and attributes.get(COST_ATTRIBUTE) is None
+        spent.append(usage.total_tokens)
+    assert spent[1] > spent[0]
 
 
 async def test_the_validator_refuses_empty_and_oversized_messages_before_history(
