@@ -7,9 +7,8 @@ import shlex
 import pytest
 from pydantic import BaseModel
 
-from durafact import Ledger, find, find_all, text_key
-from durafact._core.ids import approval_id
-from durafact._core.ledger import ArtifactRef, LedgerError
+from durafact._core.ids import approval_id, text_key
+from durafact._core.ledger import ArtifactRef, Ledger, LedgerError, find, find_all
 from durafact._core.llm import ArtifactSpan
 
 
