@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
-from playwright.async_api import BrowserContext, Page, expect
+import pytest
+from playwright.async_api import Browser, BrowserContext, Page, Route, expect
 from temporalio.client import Client
 
 from durafact._cli.chat import open_chat
@@ -458,3 +459,73 @@ async def test_a_chat_page_opened_before_its_worker_answers_fills_in_once_it_doe
     async with build_worker(client, late):
         await expect(page.locator("#memory p").first).to_contain_text("0 turns", timeout=15_000)
     await expect(page.locator("#problem")).to_be_hidden()
+
+
+# --- issue 32: each console item at a desktop's size and a phone's ----------------------
+
+SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": PHONE}
+REPLY = "Every reply stays in the conversation."
+
+
+@pytest.fixture(params=list(SIZES))
+async def sized(request, browser: Browser, served: Served) -> AsyncIterator[BrowserContext]:
+    """A console context whose tabs hold the token, at 1280×800 and at 390×844."""
+    phone = request.param == "phone"
+    context = await browser.new_context(
+        base_url=served.url, viewport=SIZES[request.param], is_mobile=phone, has_touch=phone
+    )
+    await context.add_init_script(f"sessionStorage.setItem('durafact.token', {TOKEN!r})")
+    yield context
+    await context.close()
+
+
+def chatting(call: Call) -> str:
+    return REPLY if call.activity_id.startswith("llm:chat:") else "a digest"
+
+
+async def test_a_message_sent_before_the_first_view_is_shown_keeps_its_reply(
+    sized: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(chatting)
+    chat = (await http.post("/api/chats", json={})).json()["id"]
+    page = await sized.new_page()
+    # The first transcript is read at once but reaches the page only when released: the
+    # conversation so far arrives after a message was sent, as on a slow first load.
+    release = asyncio.Event()
+    held: list[str] = []
+
+    async def hold_the_first(route: Route) -> None:
+        first = not held
+        held.append(route.request.url)
+        response = await route.fetch()
+        if first:
+            await release.wait()
+        await route.fulfill(response=response)
+
+    await page.route("**/transcript?*", hold_the_first)
+    await page.goto(f"/chats/{chat}")
+    await page.locator("#text").fill("Is a reply ever lost?")
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator(".bubble.user")).to_have_text("Is a reply ever lost?")
+    assert len(held) == 1  # the first view is not shown yet
+    release.set()
+    await expect(page.locator(".bubble.assistant")).to_have_text(REPLY, timeout=20_000)
+    await expect(page.locator(".bubble.user")).to_have_text("Is a reply ever lost?")
+    await expect(page.locator("#transcript")).to_contain_text(REPLY)
+
+
+async def test_a_message_sent_as_soon_as_a_new_chat_opens_gets_its_reply(
+    sized: BrowserContext, model: ScriptedModel
+) -> None:
+    model.reply(chatting)
+    page = await sized.new_page()
+    await page.goto("/chats")
+    await page.get_by_role("button", name="New chat").click()
+    await page.wait_for_url("**/chats/chat-*")
+    # No waiting for the memory or the transcript: a person types at once.
+    await page.locator("#text").fill("Hello, new chat")
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator(".bubble.assistant")).to_have_text(REPLY, timeout=20_000)
+    await expect(page.locator(".bubble.user")).to_have_text("Hello, new chat")
+    await expect(page.locator("#transcript")).to_contain_text(REPLY)
+    await expect(page.locator(".bubble")).to_have_count(2)

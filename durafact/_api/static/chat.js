@@ -11,6 +11,10 @@ const messages = document.getElementById("messages");
 const bubbles = new Map(); // message id -> {reply: element, attempt}
 const mine = new Set();
 let stop = null;
+// The conversation so far, once it is on the page. A message sent before then is posted
+// only after it: its bubbles then stay below the history, and the history read before
+// the message cannot be missing it while showing it gone.
+let shown = null;
 // Turns are answered one at a time: a message seen while one is answered is a note
 // that joined it (steer), and its reply (or error) ends it.
 let answering = false;
@@ -81,6 +85,7 @@ async function send(event) {
   if (entry) entry.reply.classList.add("writing");
   problem(null);
   try {
+    await shown;
     const reply = await api(`${path}/messages`, { method: "POST", body: { text, id: key, steer } });
     if (reply.status === "steered") {
       sent.after(h("li", { class: "outcome steered", role: "status" }, reply.text));
@@ -148,17 +153,27 @@ function inATurn(lines) {
   return Boolean(last) && !(last.role === "assistant" && !(last.tool_calls || []).length);
 }
 
+// The conversation so far goes above the bubbles already on the page (messages sent
+// while it loaded), never in their place: replacing them would leave a reply that
+// comes later writing into a bubble no longer shown. It replaces only an earlier
+// history (the page starts again once a token is given).
+function showHistory(transcript) {
+  for (const old of messages.querySelectorAll(".history")) old.remove();
+  messages.prepend(
+    ...transcript.lines
+      .filter((line) => (line.role === "user" || line.role === "assistant") && line.content)
+      .map((line) => h("li", { class: `bubble ${line.role} history` }, line.content)),
+  );
+  return transcript;
+}
+
 page(async () => {
   if (stop) stop();
   document.getElementById("title").textContent = id;
   document.getElementById("send-form").onsubmit = send;
   document.getElementById("stop").onclick = stopTurn;
-  const transcript = await firstView();
-  messages.replaceChildren(
-    ...transcript.lines
-      .filter((line) => (line.role === "user" || line.role === "assistant") && line.content)
-      .map((line) => h("li", { class: `bubble ${line.role}` }, line.content)),
-  );
+  shown = firstView().then(showHistory);
+  const transcript = await shown;
   showAnswering(inATurn(transcript.lines));
   stop = follow(`${path}/stream`, onEvent);
 });
