@@ -529,3 +529,43 @@ async def test_a_message_sent_as_soon_as_a_new_chat_opens_gets_its_reply(
     await expect(page.locator(".bubble.user")).to_have_text("Hello, new chat")
     await expect(page.locator("#transcript")).to_contain_text(REPLY)
     await expect(page.locator(".bubble")).to_have_count(2)
+
+
+def long_plan(call: Call) -> str | dict:
+    if call.schema_name == "Plan":
+        return {"steps": [f"do part {i} of the work, carefully and in order" for i in range(8)]}
+    return f"done: {call.activity_id}"
+
+
+async def test_a_run_page_with_much_progress_opens_at_the_top(
+    sized: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(long_plan)
+    plan = await start(http, "PlanExecuteWorkflow", {"text": "a long plan", "max_steps": 8})
+    assert (await finished(http, plan))["state"] == "COMPLETED"
+    page = await sized.new_page()
+    await page.goto(f"/runs/{plan}")
+    # Everything the page loads is in: the progress, the result, its provenance.
+    await expect(page.locator("#provenance .tree").first).to_be_visible(timeout=15_000)
+    await expect(page.locator("#artifacts details").first).to_be_attached()
+    assert await page.locator("#progress li").count() > 10
+    assert await page.evaluate("document.documentElement.scrollHeight > innerHeight")
+    assert await page.evaluate("scrollY") == 0
+    await expect(page.locator("#title")).to_be_in_viewport()
+
+
+async def test_a_run_page_stays_at_the_top_while_its_progress_grows(
+    sized: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(long_plan)
+    ending = model.hold(lambda call: call.activity_id.startswith("llm:final:"))
+    plan = await start(http, "PlanExecuteWorkflow", {"text": "a growing plan", "max_steps": 8})
+    page = await sized.new_page()
+    await page.goto(f"/runs/{plan}")
+    await asyncio.to_thread(model.wait_for, lambda call: call.activity_id.startswith("llm:final:"))
+    await expect(page.locator("#progress li").nth(10)).to_be_attached()
+    assert await page.evaluate("scrollY") == 0
+    ending.set()
+    await expect(page.locator("#facts")).to_contain_text("COMPLETED", timeout=15_000)
+    await expect(page.locator("#provenance .tree").first).to_be_visible(timeout=15_000)
+    assert await page.evaluate("scrollY") == 0

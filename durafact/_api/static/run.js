@@ -144,7 +144,7 @@ async function loadArtifacts() {
         h("pre", { class: "text" }, a.text),
         ...(out.get(a.id) || []).map((l) => h("p", { class: "link" }, `${l.relation} → ${l.target}`)),
         out.has(a.id)
-          ? h("button", { type: "button", onclick: () => showTrees([a.id]).catch(showProblem) }, "What it rests on")
+          ? h("button", { type: "button", onclick: () => showTree(a.id).catch(showProblem) }, "What it rests on")
           : null,
       ),
     ),
@@ -168,7 +168,13 @@ async function showTrees(artifactIds) {
   $("provenance-card").hidden = trees.length === 0;
   $("provenance").replaceChildren(...trees.map((view) => h("ul", { class: "tree" }, node(view.tree))));
   $("artifact-text").hidden = true;
-  if (artifactIds.length === 1) $("provenance-card").scrollIntoView({ block: "start" });
+}
+
+// The tree a person asked for, brought into view. Only then: the trees the page loads by
+// itself (often just one) must not scroll it away from the run's status.
+async function showTree(artifactId) {
+  await showTrees([artifactId]);
+  $("provenance-card").scrollIntoView({ block: "start" });
 }
 
 function node(tree) {
