@@ -4,6 +4,7 @@ live server: what a person does with runs, approvals and chats."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -569,3 +570,27 @@ async def test_a_run_page_stays_at_the_top_while_its_progress_grows(
     await expect(page.locator("#facts")).to_contain_text("COMPLETED", timeout=15_000)
     await expect(page.locator("#provenance .tree").first).to_be_visible(timeout=15_000)
     assert await page.evaluate("scrollY") == 0
+
+
+async def test_the_runs_table_shows_each_runs_id_and_facts_without_sideways_scroll(
+    sized: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel, screenshots: Path
+) -> None:
+    model.reply(long_plan)
+    plan = await start(http, "PlanExecuteWorkflow", {"text": "a plan to list", "max_steps": 2})
+    await finished(http, plan)
+    page = await sized.new_page()
+    await page.goto("/")
+    row = page.locator(f'#runs tr[data-id="{plan}"]')
+    await expect(row.locator("td.tokens")).to_have_text(re.compile(r"^\d[\d,]*$"))
+    width = page.viewport_size["width"]
+    link = row.get_by_role("link", name=plan)
+    assert await link.evaluate("a => a.getClientRects().length") == 1  # the id on one line
+    for cell in ("run", "recipe", "state", "started", "tokens", "cost"):
+        shown = row.locator(f"td.{cell}")
+        await expect(shown).to_be_visible()
+        box = await shown.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (cell, box)
+    await expect(row.locator("td.state")).to_contain_text("COMPLETED")
+    assert await fits(page)
+    if width < 500:
+        await page.screenshot(path=screenshots / "runs-phone.png")

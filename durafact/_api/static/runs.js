@@ -8,6 +8,27 @@ let pageSize = 50;
 let timer = null;
 let recipes = [];
 
+// A run's row. Each cell is named for its column (class, data-label): on a phone the
+// table shows a card a run, each fact under its name (console.css), as seven columns
+// do not fit 390 px.
+function row(run) {
+  const cells = [
+    ["Run", h("a", { href: runLink(run.id) }, run.id)],
+    ["Recipe", run.recipe || run.type],
+    ["Status", run.status ? badge(run.status) : ""],
+    ["State", badge(run.state)],
+    ["Started", when(run.started_at)],
+    // DurafactTokens and DurafactCost, as of the run's last phase.
+    ["Tokens", run.tokens == null ? "" : run.tokens.toLocaleString("en")],
+    ["Cost", run.tokens == null ? "" : run.cost == null ? "unknown" : String(run.cost)],
+  ];
+  return h(
+    "tr",
+    { "data-id": run.id },
+    cells.map(([label, value]) => h("td", { class: label.toLowerCase(), "data-label": label }, value)),
+  );
+}
+
 async function refresh() {
   clearTimeout(timer);
   const query = new URLSearchParams({ page_size: String(pageSize) });
@@ -15,22 +36,7 @@ async function refresh() {
   try {
     const found = await api(`/api/runs?${query}`);
     const body = document.querySelector("#runs tbody");
-    body.replaceChildren(
-      ...found.runs.map((run) =>
-        h(
-          "tr",
-          { "data-id": run.id },
-          h("td", {}, h("a", { href: runLink(run.id) }, run.id)),
-          h("td", {}, run.recipe || run.type),
-          h("td", {}, run.status ? badge(run.status) : ""),
-          h("td", {}, badge(run.state)),
-          h("td", {}, when(run.started_at)),
-          // DurafactTokens and DurafactCost, as of the run's last phase.
-          h("td", {}, run.tokens == null ? "" : run.tokens.toLocaleString("en")),
-          h("td", {}, run.tokens == null ? "" : run.cost == null ? "unknown" : String(run.cost)),
-        ),
-      ),
-    );
+    body.replaceChildren(...found.runs.map(row));
     document.getElementById("none").hidden = found.runs.length > 0;
     document.getElementById("more").hidden = !found.next_page_token || pageSize >= 200;
     showProblem(null);
