@@ -594,3 +594,32 @@ async def test_the_runs_table_shows_each_runs_id_and_facts_without_sideways_scro
     assert await fits(page)
     if width < 500:
         await page.screenshot(path=screenshots / "runs-phone.png")
+
+
+async def test_each_action_on_a_waiting_run_page_has_its_own_reason_field(
+    sized: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    waiting = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    question = await waiting_question(http, waiting)
+    page = await sized.new_page()
+    await page.goto(f"/runs/{waiting}")
+    card = page.locator(f'article[data-question="{question["id"]}"]')
+    await expect(card).to_be_visible()
+    # One field per action, each named for it; no field is just "Reason".
+    answer_reason = card.get_by_label("Reason for approving or rejecting")
+    cancel_reason = page.get_by_label("Reason for cancelling the run")
+    await expect(answer_reason).to_have_count(1)
+    await expect(cancel_reason).to_have_count(1)
+    await expect(page.get_by_label("Reason", exact=True)).to_have_count(0)
+    await expect(page.locator("#cancel-form").get_by_label(re.compile("Reason"))).to_have_count(1)
+    await expect(card.get_by_label(re.compile("Reason"))).to_have_count(1)
+
+    await cancel_reason.fill("not this one")
+    await answer_reason.fill("within the budget")
+    await card.get_by_role("button", name="Approve").click()
+    await expect(page.locator("#facts")).to_contain_text("COMPLETED", timeout=15_000)
+    await expect(page.locator("#progress")).to_contain_text(
+        f"{question['id']} approved by web console: within the budget"
+    )
+    await expect(page.locator("#progress")).not_to_contain_text("not this one")

@@ -236,7 +236,8 @@ export function questionCard(run, question, onAnswered) {
   const form = h(
     "form",
     { class: "answer" },
-    h("label", {}, "Reason", h("textarea", { name: "reason", rows: 2 })),
+    // Named for its action: a run's page also has the reason to cancel it.
+    h("label", {}, "Reason for approving or rejecting", h("textarea", { name: "reason", rows: 2 })),
     facts.length
       ? h("fieldset", {}, h("legend", {}, "Corrected facts (with a rejection)"), facts)
       : null,
