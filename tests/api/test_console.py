@@ -623,3 +623,38 @@ async def test_each_action_on_a_waiting_run_page_has_its_own_reason_field(
         f"{question['id']} approved by web console: within the budget"
     )
     await expect(page.locator("#progress")).not_to_contain_text("not this one")
+
+
+ICON = """async (selector) => {
+  const href = selector ? document.querySelector(selector).href : "/favicon.ico";
+  const response = await fetch(href);
+  return [response.status, response.headers.get("content-type")];
+}"""
+
+
+async def test_every_page_has_a_favicon_and_no_request_answers_404(
+    sized: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(long_plan)
+    plan = await start(http, "PlanExecuteWorkflow", {"text": "a plan", "max_steps": 1})
+    await finished(http, plan)
+    chat = (await http.post("/api/chats", json={})).json()["id"]
+    page = await sized.new_page()
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+    for path, ready in (
+        ("/", f'#runs tr[data-id="{plan}"]'),
+        (f"/runs/{plan}", "#provenance .tree"),
+        ("/approvals", "#inbox article:visible, #empty:visible"),
+        ("/chats", "#new-chat"),
+        (f"/chats/{chat}", "#memory p"),
+    ):
+        await page.goto(path)
+        await expect(page.locator(ready).first).to_be_visible(timeout=15_000)
+        # Headless Chromium loads no icon by itself: the page fetches what a browser
+        # would, the icon it links and the one asked for where none is linked, so both
+        # go through the page's network log.
+        linked = await page.evaluate(ICON, "link[rel=icon]")
+        assert linked == [200, "image/svg+xml"], path
+        assert await page.evaluate(ICON, None) == [200, "image/x-icon"], path
+    assert missing == []
