@@ -33,7 +33,7 @@ from durafact._activities.calculator import calculator, evaluate
 from durafact._activities.llm import tool_schema
 from durafact._core.llm import strict_json_schema
 from durafact._local.local_model import DEFAULT_SCHEMA_MAX_TOKENS
-from durafact._recipes.plan_execute import PLAN_REQUEST, Plan, plan_messages
+from durafact._recipes.plan_execute import Plan, planning_messages
 from durafact._recipes.react import SYSTEM
 from tests.helpers import start_local_model
 
@@ -58,10 +58,7 @@ def plan_failure(llm: OpenAI, seed: int, tokens: list[int]) -> str | None:
     goal = GOALS[seed % len(GOALS)]
     completion = llm.chat.completions.create(
         model=MODEL,
-        messages=[
-            {"role": m.role, "content": m.content}
-            for m in plan_messages(goal, PLAN_REQUEST.format(n=3, goal=goal), [])
-        ],
+        messages=[{"role": m.role, "content": m.content} for m in planning_messages(goal, 3)],
         response_format={
             "type": "json_schema",
             "json_schema": {"name": "Plan", "schema": strict_json_schema(Plan), "strict": True},

@@ -163,10 +163,7 @@ def test_plans_always_parse(llm: OpenAI, seed: int, goal: str) -> None:
     completion = llm.chat.completions.create(
         model="smollm2-135m-instruct",
         messages=[
-            {"role": m.role, "content": m.content}
-            for m in plan_execute.plan_messages(
-                goal, plan_execute.PLAN_REQUEST.format(n=3, goal=goal), []
-            )
+            {"role": m.role, "content": m.content} for m in plan_execute.planning_messages(goal, 3)
         ],
         response_format={
             "type": "json_schema",

@@ -218,6 +218,23 @@ PLAN_REQUEST = (
     "Goal: {goal}\nList at most {n} steps that reach this goal, to be carried out one "
     "after another. Each step is one sentence that starts with a verb and says what to do."
 )
+# Two plans worked out before the plan request, as earlier turns of the conversation:
+# given the request alone, the local SmolLM2-135M planned words lifted from it ("plan |
+# to | kraków") for 20 seeds of 20; with these, 16 of 20 plans for the demo's goal have
+# every step a phrase of its own (bench/plan_steps_bench.py). An example inside the
+# request was copied instead, and a grammar asking for phrases of 3 to 12 words gave
+# made-up words. Only the plan call has them: the calls after it share its system prompt.
+PLAN_EXAMPLES = (
+    (
+        "Plan a day at the seaside",
+        ["Check the weather and the tides", "Pack towels, sun cream and lunch",
+         "Take the morning train to the coast"],
+    ),
+    (
+        "Host a dinner for six friends",
+        ["Choose a menu with three courses", "Buy the food and the wine", "Cook and set the table"],
+    ),
+)  # fmt: skip
 RESULTS = "The results of the steps so far:"
 FINISH_REQUEST = "Write the final answer."
 
@@ -233,10 +250,25 @@ def plan_messages(goal: str, request: str, results: list[ContextRef]) -> list[Ch
     return messages
 
 
+def planning_messages(goal: str, max_steps: int) -> list[ChatMessage]:
+    """The plan call's messages: the system prompt, the worked examples (PLAN_EXAMPLES) as
+    earlier requests and answers, and the request for `goal`'s plan."""
+    system, request = plan_messages(goal, PLAN_REQUEST.format(n=max_steps, goal=goal), [])
+    examples = [
+        message
+        for example, steps in PLAN_EXAMPLES
+        for message in (
+            ChatMessage(role="user", content=PLAN_REQUEST.format(n=max_steps, goal=example)),
+            ChatMessage(role="assistant", content=Plan(steps=steps).model_dump_json()),
+        )
+    ]
+    return [system, *examples, request]
+
+
 async def plan_steps(ctx: RecipeContext, goal: str, max_steps: int) -> list[PlanStep]:
     """The ready planner: one structured model call, kept to `max_steps` steps."""
     summary = f"request model: plan steps for {quote(goal)}"
-    messages = plan_messages(goal, PLAN_REQUEST.format(n=max_steps, goal=goal), [])
+    messages = planning_messages(goal, max_steps)
     plan = Plan.model_validate((await ctx.llm.request(messages, output=Plan, summary=summary)).data)
     if len(plan.steps) > max_steps:
         ctx.announce(f"the model planned {len(plan.steps)} steps; keeping {max_steps}")

@@ -88,10 +88,12 @@ async def test_a_five_step_plan_sends_one_growing_prefix(
     assert len(result.steps) == STEPS
     calls = model.calls
     assert len(calls) == STEPS + 2  # the plan, each step, the final answer
-    assert_shared_prefixes(calls, handle.result_run_id)
+    # The plan call alone has its worked examples between the system prompt and its
+    # request; from the first step on, each call's messages begin with the last one's.
+    assert_shared_prefixes(calls[1:], handle.result_run_id)
     # One system prompt; each earlier result a message of its own; the call's request last.
     assert len({call.messages[0]["content"] for call in calls}) == 1
-    assert [len(call.messages) for call in calls] == [2, 2, 3, 4, 5, 6, 7]
+    assert [len(call.messages) for call in calls] == [6, 2, 3, 4, 5, 6, 7]
     assert [call.last_user for call in calls[1:]] == [
         *(f"Step {i + 1}: Do part {i + 1} of the move" for i in range(STEPS)),
         "Write the final answer.",
