@@ -35,7 +35,9 @@ model writing does.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import math
@@ -52,10 +54,18 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from pydantic import BaseModel
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from durafact._core.approval import (
+    ApprovalAnswer,
+    ApprovalOutcome,
+    ApprovalQuestion,
+    RememberScope,
+)
 from durafact._recipes.recipe import SEARCH_ATTRIBUTES
 from durafact._runtime.endpoints import Endpoint
 from durafact._runtime.plugin import DurafactPlugin
@@ -493,4 +503,90 @@ async def start_dev_server(
     )
 
 
-__all__ = ["Call", "Reply", "ScriptedModel", "ToolCalls", "bag_of_words", "start_dev_server"]
+async def waiting_question(
+    handle: WorkflowHandle[Any, Any], timeout: float = 30.0
+) -> ApprovalQuestion:
+    """The oldest question the run waits on, once one waits (asks `pending_questions`
+    until then); TimeoutError after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        # A run's first workflow task may not have run yet, or closed a moment ago.
+        with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+            waiting = await handle.query("pending_questions", result_type=list[ApprovalQuestion])
+            if waiting:
+                return waiting[0]
+        if loop.time() > deadline:
+            raise TimeoutError(f"no question of {handle.id} waited within {timeout:g} s")
+        await asyncio.sleep(0.05)
+
+
+async def approve(
+    handle: WorkflowHandle[Any, Any],
+    question: ApprovalQuestion | str | None = None,
+    *,
+    reason: str = "",
+    remember: RememberScope | None = None,
+    changes: dict[str, str] | None = None,
+    by: str = "test",
+) -> ApprovalOutcome:
+    """Approve `question` (a question or its id; None: the oldest that waits, once one
+    does) with the run's `decide` update, as a person does, and return the outcome. A
+    refusal (an unknown or answered question, a scope it does not take) is a ValueError
+    that says why, in one line."""
+    return await _decide(handle, question, True, reason, remember, changes, by)
+
+
+async def reject(
+    handle: WorkflowHandle[Any, Any],
+    question: ApprovalQuestion | str | None = None,
+    *,
+    reason: str = "",
+    remember: RememberScope | None = None,
+    changes: dict[str, str] | None = None,
+    by: str = "test",
+) -> ApprovalOutcome:
+    """Reject `question` as `approve` approves it; `changes` are corrected facts (a
+    recipe that takes them rebuilds from them and asks again)."""
+    return await _decide(handle, question, False, reason, remember, changes, by)
+
+
+async def _decide(
+    handle: WorkflowHandle[Any, Any],
+    question: ApprovalQuestion | str | None,
+    approved: bool,
+    reason: str,
+    remember: RememberScope | None,
+    changes: dict[str, str] | None,
+    by: str,
+) -> ApprovalOutcome:
+    if question is None:
+        question = await waiting_question(handle)
+    answer = ApprovalAnswer(
+        question_id=question if isinstance(question, str) else question.id,
+        approved=approved,
+        reason=reason,
+        remember=remember,
+        changes=changes or {},
+        by=by,
+    )
+    try:
+        return await handle.execute_update("decide", answer, result_type=ApprovalOutcome)
+    except WorkflowUpdateFailedError as exc:
+        cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
+        raise ValueError(f"decide refused: {cause}") from None
+    except RPCError as exc:  # the run has closed, or there is no such run
+        raise ValueError(f"decide refused: {exc.message}") from None
+
+
+__all__ = [
+    "Call",
+    "Reply",
+    "ScriptedModel",
+    "ToolCalls",
+    "approve",
+    "bag_of_words",
+    "reject",
+    "start_dev_server",
+    "waiting_question",
+]
