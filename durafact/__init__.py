@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from durafact._core.answer_flow import AnswerIssue, AnswerItem, AnswerResult
     from durafact._core.approval import ApprovalAnswer, ApprovalOutcome, ApprovalPolicy
     from durafact._core.budget import Budget
+    from durafact._core.commands import Command, Option
     from durafact._core.ledger import Artifact, Ledger
     from durafact._core.llm import Usage
     from durafact._core.sources import SourceSpec
@@ -102,6 +103,9 @@ _HOMES = {
     "SourceSpec": "durafact._core.sources",
     "Budget": "durafact._core.budget",
     "ToolPolicy": "durafact._core.tool_policy",
+    # what the front doors may do with a recipe's runs (`Recipe.command`)
+    "Command": "durafact._core.commands",
+    "Option": "durafact._core.commands",
     # tools
     "tool": "durafact._activities.tools",
     "ToolUnavailable": "durafact._activities.tools",

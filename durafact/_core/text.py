@@ -3,7 +3,8 @@
 Shortening (`shorten`) is how every label, summary and message quotes a text that
 may be long: cut to a limit, the cut marked with `…`; `brief` quotes any value so,
 on one line. `plain_json` shows a value whole, to a person who decides on it.
-`not_blank` is the check of
+`indent`, `one_line` and `assignments` lay out what a person reads (a result, a
+correction) the same way in every front door. `not_blank` is the check of
 an input's required text fields (a goal, a topic, a question): stripped, and
 refused when blank.
 
@@ -41,9 +42,12 @@ __all__ = [
     "EN_STOPWORDS",
     "RU_STOPWORDS",
     "STOPWORDS",
+    "assignments",
     "brief",
+    "indent",
     "keyword_score",
     "not_blank",
+    "one_line",
     "plain_json",
     "shorten",
     "stem_words",
@@ -53,7 +57,7 @@ __all__ = [
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import snowballstemmer
@@ -66,6 +70,24 @@ def shorten(text: str, limit: int, *, one_line: bool = False) -> str:
     if one_line:
         text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(text: str) -> str:
+    """`text` with every run of whitespace (newlines too) one space."""
+    return " ".join(text.split())
+
+
+def indent(text: str, first: str) -> str:
+    """`text` under a label: `first` before its first line, the others indented as far.
+    A blank line inside keeps the indentation, so the block stays one paragraph."""
+    lines = text.strip().splitlines() or [""]
+    rest = " " * len(first)
+    return "\n".join([first + lines[0], *((rest + line).rstrip() or rest for line in lines[1:])])
+
+
+def assignments(changes: Mapping[str, str]) -> str:
+    """Corrected facts as a person wrote them: `budget=5000, deadline=May`."""
+    return ", ".join(f"{field}={value}" for field, value in changes.items())
 
 
 def brief(value: Any, limit: int = 120) -> str:

@@ -104,7 +104,8 @@ from durafact._core.ids import (
 )
 from durafact._core.ledger import ArtifactRef, Ledger
 from durafact._core.llm import ContextRef, Usage
-from durafact._core.text import shorten
+from durafact._core.ready_commands import ANSWER
+from durafact._core.text import indent, shorten
 from durafact._recipes.recipe import (
     Recipe,
     RecipeContext,
@@ -595,6 +596,20 @@ class ReviewCallFailed(Exception):
     """The review's model call failed for good (after Temporal's retries)."""
 
 
+def show_answers(result: AnswerFlowResult, ledger: Ledger | None) -> str:
+    """Each question's verdict, its answer, quote and issues, then the counts."""
+    lines = []
+    for item in result.results:
+        lines.append(f"{item.item_id}: {item.status} after {item.rounds} round(s)")
+        if item.answer is not None:
+            lines.append(indent(item.answer, "  answer: "))
+        if item.accepted is not None and ledger is not None:
+            lines.append(indent(ledger.resolve(item.accepted, ItemAnswer).quote, "  quote:  "))
+        lines.extend(indent(issue.message, f"  {issue.code}: ") for issue in item.issues)
+    lines.append(", ".join(f"{n} {status}" for status, n in result.counts.items()))
+    return "\n".join(lines)
+
+
 @workflow.defn
 class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
     """Questions with sources in; one grounded answer, a fallback or a block per question.
@@ -621,6 +636,8 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
     """
 
     not_enough_information: ClassVar[str] = NOT_ENOUGH_INFORMATION
+    command = ANSWER
+    show_result = staticmethod(show_answers)
 
     @workflow.init
     def __init__(self, batch: AnswerBatchInput) -> None:

@@ -255,6 +255,8 @@ class ChatWorkflow(ReAct[ChatInput, None]):
 
     recipe_name = "chat"
     remember_scopes = ("call", "tool", "chat")
+    chat = True
+    stoppable = True
 
     @workflow.init
     def __init__(self, input: ChatInput) -> None:

@@ -54,7 +54,8 @@ from durafact._core.ids import final_id, goal_id, plan_scope, result_id, step_id
 from durafact._core.ledger import ArtifactRef, Ledger
 from durafact._core.llm import ChatMessage, ContextRef, Usage
 from durafact._core.plan_limits import DEFAULT_STEPS, MAX_STEPS
-from durafact._core.text import not_blank
+from durafact._core.ready_commands import PLAN
+from durafact._core.text import indent, not_blank
 from durafact._recipes.recipe import (
     Recipe,
     RecipeContext,
@@ -275,9 +276,29 @@ async def plan_steps(ctx: RecipeContext, goal: str, max_steps: int) -> list[Plan
     return [PlanStep(description=s) for s in plan.steps[:max_steps]]
 
 
+def show_plan(result: PlanExecuteResult, ledger: Ledger | None) -> str:
+    """A plan's result as the command line shows it: each step with its result, then the
+    answer (the step count only, when the run's ledger was not read)."""
+    lines = []
+    if ledger is not None:
+        results = (ledger.resolve(ref, StepResult) for ref in result.results)
+        texts = {r.index: r.text for r in results}
+        lines.append("steps:")
+        for step in (ledger.resolve(ref, PlanStep) for ref in result.steps):
+            lines.append(indent(step.description, f"  {step.index + 1}. "))
+            if step.index in texts:
+                lines.append(indent(texts[step.index], "     -> "))
+    else:
+        lines.append(f"steps: {len(result.steps)} (their texts: see artifacts)")
+    return "\n".join([*lines, "answer:", indent(result.answer.text, "  ")])
+
+
 @workflow.defn
 class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
     """Goal in; a plan of steps, each executed with the earlier results; a final answer."""
+
+    command = PLAN
+    show_result = staticmethod(show_plan)
 
     @workflow.init
     def __init__(self, goal: Goal) -> None:

@@ -66,6 +66,7 @@ from durafact._recipes.plan_execute import (
     PlanStep,
     final_answer,
     plan_steps,
+    show_plan,
 )
 from durafact._recipes.react import (
     Ending,
@@ -133,6 +134,8 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
     """Goal and tools in; a plan whose every step a ReAct child carries out; a final answer."""
 
     recipe_name = "plan_react"
+    step_agents = True
+    show_result = staticmethod(show_plan)
 
     @workflow.init
     def __init__(self, goal: PlanReActInput) -> None:

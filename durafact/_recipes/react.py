@@ -128,6 +128,7 @@ from durafact._core.ids import (
     tool_call_id,
     tools_id,
 )
+from durafact._core.ledger import Ledger
 from durafact._core.llm import ArtifactSpan, ChatMessage, ChatTurn, LLMResponse, Usage
 from durafact._core.loop_context import ContextPolicy, KeepAll, LoopContext, LoopLine
 from durafact._core.react import (
@@ -148,9 +149,10 @@ from durafact._core.react import (
     truncate_observation,
     unknown_tool_message,
 )
+from durafact._core.ready_commands import REACT
 from durafact._core.sources import SourceSpec
 from durafact._core.steer import NOT_STEERED, Steered, SteerNote, note_problem, steer_text
-from durafact._core.text import brief, not_blank
+from durafact._core.text import brief, indent, not_blank
 from durafact._core.tool_policy import RememberedDecision, ToolPolicy, travelling
 from durafact._core.tools import (
     MCP_SEPARATOR,
@@ -375,6 +377,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     )
     # What a person's answer to a tool question may remember in this recipe.
     remember_scopes: ClassVar[tuple[RememberScope, ...]] = ("call", "tool")
+    steerable = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -887,9 +890,34 @@ SUMMARIZER = (
 )
 
 
+def show_react(result: ReActResult, ledger: Ledger | None) -> str:
+    """The answer (or why there is none), the turns, and each tool call's outcome."""
+    if result.answer is not None:
+        lines = ["answer:", indent(result.answer, "  ")]
+    elif result.ending == "looping":
+        failing = [c for c in result.tool_calls if not c.ok]
+        last = failing[-1] if failing else None
+        what = f"{last.tool} failed ({last.error_type or 'error'})" if last else "a call failed"
+        lines = [f"no answer: looping: {what} the same way again and again, so the run stopped"]
+    else:
+        lines = [f"no answer: turn_limit: the model did not answer within {result.turns} turns"]
+    lines.append(f"turns: {result.turns}")
+    if not result.tool_calls:
+        return "\n".join([*lines, "tool calls: none"])
+    lines.append("tool calls:")
+    for call in result.tool_calls:
+        turn = call.id.rsplit(":", 2)[-2] if call.id.count(":") >= 2 else "?"
+        outcome = "ok" if call.ok else f"failed ({call.error_type or 'error'})"
+        lines.append(f"  turn {turn}: {call.tool} {outcome}")
+    return "\n".join(lines)
+
+
 @workflow.defn
 class ReActWorkflow(ReAct[ReActInput, ReActResult]):
     """A question and tool names in; the loop's answer, or how it stopped."""
+
+    command = REACT
+    show_result = staticmethod(show_react)
 
     @workflow.run
     async def run(self, input: ReActInput) -> ReActResult:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, TypeVar
@@ -50,6 +50,7 @@ from durafact._core.approval import (
     ApprovalQuestion,
 )
 from durafact._core.budget import Budget
+from durafact._core.commands import Command
 from durafact._core.ids import (
     CANCELLATION_ID,
     OPAQUE_IDS_MEMO,
@@ -626,6 +627,30 @@ class Recipe(Generic[In, Out]):
     # source, files with an `embedding_model`) talks to a model endpoint: the model
     # deadline applies.
     source_deadline: ClassVar[timedelta] = timedelta(minutes=5)
+
+    # What the front doors may do with its runs. The registry reads these
+    # (durafact/_runtime/registry.py), and the command line, the HTTP API and the
+    # console read the registry: a recipe of yours that declares them gets the same.
+    command: ClassVar[Command | None] = None
+    """Its own command line, `durafact NAME ARGUMENT [OPTIONS]` (durafact/_core/commands.py);
+    a subclass has its own or none."""
+    steerable: ClassVar[bool] = False
+    """It takes a person's note while it runs: the update `steer` (`durafact steer`)."""
+    stoppable: ClassVar[bool] = False
+    """The turn it is answering can be stopped: the update `stop`."""
+    chat: ClassVar[bool] = False
+    """A conversation, which takes messages (the update `send`) and never ends by itself:
+    `durafact chat` and `/api/chats` talk to it, and a note goes as a message."""
+    correctable: ClassVar[type[BaseModel] | None] = None
+    """The facts a rejection may correct (`approve --reject --set FIELD=VALUE`): their model."""
+    step_agents: ClassVar[bool] = False
+    """Each step runs an agent, the child workflow `{id}/{step}`; a note goes to it."""
+
+    show_result: ClassVar[Callable[[Any, Ledger | None], str] | None] = None
+    """How a completed run's result reads on the command line (default: as JSON): a
+    static method `show_result(result, ledger)` that returns the text; `ledger` is the
+    run's (the texts its result names), None when no worker answered for it. A subclass
+    has its own or none (it may return another result)."""
 
     def __init__(self) -> None:
         self._ctx = RecipeContext(

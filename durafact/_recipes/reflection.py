@@ -74,9 +74,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durafact._core.ids import draft_id, final_id, review_id, rewrite_scope, text_key, topic_id
-from durafact._core.ledger import ArtifactRef
+from durafact._core.ledger import ArtifactRef, Ledger
 from durafact._core.llm import Usage
-from durafact._core.text import not_blank, shorten, without_json_objects
+from durafact._core.ready_commands import REFLECT
+from durafact._core.text import indent, not_blank, shorten, without_json_objects
 from durafact._recipes.recipe import (
     Recipe,
     RecipeContext,
@@ -322,9 +323,25 @@ REWRITER = (
 )
 
 
+def show_reflection(result: ReflectionResult, ledger: Ledger | None) -> str:
+    """How the loop ended, its scores, and the text it kept."""
+    # Counted as --max-rounds counts: rewrites; each version was critiqued once.
+    scores = ", ".join(f"{score:.2f}" for score in result.scores)
+    lines = [
+        f"{result.ending} after {result.rounds - 1} rewrite(s) and {result.rounds} "
+        f"critique(s); scores: {scores}"
+    ]
+    if result.final.rounds != result.rounds:
+        lines.append(f"kept the text of round {result.final.rounds}, the best scored")
+    return "\n".join([*lines, "text:", indent(result.final.text, "  ")])
+
+
 @workflow.defn
 class ReflectionWorkflow(ReflectionLoop[ReflectionInput, Draft, FinalText]):
     """Topic in; a draft critiqued and rewritten until accepted or out of rounds; the text."""
+
+    command = REFLECT
+    show_result = staticmethod(show_reflection)
 
     @workflow.init
     def __init__(self, request: ReflectionInput) -> None:

@@ -115,10 +115,11 @@ from durafact._core.ids import (
 )
 from durafact._core.ledger import Artifact, ArtifactRef, Ledger, ProvenanceNode
 from durafact._core.llm import ContextRef, Usage
+from durafact._core.ready_commands import RESEARCH
 from durafact._core.skills import Skill, match_skills
-from durafact._core.sources import Doc, SourceError, SourceRef, SourceSpec
+from durafact._core.sources import Doc, SourceError, SourceFailure, SourceRef, SourceSpec
 from durafact._core.status_machine import StatusMachine
-from durafact._core.text import not_blank
+from durafact._core.text import indent, not_blank, one_line
 from durafact._recipes.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from durafact._recipes.sources import fan_out_sources, materialize_doc, source_spec
 
@@ -812,6 +813,22 @@ def _system(base: str, skills: list[Skill]) -> str:
     return "\n\n".join([base, *(skill.instruction() for skill in skills)])
 
 
+def show_research(result: ResearchResult, ledger: Ledger | None) -> str:
+    """The answer and its provenance (or why there is none), then every source that failed."""
+    if result.answer is None:
+        lines = [f"insufficient: {result.reason}"]
+    else:
+        lines = ["answer:", indent(result.answer, "  ")]
+        provenance = result.provenance(ledger) if ledger is not None else None
+        if provenance is not None:
+            lines += ["provenance:", indent(provenance.render(), "  ")]
+    for failure in ledger.find_all(SourceFailure) if ledger is not None else []:
+        f = failure.data
+        where = f.uid or f.source_id
+        lines.append(f"  {f.stage} failed: {where}: {f.error_type}: {one_line(f.message)}")
+    return "\n".join(lines)
+
+
 @workflow.defn
 class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
     """A question and sources in; a grounded answer with its provenance, or `insufficient`.
@@ -822,6 +839,9 @@ class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
     `match_skills` picks for its situation; the answer's situation says a computed
     number backs it whenever one does (the shipped `cost-reporting` skill).
     """
+
+    command = RESEARCH
+    show_result = staticmethod(show_research)
 
     @workflow.run
     async def run(self, request: ResearchInput) -> ResearchResult:

@@ -48,10 +48,11 @@ from temporalio import workflow
 
 from durafact._core.approval import ApprovalOutcome, ApprovalPolicy, ApprovalQuestion
 from durafact._core.ids import attempt_scope, facts_id, report_id, request_id, task_id, text_key
-from durafact._core.ledger import ArtifactRef
+from durafact._core.ledger import ArtifactRef, Ledger
 from durafact._core.llm import Usage
+from durafact._core.ready_commands import ROUTE
 from durafact._core.stages import changed_fields, downstream_fields, earliest_stage
-from durafact._core.text import not_blank, shorten
+from durafact._core.text import assignments, indent, not_blank, shorten
 from durafact._recipes.approval_gate import ApprovalGate
 from durafact._recipes.recipe import Recipe, RecipeContext, RecipeSettings, quote
 from durafact._recipes.router import Router, RouteSource, Task, keyword_route
@@ -179,11 +180,39 @@ def _attempt_note(attempt: int) -> str:
     return f" (attempt {attempt})" if attempt > 1 else ""
 
 
+def show_supervised(result: SupervisorResult, ledger: Ledger | None) -> str:
+    """The route, the facts, the report and every approval question, then the reply."""
+    if ledger is None:
+        lines = [f"route: {result.route} ({result.route_source})"]
+    else:
+        task = ledger.resolve(result.task, Task)
+        how = f"fallback: {task.reason}" if task.source == "fallback" else "model"
+        report = ledger.resolve(result.report, Report)
+        lines = [
+            f"route: {result.route} ({how})",
+            f"facts: {ledger.resolve(result.facts, Facts).line()}",
+            f"report (attempt {report.attempt}):",
+            indent(report.text, "  "),
+            "approvals:",
+        ]
+        for question in (ledger.resolve(ref, ApprovalQuestion) for ref in result.approvals):
+            answer = question.answer
+            by = f" by {answer.by}" if answer and answer.by else ""
+            why = f": {answer.reason}" if answer and answer.reason else ""
+            edits = assignments(answer.changes) if answer else ""
+            changed = f" (changes: {edits})" if edits else ""
+            lines.append(f"  {question.id} ({question.kind}) {question.status}{by}{why}{changed}")
+    return "\n".join([*lines, "reply:", indent(result.reply.text, "  ")])
+
+
 @workflow.defn
 class SupervisorWorkflow(Recipe[SupervisorRequest, SupervisorResult]):
     """Request in; facts, a route, a specialist report, a person's approval; a reply."""
 
     recipe_name = "supervisor"
+    command = ROUTE
+    correctable = Facts
+    show_result = staticmethod(show_supervised)
 
     @workflow.init
     def __init__(self, request: SupervisorRequest) -> None:

@@ -20,8 +20,13 @@ load, besides the built-ins:
 
 A module that cannot be imported, has neither RECIPES nor TOOLS, lists something that
 is not a workflow class, a model or a tool, or two recipes with one workflow type name
-(two tools with one name): each is a `RegistrationError` of one line, raised before
-anything starts.
+(two tools with one name, two commands with one name): each is a `RegistrationError` of
+one line, raised before anything starts.
+
+What a recipe declares on its class (its command, whether it takes notes, can be
+stopped, is a chat, has correctable facts or step agents, how its result reads:
+`Recipe`'s class variables) is read here, on `Registered`; the command line, the HTTP
+API and the console ask the registry, never a recipe's type name.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from durafact._activities.tools import Tool
+from durafact._core.commands import Command
+from durafact._core.ledger import Ledger
 from durafact._core.llm import type_path
 
 ENTRY_POINT_GROUP = "durafact.recipes"
@@ -84,6 +91,63 @@ class Registered:
     def result_type(self) -> Any:
         return (self._hints() or {}).get("return")
 
+    # What the recipe declares the front doors may do with its runs (`Recipe`'s class
+    # variables, durafact/_recipes/recipe.py), read with the same defaults from a workflow
+    # class that is no Recipe.
+
+    @property
+    def recipe_name(self) -> str:
+        """What the `DurafactRecipe` search attribute holds: the recipe's own name."""
+        return getattr(self.cls, "recipe_name", None) or self.name
+
+    @property
+    def command(self) -> Command | None:
+        """Its own command; only the class that declares it has it (a subclass of a ready
+        workflow is not `plan` too)."""
+        return vars(self.cls).get("command")
+
+    @property
+    def steerable(self) -> bool:
+        return bool(getattr(self.cls, "steerable", False))
+
+    @property
+    def stoppable(self) -> bool:
+        return bool(getattr(self.cls, "stoppable", False))
+
+    @property
+    def chat(self) -> bool:
+        return bool(getattr(self.cls, "chat", False))
+
+    @property
+    def step_agents(self) -> bool:
+        return bool(getattr(self.cls, "step_agents", False))
+
+    @property
+    def correctable(self) -> tuple[str, ...]:
+        """The names of the facts a rejection may correct."""
+        facts = getattr(self.cls, "correctable", None)
+        return tuple(facts.model_fields) if facts is not None else ()
+
+    @property
+    def takes_notes(self) -> bool:
+        """Whether a note goes by the update `steer`: to the run, or to its step's agent (a
+        chat takes one as a message)."""
+        return (self.steerable and not self.chat) or self.step_agents
+
+    def shown(self, result: Any, ledger: Ledger | None) -> str | None:
+        """The result as the recipe shows it (`show_result`); None when it declares no
+        way, or `result` is not of its result type (not decoded as one)."""
+        kind = self.result_type
+        if not self.shows_result or (isinstance(kind, type) and not isinstance(result, kind)):
+            return None
+        return self.cls.show_result(result, ledger)  # type: ignore[attr-defined]
+
+    @property
+    def shows_result(self) -> bool:
+        """Whether the class declares how its result reads: only the class itself, as
+        for its command (a subclass of a ready workflow may return another result)."""
+        return vars(self.cls).get("show_result") is not None
+
     def _hints(self) -> dict[str, Any] | None:
         try:
             return typing.get_type_hints(self.run_fn)
@@ -111,6 +175,15 @@ class Registry:
 
     def get(self, name: str) -> Registered | None:
         return self.workflows.get(name)
+
+    def commands(self) -> dict[str, Registered]:
+        """The recipes that declare a command of their own, by the command's name."""
+        return {r.command.name: r for r in self.workflows.values() if r.command is not None}
+
+    def chat_recipe(self) -> Registered | None:
+        """The conversation `durafact chat` and `/api/chats` start: the first registered
+        recipe that declares itself a chat."""
+        return next((r for r in self.workflows.values() if r.chat), None)
 
     def add(
         self,
@@ -208,7 +281,17 @@ class Registry:
                 f"workflow type {cls.__name__!r} is registered twice: "
                 f"{qualified(known.cls)} ({known.origin}) and {qualified(cls)} ({origin})"
             )
-        self.workflows.setdefault(cls.__name__, Registered(cls.__name__, cls, origin))
+        recipe = Registered(cls.__name__, cls, origin)
+        command = recipe.command
+        if command is not None and not isinstance(command, Command):
+            raise RegistrationError(f"{qualified(cls)}.command is not a Command ({origin})")
+        other = self.commands().get(command.name) if command is not None else None
+        if command is not None and other is not None and other.cls is not cls:
+            raise RegistrationError(
+                f"command {command.name!r} is declared twice: by {qualified(other.cls)} "
+                f"({other.origin}) and {qualified(cls)} ({origin})"
+            )
+        self.workflows.setdefault(cls.__name__, recipe)
 
 
 def builtin_registry(workflows: bool = True) -> Registry:
