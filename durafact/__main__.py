@@ -1,5 +1,5 @@
-"""`python -m durafact`: the `durafact` command line, in this interpreter."""
+"""`python -m durafact`: the `durafact` command, in this interpreter."""
 
-from durafact._cli.starter import run
+from durafact._main import run
 
 run()

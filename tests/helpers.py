@@ -25,17 +25,17 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from durafact._cli.follow import query_ledger
 from durafact._core.approval import ApprovalQuestion
 from durafact._core.ledger import Ledger
 from durafact._core.prices import ModelPrice, Prices
 from durafact._local.embedded import installed_binary
 from durafact._runtime.settings import Settings
+from durafact._service.ledger import query_ledger
 from durafact.testing import Call, ScriptedModel, start_dev_server
 
 ROOT = Path(__file__).resolve().parent.parent
 # The commands as installed (`durafact`, `durafact-worker`), run by the test's interpreter.
-DURAFACT = (sys.executable, "-m", "durafact._cli.starter")
+DURAFACT = (sys.executable, "-m", "durafact")
 DURAFACT_WORKER = (sys.executable, "-m", "durafact._cli.worker")
 
 

@@ -1,8 +1,11 @@
-"""The imports point one way: the commands (`durafact._cli`) use the plugin and the
-runtime, which use the recipes (`durafact._recipes`) and the activities
-(`durafact._activities`), which use the core (`durafact._core`); and no two modules
-import each other. (The core's own rule is tests/durafact/test_purity.py; workflow
-code's is tests/workflows/test_determinism.py.)"""
+"""The imports point one way: the front doors (the command line `durafact._cli`, the
+HTTP API `durafact._api`) present the operations of the service layer
+(`durafact._service`), which uses the plugin and the runtime, which use the recipes
+(`durafact._recipes`) and the activities (`durafact._activities`), which use the core
+(`durafact._core`); no two modules import each other. Neither front door imports the
+other, nor a workflow module: what a recipe can do is read from the registry, never
+from its type (`durafact._main` joins the two doors). (The core's own rule is
+tests/durafact/test_purity.py; workflow code's is tests/workflows/test_determinism.py.)"""
 
 from __future__ import annotations
 
@@ -73,10 +76,19 @@ def test_no_two_modules_import_each_other() -> None:
                 "durafact._local",
             ),
         ),
-        ("durafact._recipes", ("durafact._local",)),
         # The demo stack (the `local` extra) is the command line's, never a worker's.
-        ("durafact._runtime", ("durafact._cli", "durafact._local")),
+        (
+            "durafact._runtime",
+            ("durafact._cli", "durafact._api", "durafact._service", "durafact._local"),
+        ),
         ("durafact._runtime.plugin", ("durafact._cli",)),
+        (
+            "durafact._recipes",
+            ("durafact._local", "durafact._service", "durafact._cli", "durafact._api"),
+        ),
+        ("durafact._service", ("durafact._cli", "durafact._api")),
+        ("durafact._cli", ("durafact._api", "durafact._recipes")),
+        ("durafact._api", ("durafact._cli", "durafact._recipes")),
     ],
 )
 def test_a_package_never_imports_what_is_above_it(package: str, never: tuple[str, ...]) -> None:

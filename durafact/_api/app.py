@@ -3,9 +3,9 @@
 console at `/`.
 
 A thin client, like the command line: it starts, answers and reads workflows through
-a Temporal client made by `connect` (the plugin's data converter), and the command
-line's own functions (durafact/_cli/), so a run started here is the same as one started
-there.
+a Temporal client made by `connect` (the plugin's data converter), and the operations
+of the service layer (durafact/_service/) the command line presents too, so a run
+started here is the same as one started there.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Approvals: what waits for a person, and the `decide` update that answers it.
 
-The inbox is `pending`'s (durafact/_cli/commands.py): the runs whose DurafactStatus is
-`awaiting_approval`, found through visibility (so they are found after any restart),
-each asked for its questions. An answer goes through the `decide` update: the
-workflow's validator refuses an unknown, answered or malformed one before anything is
-written to history, and that refusal is a 409 with its reason.
+The inbox is the runs whose DurafactStatus is `awaiting_approval`, found through
+visibility (so they are found after any restart), each asked for its questions
+(durafact/_service/approvals.py, as `durafact pending`). An answer goes through the
+`decide` update: the workflow's validator refuses an unknown, answered or malformed one
+before anything is written to history, and that refusal is a 409 with its reason.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from fastapi import APIRouter, Depends
 
 from durafact._api.models import Approvals, Decision, Waiting
 from durafact._api.services import Services, services
-from durafact._cli.commands import CORRECTABLE, check_changes, running, send_decision, waiting
 from durafact._core.approval import ApprovalAnswer, ApprovalOutcome
+from durafact._service import approvals as answering
 
 router = APIRouter(tags=["approvals"])
 
@@ -27,7 +27,7 @@ async def approvals(s: Annotated[Services, Depends(services)]) -> Approvals:
     """Every question that waits for a person, in every run on this server's task queue,
     with the run it belongs to: its type, summary, the facts a rejection may correct.
     A question of kind `escalate` was asked because the one it `escalates` timed out."""
-    rows = await waiting(s.client, f"AND {s.on_queue}")
+    rows = await answering.waiting(s.client, f"AND {s.on_queue}")
     descriptions = await asyncio.gather(
         *(s.client.get_workflow_handle(e.id, run_id=e.run_id).describe() for e, _, _ in rows)
     )
@@ -41,7 +41,7 @@ async def approvals(s: Annotated[Services, Depends(services)]) -> Approvals:
                 summary=summary,
                 started_at=execution.start_time,
                 questions=questions,
-                correctable=list(CORRECTABLE.get(execution.workflow_type, ())),
+                correctable=s.correctable(execution.workflow_type),
                 error=error,
             )
             for (execution, questions, error), summary in zip(rows, summaries, strict=True)
@@ -66,10 +66,6 @@ async def decide(
     again in the same thread. With an approval of a budget question (its `settable`),
     they are its new limits: `{"tokens": "80000"}`. `remember` (a tool question's
     `remember` scopes) lets the answer decide later calls without asking."""
-    handle = s.client.get_workflow_handle(workflow_id)
-    description = await running(handle)
-    if not decision.approve:  # an approval's changes are a budget's limits: the run checks
-        check_changes(description.workflow_type, decision.changes, where="changes:")
     answer = ApprovalAnswer(
         question_id=question_id,
         approved=decision.approve,
@@ -78,4 +74,4 @@ async def decide(
         by=decision.by or "http api",
         remember=decision.remember,
     )
-    return await send_decision(handle, answer)
+    return await answering.decide(s.client, s.registry, workflow_id, answer)

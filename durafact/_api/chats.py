@@ -1,7 +1,8 @@
-"""`/api/chats`: start a chat (`ChatWorkflow`), send it a message (the update `send`,
-which returns the reply; `steer: true` joins the turn being answered), stop the turn
-being answered (the update `stop`), follow it as it is written (SSE of the workflow's stream),
-read its transcript and memory.
+"""`/api/chats`: start a chat (the registered recipe that declares itself one, the
+ready `ChatWorkflow`), send it a message (the update `send`, which returns the reply;
+`steer: true` joins the turn being answered), stop the turn being answered (the update
+`stop`), follow it as it is written (SSE of the workflow's stream), read its transcript
+and memory: the operations of durafact/_service/chats.py.
 
 The stream's event ids are the workflow stream's own offsets, which survive
 continue-as-new: `Last-Event-ID: N` goes on from N + 1. Without one, a client starts
@@ -17,32 +18,23 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from temporalio.client import WorkflowUpdateFailedError
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from durafact._api.errors import ApiError
 from durafact._api.events import PING_SECONDS, offset_of
 from durafact._api.models import ChatStarted, SendMessage, StartChat
 from durafact._api.services import Services, services
-from durafact._cli.chat import open_chat
-from durafact._cli.commands import describe
-from durafact._cli.follow import QUERY_TIMEOUT
-from durafact._cli.launch import check_new_id, validated
-from durafact._cli.output import Unanswered, state_name
-from durafact._cli.results import failure_text
-from durafact._core.steer import NOT_STEERED
-from durafact._recipes.chat import (
-    INVALID_MESSAGE,
+from durafact._service import chats
+from durafact._service.chats import (
     MESSAGES_TOPIC,
     TOKENS_TOPIC,
     ChatInput,
     ChatReply,
     ChatSend,
-    ChatWorkflow,
     MemoryView,
     TranscriptPage,
 )
+from durafact._service.inputs import check_new_id, validated
+from durafact._service.runs import describe
 
 router = APIRouter(tags=["chats"])
 
@@ -56,23 +48,10 @@ async def start_chat(body: StartChat, s: Annotated[Services, Depends(services)])
         raise ApiError(400, "BadRequest", "settings.carried is what a chat carries, not a setting")
     settings = validated(ChatInput, body.settings, where="settings")
     chat_id = check_new_id(body.id) if body.id else f"chat-{uuid.uuid4().hex[:8]}"
-    try:
-        handle, _ = await open_chat(s.client, s.settings, chat_id, settings, attach=False)
-    except WorkflowAlreadyStartedError:
-        raise ApiError(409, "Conflict", f"chat id {chat_id!r} is taken") from None
+    handle, _ = await chats.open_chat(
+        s.client, s.settings, s.registry, chat_id, settings, attach=False
+    )
     return ChatStarted(id=chat_id, run_id=(await handle.describe()).run_id)
-
-
-async def chat_handle(s: Services, chat_id: str) -> Any:
-    """The running chat's handle; 404 for an unknown id, 409 for another type or an end."""
-    handle = s.client.get_workflow_handle(chat_id)
-    description = await describe(handle)
-    if description.workflow_type != ChatWorkflow.__name__:
-        raise ApiError(409, "Conflict", f"{chat_id} is a {description.workflow_type}, not a chat")
-    state = state_name(description)
-    if state != "RUNNING":
-        raise ApiError(409, "Conflict", f"chat {chat_id} has ended ({state}); start another")
-    return handle
 
 
 @router.post(
@@ -86,18 +65,9 @@ async def send(
 ) -> ChatReply:
     """The update `send`: the reply, once written (it streams meanwhile). The same `id`
     again gets the first reply, never a second turn."""
-    handle = await chat_handle(s, chat_id)
-    try:
-        return await handle.execute_update(
-            ChatWorkflow.send,
-            ChatSend(text=message.text, id=message.id, steer=message.steer),
-            result_type=ChatReply,
-        )
-    except WorkflowUpdateFailedError as exc:
-        refused = isinstance(exc.cause, ApplicationError) and exc.cause.type == INVALID_MESSAGE
-        if refused:
-            raise ApiError(409, "Refused", failure_text(exc)) from None
-        raise ApiError(502, "TurnFailed", failure_text(exc)) from None
+    handle = await chats.running_chat(s.client, s.registry, chat_id)
+    sent = ChatSend(text=message.text, id=message.id, steer=message.steer)
+    return await chats.send_message(handle, sent)
 
 
 @router.post(
@@ -109,12 +79,7 @@ async def send(
 async def stop(chat_id: str, s: Annotated[Services, Depends(services)]) -> ChatReply:
     """The update `stop`: the turn's model or tool calls are cancelled; its reply, which
     says `stopped`."""
-    handle = await chat_handle(s, chat_id)
-    try:
-        return await handle.execute_update(ChatWorkflow.stop, result_type=ChatReply)
-    except WorkflowUpdateFailedError as exc:
-        refused = isinstance(exc.cause, ApplicationError) and exc.cause.type == NOT_STEERED
-        raise ApiError(409 if refused else 502, "Refused", failure_text(exc)) from None
+    return await chats.stop_turn(await chats.running_chat(s.client, s.registry, chat_id))
 
 
 @router.get(
@@ -131,19 +96,18 @@ async def stream(
     """Events `message` (a message, its reply, or why it failed) and `token` (a piece of
     a reply); `end` when the chat has ended."""
     await describe(s.client.get_workflow_handle(chat_id))  # 404 before the stream begins
-    reader = WorkflowStreamClient.create(s.client, chat_id)
     if last_event_id is not None:
         last = offset_of(last_event_id)
         if last is None:
             raise ApiError(400, "BadRequest", f"Last-Event-ID {last_event_id!r} is not ours")
         offset = last + 1
     elif offset is None:
-        offset = await reader.get_offset()
-    return EventSourceResponse(items(reader, offset), ping=PING_SECONDS)
+        offset = await chats.stream_offset(s.client, chat_id)
+    return EventSourceResponse(items(s.client, chat_id, offset), ping=PING_SECONDS)
 
 
-async def items(reader: WorkflowStreamClient, offset: int) -> AsyncIterator[ServerSentEvent]:
-    async for item in reader.subscribe([MESSAGES_TOPIC, TOKENS_TOPIC], from_offset=offset):
+async def items(client: Any, chat_id: str, offset: int) -> AsyncIterator[ServerSentEvent]:
+    async for item in chats.stream(client, chat_id, offset):
         data = json.dumps(item.data, ensure_ascii=False)
         yield ServerSentEvent(data, id=str(item.offset), event=EVENT_NAMES[item.topic])
     yield ServerSentEvent("{}", event="end")
@@ -158,7 +122,7 @@ async def transcript(
 ) -> TranscriptPage:
     """This run's messages from `offset` (numbered across runs; earlier ones are in the
     histories of earlier runs)."""
-    return await chat_query(s, chat_id, ChatWorkflow.transcript, [offset, limit], TranscriptPage)
+    return await chats.read(s.client, chat_id, chats.transcript, offset, limit)
 
 
 @router.get(
@@ -166,13 +130,4 @@ async def transcript(
 )
 async def memory(chat_id: str, s: Annotated[Services, Depends(services)]) -> MemoryView:
     """The window, the summaries or the digest, and the counters."""
-    return await chat_query(s, chat_id, ChatWorkflow.memory, [], MemoryView)
-
-
-async def chat_query(s: Services, chat_id: str, query: Any, args: list[Any], kind: type) -> Any:
-    handle = s.client.get_workflow_handle(chat_id)
-    await describe(handle)
-    try:
-        return await handle.query(query, args=args, result_type=kind, rpc_timeout=QUERY_TIMEOUT)
-    except Exception as exc:
-        raise Unanswered(f"chat {chat_id}: {failure_text(exc)}") from None
+    return await chats.read(s.client, chat_id, chats.memory)

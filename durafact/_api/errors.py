@@ -2,12 +2,13 @@
 
     {"error": {"type": "NotFound", "message": "no workflow with id 'x'"}}
 
-(a 422 adds pydantic's `errors`). The command line's one-line reasons are reused as
-they are: `NotFound` is 404, `InvalidInput` 422, `Unanswered` (no worker answered a
-query) 503, another mistake in what was sent (exit code 2) 400, and a refusal by what
-already runs (exit code 1: a settled run, a refused answer) 409. Messages pass through
-URL redaction, and an unexpected error shows only its type: keys, endpoint URLs and
-payload-store paths never reach a client.
+(a 422 adds pydantic's `errors`). An operation's domain error (durafact/_service/errors.py)
+is answered here, in one place, with its status (`STATUSES`): `NotFound` 404,
+`InvalidInput` 422, another mistake in what was sent (`Invalid`) 400, `Unanswered` (no
+worker answered a query) and `NotRegistered` 503, a chat's failed turn 502, and a
+refusal by what already runs (a settled run, a refused answer) 409. Messages pass
+through URL redaction, and an unexpected error shows only its type: keys, endpoint URLs
+and payload-store paths never reach a client.
 """
 
 from __future__ import annotations
@@ -21,15 +22,36 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from temporalio.service import RPCError, RPCStatusCode
 
-from durafact._cli.launch import InvalidInput
-from durafact._cli.output import Failed, NotFound, Unanswered, one_line
 from durafact._core.redaction import redact_urls
+from durafact._core.text import one_line
+from durafact._service.errors import (
+    Invalid,
+    InvalidInput,
+    MessageRefused,
+    NotFound,
+    NotRegistered,
+    ServiceError,
+    TurnFailed,
+    Unanswered,
+)
 
 log = logging.getLogger("durafact._api")
 
 # What a Temporal status means to an API client: a missing run, or a server that did
 # not answer (no worker took a query in time, the server is down).
 RPC_STATUSES = {RPCStatusCode.NOT_FOUND: 404, RPCStatusCode.INVALID_ARGUMENT: 400}
+# Each domain error's status and type, the first that matches: subclasses first; any
+# other (NotRunning, AlreadyAnswered, Refused) is a conflict with what already runs.
+STATUSES: tuple[tuple[type[ServiceError], int, str], ...] = (
+    (InvalidInput, 422, "InvalidInput"),
+    (NotFound, 404, "NotFound"),
+    (Invalid, 400, "BadRequest"),
+    (Unanswered, 503, "NoWorkerAnswered"),
+    (NotRegistered, 503, "NotRegistered"),
+    (TurnFailed, 502, "TurnFailed"),
+    (MessageRefused, 409, "Refused"),
+    (ServiceError, 409, "Conflict"),
+)
 
 
 class ApiError(Exception):
@@ -55,17 +77,11 @@ def answer(error: ApiError) -> JSONResponse:
     )
 
 
-def from_failed(exc: Failed) -> ApiError:
-    """The command line's one-line reason as an API error (see the module's docstring)."""
-    if isinstance(exc, NotFound):
-        return ApiError(404, "NotFound", str(exc))
-    if isinstance(exc, Unanswered):
-        return ApiError(503, "NoWorkerAnswered", str(exc))
-    if isinstance(exc, InvalidInput):
-        return ApiError(422, "InvalidInput", str(exc), errors=exc.errors)
-    if exc.code == 2:
-        return ApiError(400, "BadRequest", str(exc))
-    return ApiError(409, "Conflict", str(exc))
+def from_service(exc: ServiceError) -> ApiError:
+    """An operation's domain error as an API error (see `STATUSES`)."""
+    status, kind = next((s, k) for error, s, k in STATUSES if isinstance(exc, error))
+    extra = {"errors": exc.errors} if isinstance(exc, InvalidInput) else {}
+    return ApiError(status, kind, str(exc), **extra)
 
 
 def from_rpc(exc: RPCError) -> ApiError:
@@ -81,9 +97,9 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, ApiError)
         return answer(exc)
 
-    async def failed(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, Failed)
-        return answer(from_failed(exc))
+    async def refused(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ServiceError)
+        return answer(from_service(exc))
 
     async def rpc(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RPCError)
@@ -107,7 +123,7 @@ def install(app: FastAPI) -> None:
         return answer(ApiError(500, "InternalError", message))
 
     app.add_exception_handler(ApiError, api_error)
-    app.add_exception_handler(Failed, failed)
+    app.add_exception_handler(ServiceError, refused)
     app.add_exception_handler(RPCError, rpc)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(HTTPException, http)

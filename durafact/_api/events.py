@@ -29,9 +29,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from durafact._api.errors import ApiError
 from durafact._api.services import Services, jsonable, services
-from durafact._cli.commands import describe, pending_questions
-from durafact._cli.follow import POLL_INTERVAL, progress_page
-from durafact._cli.results import failure_text
+from durafact._service.errors import failure_text
+from durafact._service.runs import POLL_INTERVAL, describe, pending_questions, progress_page
 
 router = APIRouter(tags=["runs"])
 

@@ -74,13 +74,13 @@ class RunDetail(RunRow):
     troubles: list[str] = Field(description="What holds it: retried calls, a failing task.")
     agents: list[RunRow] = Field(
         default_factory=list,
-        description="A PlanReAct run's step agents (the child ReAct runs `{id}/{step}`), "
-        "first step first, from visibility.",
+        description="The step agents of a run whose recipe declares them (a PlanReAct "
+        "run's child ReAct runs `{id}/{step}`), first step first, from visibility.",
     )
     takes_notes: bool = Field(
-        description="Whether `POST /api/runs/{id}/steer` is for it while it runs: a ReAct "
-        "run, or a PlanReAct run (the note goes to its current step's agent). A chat takes "
-        "a note as a message with `steer: true`."
+        description="Whether `POST /api/runs/{id}/steer` is for it while it runs: its recipe "
+        "takes notes (a ReAct run), or passes them to its current step's agent (a PlanReAct "
+        "run). A chat takes a note as a message with `steer: true`."
     )
     ui_url: str
 
@@ -169,9 +169,24 @@ class Approvals(BaseModel):
 
 
 class RecipeType(BaseModel):
+    """A registered recipe, and what its runs can do, as the recipe declares."""
+
     type: str
     recipe: str
     input_schema: Any = Field(description="The JSON schema of its input (None: no input).")
+    chat: bool = Field(default=False, description="A conversation: `/api/chats` talks to it.")
+    takes_notes: bool = Field(
+        default=False, description="`POST /api/runs/{id}/steer` is for its runs while they run."
+    )
+    stoppable: bool = Field(
+        default=False, description="The turn it is answering can be stopped (`/stop`)."
+    )
+    correctable: list[str] = Field(
+        default_factory=list, description="Facts a rejection may correct (`changes`)."
+    )
+    step_agents: bool = Field(
+        default=False, description="Each step runs an agent, the run `{id}/{step}`."
+    )
 
 
 class StartChat(BaseModel):

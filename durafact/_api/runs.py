@@ -1,20 +1,20 @@
 """`/api/runs`: start any registered recipe, list runs, read one (status, result,
-usage, artifacts, provenance), cancel it, steer its agent. Starting goes through the
-command line's own path (`durafact/_cli/launch.py`): the same checks, search attributes,
-memo and summary, but an id in use is refused (409) instead of attached to."""
+usage, artifacts, provenance), cancel it, steer its agent. Each route presents an
+operation of the service layer (durafact/_service/), as the command line does: a run
+started here goes through the same checks, search attributes, memo and summary as
+`durafact start`, but an id in use is refused (409) instead of attached to. What a run
+can do (take notes, correct facts, step agents) is what its recipe declares, read
+from the registry."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from pydantic import TypeAdapter
-from temporalio.client import WorkflowExecution, WorkflowFailureError
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from durafact._api.errors import ApiError
 from durafact._api.models import (
@@ -32,45 +32,41 @@ from durafact._api.models import (
     StartRun,
 )
 from durafact._api.services import Services, jsonable, services
-from durafact._cli.artifacts import read_ledger
-from durafact._cli.budget_options import with_budget
-from durafact._cli.commands import (
-    CORRECTABLE,
-    describe,
-    pending_questions,
-    queried_usage,
-    running,
-)
-from durafact._cli.follow import QUERY_TIMEOUT
-from durafact._cli.launch import (
+from durafact._core.llm import Usage
+from durafact._core.steer import NoteQueued, SteerNote, note_problem
+from durafact._service import cancel as cancelling
+from durafact._service import listing
+from durafact._service.inputs import (
     MAX_INPUT_DEPTH,
     check_path_id,
     check_sendable,
     depth,
+    type_label,
+)
+from durafact._service.launch import (
     input_kind,
     launch_of_input,
     registered_type,
     start_run,
-    type_label,
+    with_budget,
 )
-from durafact._cli.listing import LAST_OF_CHAIN, spent
-from durafact._cli.output import Failed, state_name
-from durafact._cli.results import failure_text
-from durafact._cli.steering import steer_agent
-from durafact._cli.trouble import troubles
-from durafact._core.ledger import LedgerError
-from durafact._core.llm import Usage
-from durafact._core.steer import NoteQueued, SteerNote, note_problem
-from durafact._recipes.approvals import AWAITING_APPROVAL
-from durafact._recipes.chat import ChatWorkflow
-from durafact._recipes.plan_react import PlanReActWorkflow
-from durafact._recipes.react import ReAct
-from durafact._recipes.recipe import (
-    COST_ATTRIBUTE,
-    RECIPE_ATTRIBUTE,
-    STATUS_ATTRIBUTE,
-    TOKENS_ATTRIBUTE,
+from durafact._service.ledger import provenance as provenance_of
+from durafact._service.ledger import read_ledger
+from durafact._service.listing import RunInfo
+from durafact._service.runs import (
+    AWAITING_APPROVAL,
+    describe,
+    ending,
+    is_running,
+    pending_questions,
+    queried_usage,
+    recipe_status,
+    running,
+    state_name,
+    step_agents,
 )
+from durafact._service.steering import steer_agent
+from durafact._service.troubles import troubles
 
 router = APIRouter(tags=["runs"])
 # Routes take `{workflow_id:path}`: an id may hold '/' (a PlanReAct step's agent is
@@ -108,8 +104,16 @@ def recipe_view(s: Services, name: str) -> RecipeType:
             schema = TypeAdapter(inputs[0]).json_schema()
         except Exception:  # a type pydantic cannot describe: name it
             schema = {"title": type_label(inputs[0])}
-    label = getattr(recipe.cls, "recipe_name", None) or name
-    return RecipeType(type=name, recipe=label, input_schema=schema)
+    return RecipeType(
+        type=name,
+        recipe=recipe.recipe_name,
+        input_schema=schema,
+        chat=recipe.chat,
+        takes_notes=recipe.takes_notes,
+        stoppable=recipe.stoppable,
+        correctable=list(recipe.correctable),
+        step_agents=recipe.step_agents,
+    )
 
 
 @router.post(
@@ -132,19 +136,10 @@ async def start(
     if body.budget is not None:
         launch = with_budget(launch, body.budget.model_dump(exclude_unset=True), "budget")
     workflow_id = launch.workflow_id(body.id)
-    check_sendable(launch)
-    try:
-        run = await start_run(
-            s.client, s.settings, launch, workflow_id, attach=False, started_by="the HTTP API"
-        )
-    except WorkflowAlreadyStartedError:
-        taken = await describe(s.client.get_workflow_handle(workflow_id))
-        state = state_name(taken)
-        raise ApiError(
-            409, "Conflict", f"workflow id {workflow_id!r} is taken by a {state} run"
-        ) from None
-    except Failed as exc:  # the worker on the queue does not have the type
-        raise ApiError(503, "NotRegistered", str(exc)) from None
+    check_sendable(launch.args)
+    run = await start_run(
+        s.client, s.settings, launch, workflow_id, attach=False, started_by="the HTTP API"
+    )
     response.headers["Location"] = f"/api/runs/{quote(workflow_id, safe='')}"
     return RunStarted(
         id=workflow_id,
@@ -167,24 +162,16 @@ async def runs(
     search attributes DurafactStatus and WorkflowType costs no worker): running ones
     first, then the most recently closed; one per chain of runs continued as new, unless
     `state` asks for those. Tokens and cost as `durafact list` shows them (`spent`)."""
-    where = [s.on_queue]
-    if type:
-        where.append(f'WorkflowType="{type}"')
-    if status:
-        where.append(f'{STATUS_ATTRIBUTE.name}="{status}"')
-    where.append(f'ExecutionStatus="{STATES[state]}"' if state else LAST_OF_CHAIN)
-    listing = s.client.list_workflows(
-        " AND ".join(where), page_size=page_size, next_page_token=token_bytes(page_token)
+    query = listing.runs_query(
+        durafact_only=False,
+        task_queue=s.settings.task_queue,
+        workflow_type=type,
+        status=status,
+        state=STATES[state] if state else None,
     )
-    await listing.fetch_next_page()
-    token = listing.next_page_token
-    page = listing.current_page or []
-    usages = await asyncio.gather(*(spent(s.client, e) for e in page))
+    page, token = await listing.page_of_runs(s.client, query, page_size, token_bytes(page_token))
     return RunPage(
-        runs=[
-            row(e).model_copy(update={"tokens": tokens, "cost": cost})
-            for e, (tokens, cost) in zip(page, usages, strict=True)
-        ],
+        runs=[row(run) for run in page],
         next_page_token=base64.urlsafe_b64encode(token).decode() if token else None,
     )
 
@@ -206,19 +193,18 @@ def token_bytes(page_token: str | None) -> bytes | None:
         raise ApiError(400, "BadRequest", "page_token is not one this API gave") from None
 
 
-def row(execution: WorkflowExecution) -> RunRow:
-    attributes = execution.typed_search_attributes
+def row(run: RunInfo) -> RunRow:
     return RunRow(
-        id=execution.id,
-        run_id=execution.run_id,
-        type=execution.workflow_type,
-        recipe=attributes.get(RECIPE_ATTRIBUTE),
-        status=attributes.get(STATUS_ATTRIBUTE),
-        state=state_name(execution),
-        tokens=attributes.get(TOKENS_ATTRIBUTE),
-        cost=attributes.get(COST_ATTRIBUTE),
-        started_at=execution.start_time,
-        closed_at=execution.close_time,
+        id=run.workflow_id,
+        run_id=run.run_id,
+        type=run.workflow_type,
+        recipe=run.recipe,
+        status=run.status,
+        state=run.state,
+        tokens=run.tokens,
+        cost=run.cost,
+        started_at=run.started_at,
+        closed_at=run.closed_at,
     )
 
 
@@ -229,70 +215,28 @@ async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> Ru
     and its Web UI link."""
     handle = s.client.get_workflow_handle(workflow_id)
     description = await describe(handle)
-    running = description.status is not None and description.status.name == "RUNNING"
-    result, failure = (None, None) if running else await ending(s, description)
-    status = await recipe_status(handle, description) if running else None
-    questions = []
-    if status == AWAITING_APPROVAL:
-        questions = await pending_questions(handle)
-    usage = await queried_usage(handle) if running else getattr(result, "usage", None)
+    live = is_running(description)
+    result_type = s.result_type(description.workflow_type)
+    result, failure = (None, None) if live else await ending(s.client, description, result_type)
+    status = (await recipe_status(handle, description)).value if live else None
+    questions = await pending_questions(handle) if status == AWAITING_APPROVAL else []
+    usage = await queried_usage(handle) if live else getattr(result, "usage", None)
+    recipe = s.registry.get(description.workflow_type)
+    agents = await step_agents(s.client, s.registry, description)
     return RunDetail(
-        **row(description).model_dump(),
+        **row(listing.recorded(description)).model_dump(),
         summary=await description.static_summary(),
         recipe_status=status,
         result=jsonable(result),
         failure=failure,
         usage=usage if isinstance(usage, Usage) else None,
         questions=questions,
-        correctable=list(CORRECTABLE.get(description.workflow_type, ())),
-        troubles=[t.line for t in await troubles(s.client, description)] if running else [],
-        agents=await step_agents(s, description),
-        takes_notes=takes_notes(s, description.workflow_type),
+        correctable=s.correctable(description.workflow_type),
+        troubles=[t.line for t in await troubles(s.client, description)] if live else [],
+        agents=[row(listing.recorded(agent)) for agent in agents],
+        takes_notes=recipe is not None and recipe.takes_notes,
         ui_url=s.settings.workflow_url(workflow_id, description.run_id),
     )
-
-
-async def step_agents(s: Services, description: Any) -> list[RunRow]:
-    """A PlanReAct run's step agents, first step first: the runs whose id is this run's
-    and a step's (`{id}/{step}`) started since this run did."""
-    recipe = s.registry.get(description.workflow_type)
-    if recipe is None or not issubclass(recipe.cls, PlanReActWorkflow):
-        return []
-    if '"' in description.id or "\\" in description.id:
-        return []  # cannot go into a visibility query as it is; the agents' pages still open
-    since = description.start_time.isoformat()
-    query = f'WorkflowId STARTS_WITH "{description.id}/" AND StartTime >= "{since}"'
-    agents = [row(e) async for e in s.client.list_workflows(query)]
-    return sorted(agents, key=lambda agent: agent.started_at)
-
-
-def takes_notes(s: Services, workflow_type: str) -> bool:
-    """Whether the `steer` route is for runs of the type (see RunDetail.takes_notes)."""
-    recipe = s.registry.get(workflow_type)
-    if recipe is None or issubclass(recipe.cls, ChatWorkflow):
-        return False
-    return issubclass(recipe.cls, (ReAct, PlanReActWorkflow))
-
-
-async def ending(s: Services, description: Any) -> tuple[Any, str | None]:
-    """A closed run's result (decoded as its type's), or the reason it did not complete."""
-    handle = s.client.get_workflow_handle(
-        description.id,
-        run_id=description.run_id,
-        result_type=s.result_type(description.workflow_type),
-    )
-    try:
-        return await handle.result(follow_runs=False), None
-    except WorkflowFailureError as exc:
-        return None, failure_text(exc)
-
-
-async def recipe_status(handle: Any, description: Any) -> str | None:
-    """The `status` query; the DurafactStatus search attribute when no worker answers."""
-    try:
-        return await handle.query("status", result_type=str, rpc_timeout=QUERY_TIMEOUT)
-    except Exception:
-        return description.typed_search_attributes.get(STATUS_ATTRIBUTE)
 
 
 @router.get("/runs/{workflow_id:path}/artifacts", response_model=Artifacts, summary="The ledger")
@@ -323,11 +267,7 @@ async def provenance(
 ) -> ProvenanceView:
     """The tree from the artifact down its links: for a research answer, to the claims,
     the evidence, the documents and the `source:...` they were found in."""
-    _, ledger = await read_ledger(s.client, workflow_id)
-    try:
-        tree = ledger.provenance(artifact)
-    except LedgerError:
-        raise ApiError(404, "NotFound", f"run {workflow_id} has no artifact {artifact!r}") from None
+    tree = await provenance_of(s.client, workflow_id, artifact)
     return ProvenanceView(tree=tree.model_dump(mode="json"), rendered=tree.render())
 
 
@@ -344,12 +284,7 @@ async def cancel(
 ) -> Canceled:
     """Temporal's cancellation: the run is asked to stop and ends CANCELED once it sees
     the request. A run that is not running is 409."""
-    handle = s.client.get_workflow_handle(workflow_id)
-    description = await describe(handle)
-    state = state_name(description)
-    if state != "RUNNING":
-        raise ApiError(409, "Conflict", f"run {workflow_id} is {state}: there is nothing to cancel")
-    await handle.cancel(reason=body.reason if body else "")
+    description = await cancelling.cancel(s.client, workflow_id, body.reason if body else "")
     return Canceled(id=workflow_id, run_id=description.run_id, state="CANCEL_REQUESTED")
 
 
@@ -385,14 +320,15 @@ async def steer(
     description = await running(
         s.client.get_workflow_handle(workflow_id), "there is nothing to steer"
     )
-    if description.workflow_type == ChatWorkflow.__name__:
+    recipe = s.registry.get(description.workflow_type)
+    if recipe is not None and recipe.chat:
         raise ApiError(
             409,
             "Conflict",
             f"workflow {workflow_id} is a chat: it takes a note as a message sent with steer: "
             f"true (POST /api/chats/{workflow_id}/messages)",
         )
-    agent, steered = await steer_agent(s.client, description, note.text, wait)
+    agent, steered = await steer_agent(s.client, s.registry, description, note.text, wait)
     if isinstance(steered, NoteQueued):
         return RunSteered(id=agent, queued=True, turn=steered.turn)
     response.status_code = 200

@@ -1,6 +1,7 @@
 """What every route works with: the Temporal client (made by `connect`, so with the
 plugin's data converter: pydantic, the codec with keys, the payload store), the
-settings (task queue, Web UI links) and the registered recipes."""
+settings (task queue, Web UI links) and the registered recipes, whose declarations
+(durafact/_runtime/registry.py) say what a run of each can do."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ class Services:
         """How to decode a run's result: its registered type's, else plain JSON."""
         recipe = self.registry.get(workflow_type)
         return recipe.result_type if recipe else None
+
+    def correctable(self, workflow_type: str) -> list[str]:
+        """The facts a rejection of the type's question may correct."""
+        recipe = self.registry.get(workflow_type)
+        return list(recipe.correctable) if recipe else []
 
     @property
     def on_queue(self) -> str:

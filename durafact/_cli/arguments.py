@@ -11,6 +11,7 @@
                       [--allow-network CIDR ...] [--limit N] [--max-docs N]
     durafact react "What is 17 * 23?" [--tools calculator,NAME ...] [--mcp NAME ...]
                       [--protocol text|native] [--max-turns N]
+    durafact COMMAND ARGUMENT [OPTIONS]   # a registered recipe's own (`Recipe.command`)
         (each also takes [--id ID] [--no-wait] [--json] [--model-deadline DURATION]
          [--budget-tokens N] [--budget-cost X] [--budget-ask [--budget-ask-timeout DURATION]]
          [--endpoint NAME ...] [--fallback-after DURATION] [--recipes MODULE[,MODULE...]])
@@ -44,28 +45,31 @@ the type of its `run` method's input before anything starts.
 This module is the grammar: every command and option, and the checks argparse runs on
 their values. It imports nothing but the core, so `--help` and a usage mistake answer
 at once; what a command does is imported once its arguments are read
-(durafact/_cli/dispatch.py).
+(durafact/_cli/dispatch.py). The recipe commands are what recipes declare
+(`Recipe.command`, durafact/_core/commands.py): the ready ones' from the core's table
+(durafact/_core/ready_commands.py), a registered recipe's by loading the registry, which
+imports Temporal and the recipes, so only for a word that is no built-in command, and
+for `--help` while recipes modules are named (`--recipes`, DURAFACT_RECIPES).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
 from durafact._cli.output import Failed
 from durafact._core.budget import parse_cost, parse_tokens
+from durafact._core.commands import Command, Option
+from durafact._core.commands import duration as parse_duration
 from durafact._core.memory import RollingDigestSummarizer, WindowPruner, WindowSummarizer
-from durafact._core.plan_limits import DEFAULT_STEPS, MAX_STEPS
-from durafact._core.text import shorten
+from durafact._core.ready_commands import READY_COMMANDS
 
-RECIPE_COMMANDS = ("plan", "reflect", "answer", "route", "research", "react")
+# durafact's own commands; between `start` and `chat` come the recipes' commands.
 COMMANDS = (
     "start",
-    *RECIPE_COMMANDS,
     "chat",
     "list",
     "pending",
@@ -81,8 +85,9 @@ COMMANDS = (
     "up",
     "down",
 )
-# The commands that start a workflow.
-LAUNCH_COMMANDS = ("start", *RECIPE_COMMANDS)
+# The recipes modules named for the whole process (the registry's ENV_VAR, which is not
+# imported to read it: tests/cli/test_imports.py checks that the two agree).
+RECIPES_ENV = "DURAFACT_RECIPES"
 # A new chat's memory, by the name `--memory` gives it.
 MEMORY_POLICIES = {
     "digest": RollingDigestSummarizer,
@@ -95,19 +100,59 @@ DEFAULT_HOST = "127.0.0.1"  # `serve`
 DEFAULT_PORT = 8000
 
 
+class UnknownCommand(Failed):
+    """A command word that is none of the parser's commands."""
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line instead of usage text and an error."""
+
+    known: tuple[str, ...] = COMMANDS
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("argument COMMAND: invalid choice:"):
             choice = message.split("invalid choice:", 1)[1].split("(")[0].strip()
-            message = f"unknown command {choice} (commands: {', '.join(COMMANDS)})"
-        else:
-            message = f"{message} (see: {self.prog} --help)"
-        raise Failed(message, code=2)
+            message = f"unknown command {choice} (commands: {', '.join(self.known)})"
+            raise UnknownCommand(message, code=2)
+        raise Failed(f"{message} (see: {self.prog} --help)", code=2)
 
 
-def parser() -> Parser:
+def read(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments, with the commands of the registered recipes when a word is none of
+    the built-in commands (or for `--help` while recipes modules are named)."""
+    argv = decoded(argv)
+    if argv[:1] in (["-h"], ["--help"]) and os.environ.get(RECIPES_ENV):
+        return parser(registered_commands(argv)).parse_args(argv)
+    try:
+        return parser().parse_args(argv)
+    except UnknownCommand:
+        return parser(registered_commands(argv)).parse_args(argv)
+
+
+def registered_commands(argv: Sequence[str]) -> list[Command]:
+    """The commands the registered recipes declare besides the ready ones: the recipes
+    modules of DURAFACT_RECIPES, the entry points and the `--recipes` in `argv`."""
+    # Imported here: the registry imports Temporal and the recipes (see the docstring).
+    from durafact._runtime.registry import RegistrationError, load_registry, recipe_modules
+
+    named = [word.split("=", 1)[1] for word in argv if word.startswith("--recipes=")]
+    named += [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--recipes"]
+    try:
+        registry = load_registry(recipe_modules(named))
+    except RegistrationError as exc:
+        raise Failed(str(exc), code=2) from None
+    ready = {command.name for command in READY_COMMANDS}
+    declared = {name: r for name, r in registry.commands().items() if name not in ready}
+    for name, recipe in declared.items():
+        if name in COMMANDS:
+            raise Failed(
+                f"{recipe.name} declares the command {name!r}, which is one of durafact's own",
+                code=2,
+            )
+    return [recipe.command for recipe in declared.values() if recipe.command is not None]
+
+
+def parser(registered: Sequence[Command] = ()) -> Parser:
     top = Parser(prog="durafact", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Which recipes modules to load besides the built-ins and the entry points.
@@ -145,7 +190,14 @@ def parser() -> Parser:
         metavar="JSON|@FILE",
         help="the input of its run method as JSON, or @FILE to read it (@- for stdin)",
     )
-    add_recipe_commands(commands, [launch, registration])
+    recipe_commands = [*READY_COMMANDS, *registered]
+    for command in recipe_commands:
+        add_recipe_command(commands, command, [launch, registration])
+    top.known = (
+        "start",
+        *(command.name for command in recipe_commands),
+        *COMMANDS[1:],
+    )
     add_chat_command(commands)
 
     listing = commands.add_parser(
@@ -266,132 +318,62 @@ def add_remember_option(command: argparse.ArgumentParser) -> None:
     )
 
 
-def add_recipe_commands(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """The per-recipe subcommands, each with the options every launch shares (`parents`)."""
-    plan = commands.add_parser(
-        "plan", parents=parents, help="start a PlanExecute workflow and wait for it"
+def add_recipe_command(
+    commands: Any, command: Command, parents: list[argparse.ArgumentParser]
+) -> None:
+    """A recipe's own command (`Recipe.command`), with the options every launch shares
+    (`parents`). Its values go under their own names (`values_of`), apart from those."""
+    recipe = commands.add_parser(command.name, parents=parents, help=command.help)
+    recipe.set_defaults(declared=command)
+    recipe.add_argument(
+        VALUE + command.argument,
+        metavar=command.metavar or command.argument,
+        help=command.argument_help,
     )
-    plan.add_argument("goal", help="what the plan should achieve")
-    plan.add_argument(
-        "--max-steps",
-        type=int,
-        default=DEFAULT_STEPS,
-        help=f"upper bound on plan length, 1-{MAX_STEPS} (default %(default)s)",
-    )
+    for option in command.options:
+        try:
+            recipe.add_argument(option.flag, **option_settings(option))
+        except argparse.ArgumentError as exc:  # e.g. a recipe's own `--id`
+            raise Failed(f"command {command.name}: {exc}", code=2) from None
 
-    reflect = commands.add_parser(
-        "reflect", parents=parents, help="write, critique and rewrite a text on a topic"
-    )
-    reflect.add_argument("topic", help="what the text should be about")
-    reflect.add_argument("--accept-at", type=float, default=0.8, help="score that accepts")
-    reflect.add_argument("--max-rounds", type=int, default=2, help="rewrites at most")
 
-    answer = commands.add_parser(
-        "answer", parents=parents, help="answer a batch of questions from their sources"
-    )
-    answer.add_argument("file", help="the batch: a JSON file (format in README)")
-    answer.add_argument("--max-repairs", type=int, help="repair rounds (default: the file's, 1)")
-    answer.add_argument(
-        "--review",
-        choices=("off", "optional", "required"),
-        help="review policy (default: the file's)",
-    )
+VALUE = "value:"  # where a recipe command's values are, apart from durafact's own options
 
-    route = commands.add_parser(
-        "route",
-        parents=parents,
-        help="route a request to a specialist and ask a person to approve the report",
-    )
-    route.add_argument("request", help="what the person asks for")
-    route.add_argument(
-        "--approval-timeout",
-        metavar="DURATION",
-        help="how long the approval waits: 30s, 15m, 2h, 3d (default: as long as it takes)",
-    )
-    route.add_argument(
-        "--on-timeout",
-        choices=("reject", "escalate"),
-        help="after the timeout: reject (default), or escalate once and then reject",
-    )
 
-    research = commands.add_parser(
-        "research",
-        parents=parents,
-        help="answer a question from documents, a CSV file and web pages, with provenance",
-    )
-    research.add_argument("question", help="what to find out")
-    research.add_argument(
-        "--docs", metavar="DIR", help="a directory of .md/.txt files (default: the sample shop's)"
-    )
-    research.add_argument(
-        "--csv", metavar="FILE", help="a CSV file with a header row (default: the sample prices)"
-    )
-    research.add_argument(
-        "--csv-key", metavar="COLUMN", help="the CSV column that names a row (default: the first)"
-    )
-    research.add_argument(
-        "--url",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="a web page to consider (repeatable); fetched only if the model chooses it",
-    )
-    research.add_argument("--search-endpoint", metavar="URL", help="a SearxNG JSON search API")
-    research.add_argument(
-        "--allow-private",
-        action="store_true",
-        help="let the web source fetch loopback and private addresses (a local wiki); "
-        "a redirect from there still needs --allow-network",
-    )
-    research.add_argument(
-        "--allow-network",
-        action="append",
-        default=[],
-        metavar="CIDR",
-        help="a network the web source may fetch from, redirects included (repeatable), "
-        "e.g. 10.1.2.0/24: the narrow exception to the public-address rule",
-    )
-    research.add_argument("--limit", type=int, default=8, help="search results kept (default 8)")
-    research.add_argument(
-        "--max-docs", type=int, default=4, help="documents the model may read (default 4)"
-    )
+def option_settings(option: Option) -> dict[str, Any]:
+    if option.switch:
+        return {"dest": VALUE + option.name, "action": "store_true", "help": option.help}
+    return {
+        "dest": VALUE + option.name,
+        "action": "append" if option.many else "store",
+        "type": converter(option),
+        "default": option.default,
+        "choices": option.choices,
+        # argparse names a value by its dest, or lists the choices.
+        "metavar": option.metavar or (None if option.choices else option.name.upper()),
+        "help": option.help,
+    }
 
-    react = commands.add_parser(
-        "react",
-        parents=parents,
-        help="answer a question in a tool loop: think, call a tool, read what it said, repeat",
-    )
-    react.add_argument("question", help="what to find out")
-    react.add_argument(
-        "--tools",
-        action="append",
-        metavar="NAME[,NAME...]",
-        help="the worker's tools the agent may use (repeatable; default: calculator; "
-        "'' for none; SERVER__TOOL for one MCP tool)",
-    )
-    react.add_argument(
-        "--mcp",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="an MCP server configured on the worker whose every tool it may use (repeatable)",
-    )
-    react.add_argument(
-        "--protocol",
-        choices=("text", "native"),
-        default="text",
-        help="text: Thought/Action/Observation (default); native: the chat API's tool calls",
-    )
-    react.add_argument(
-        "--max-turns", type=int, default=8, metavar="N", help="model calls at most (default 8)"
-    )
-    react.add_argument(
-        "--context",
-        choices=("keep_all", "prune_observations", "compact"),
-        default="keep_all",
-        help="what the model sees of earlier turns: every message (default), old observations "
-        "by their first line, or a digest of all but the last 10 turns",
-    )
+
+def converter(option: Option) -> Any:
+    """How argparse reads the option's value: a type as argparse does (`invalid int
+    value`); a function's ValueError as one line naming the option (exit code 2)."""
+    if isinstance(option.type, type):
+        return option.type
+
+    def convert(text: str) -> Any:
+        try:
+            return option.type(text)
+        except ValueError as exc:
+            raise Failed(f"{option.flag}: {exc}", code=2) from None
+
+    return convert
+
+
+def values_of(args: argparse.Namespace, command: Command) -> dict[str, Any]:
+    """A recipe command's values, by the field each fills."""
+    names = [command.argument, *(option.name for option in command.options)]
+    return {name: getattr(args, VALUE + name) for name in names}
 
 
 def add_chat_command(commands: Any) -> None:
@@ -498,28 +480,9 @@ def decoded(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
-DURATION = re.compile(r"([1-9][0-9]*)([smhd])")
-LONGEST = timedelta(days=36_500)  # a wait of more than 100 years is a typo
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
 def duration(text: str, option: str) -> timedelta:
     """`30s`, `15m`, `2h`, `3d`: a positive whole number and one unit, nothing else."""
-    match = DURATION.fullmatch(text)
-    if match is None:
-        raise Failed(
-            f"{option}: {text!r} is not a duration (a whole number above 0 and s, m, h or d: "
-            "30s, 15m, 2h, 3d)",
-            code=2,
-        )
-    shown = shorten(text, 24)
-    too_long = Failed(f"{option}: {shown!r} is longer than 100 years (36500d)", code=2)
-    if len(match[1]) > 12:  # more than 100 years in any unit; int() refuses 4300 digits
-        raise too_long
     try:
-        value = timedelta(**{UNITS[match[2]]: int(match[1])})
-    except OverflowError:  # more days than timedelta holds
-        raise too_long from None
-    if value > LONGEST:
-        raise too_long
-    return value
+        return parse_duration(text)
+    except ValueError as exc:
+        raise Failed(f"{option}: {exc}", code=2) from None

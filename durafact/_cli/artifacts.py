@@ -14,15 +14,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from temporalio.client import WorkflowQueryFailedError
-from temporalio.service import RPCError
-
-from durafact._cli.commands import describe
-from durafact._cli.follow import query_ledger, unanswered
-from durafact._cli.output import Unanswered, indent, say, say_json, state_name
+from durafact._cli.output import say, say_json
 from durafact._core.ledger import Ledger
-from durafact._recipes.react_long import EarlierRun
-from durafact._runtime.codec import PayloadDecryptError
+from durafact._core.text import indent
+from durafact._service.ledger import earlier_runs, read_ledger
+from durafact._service.runs import state_name
 
 
 async def artifacts(client: Any, workflow_id: str, as_json: bool, run_id: str | None = None) -> int:
@@ -42,7 +38,7 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool, run_id: str | 
         f"workflow {workflow_id} ({description.workflow_type}): {state}; "
         f"{len(ledger)} artifacts, {len(ledger.links)} links"
     )
-    for run in (a.data for a in ledger.find_all(EarlierRun)):
+    for run in earlier_runs(ledger):
         say(
             f"earlier run {run.run_id} (turns {run.first_turn} to {run.last_turn}, "
             f"{len(run.observations)} observations): durafact artifacts {workflow_id} "
@@ -52,19 +48,6 @@ async def artifacts(client: Any, workflow_id: str, as_json: bool, run_id: str | 
         say("")
         say(block)
     return 0
-
-
-async def read_ledger(
-    client: Any, workflow_id: str, run_id: str | None = None
-) -> tuple[Any, Ledger]:
-    """The run's description and its ledger (the `artifacts` query), or one line why not."""
-    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
-    description = await describe(handle)
-    try:
-        ledger = await query_ledger(handle)
-    except (RPCError, WorkflowQueryFailedError, PayloadDecryptError) as exc:
-        raise Unanswered(f"workflow {workflow_id}: {unanswered('artifacts', exc)}") from None
-    return description, ledger
 
 
 def render(ledger: Ledger) -> list[str]:

@@ -1,4 +1,5 @@
-"""`chat [ID]`: talk to a ChatWorkflow, the reply printed as the model writes it.
+"""`chat [ID]`: talk to a durable chat (the registered recipe that declares itself one,
+the ready ChatWorkflow), the reply printed as the model writes it.
 
     durafact chat [ID] [--memory digest|summaries|prune] [--tools NAME,...] [--no-stream]
                   [--budget-tokens N] [--budget-cost X] [--budget-ask]
@@ -29,46 +30,30 @@ import threading
 import uuid
 from typing import Any
 
-from temporalio.client import WorkflowUpdateFailedError
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import WorkflowAlreadyStartedError
-
 from durafact._cli.arguments import MEMORY_POLICIES
-from durafact._cli.budget_options import budget_given, budgeted
+from durafact._cli.budget_options import budget_given
 from durafact._cli.endpoint_options import endpoints_given
 from durafact._cli.follow import warn_if_no_worker
-from durafact._cli.launch import check_path_id
-from durafact._cli.output import (
-    Failed,
-    emit_json,
-    indent,
-    note,
-    quoted,
-    say,
-    say_json,
-    state_name,
-)
-from durafact._cli.results import failure_text
+from durafact._cli.output import Failed, emit_json, note, quoted, say, say_json
 from durafact._core.llm import TextChunk
-from durafact._recipes.chat import (
+from durafact._core.text import indent
+from durafact._runtime.registry import Registry
+from durafact._runtime.settings import Settings
+from durafact._service import chats
+from durafact._service.chats import (
     MESSAGES_TOPIC,
     TOKENS_TOPIC,
     ChatEvent,
     ChatInput,
     ChatReply,
     ChatSend,
-    ChatWorkflow,
     MemoryView,
     TranscriptPage,
 )
-from durafact._recipes.recipe import RECIPE_ATTRIBUTE
-from durafact._runtime.settings import Settings
+from durafact._service.errors import MessageRefused, ServiceError, TurnFailed
+from durafact._service.inputs import check_path_id
+from durafact._service.launch import budgeted
+from durafact._service.runs import state_name
 
 # How long a reply's last streamed words may trail the update's result.
 STREAM_GRACE = 3.0
@@ -97,10 +82,14 @@ def check_chat_args(args: argparse.Namespace) -> None:
         raise Failed("the message is empty", code=2)
 
 
-async def chat(client: Any, settings: Settings, args: argparse.Namespace) -> int:
+async def chat(
+    client: Any, settings: Settings, registry: Registry, args: argparse.Namespace
+) -> int:
     check_chat_args(args)
     workflow_id = args.id or f"chat-{uuid.uuid4().hex[:8]}"
-    handle, started = await open_chat(client, settings, workflow_id, chat_input(args))
+    handle, started = await chats.open_chat(
+        client, settings, registry, workflow_id, chat_input(args)
+    )
     description = await handle.describe()
     await warn_if_no_worker(client, settings, description.task_queue)
     if args.send is not None:
@@ -110,48 +99,17 @@ async def chat(client: Any, settings: Settings, args: argparse.Namespace) -> int
     opened = "new chat" if started else "attached to chat"
     say(f"{opened} {workflow_id} (/memory, /transcript, /stop, /steer TEXT, /quit)")
     if not started:
-        page = await handle.query(
-            ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage
-        )
+        page = await chats.transcript(handle)
         for line in page.lines[-SHOWN_ON_ATTACH:]:
             if line.role in ("user", "assistant") and line.content:
                 say(f"{'you' if line.role == 'user' else 'assistant'}> {line.content}")
     return await interactive(client, handle)
 
 
-async def open_chat(
-    client: Any, settings: Settings, workflow_id: str, input: ChatInput, attach: bool = True
-) -> tuple[Any, bool]:
-    """The chat's handle, and whether it was started now (else it was running, and
-    without `attach` that is WorkflowAlreadyStartedError)."""
-    conflict = WorkflowIDConflictPolicy.USE_EXISTING if attach else WorkflowIDConflictPolicy.FAIL
-    try:
-        handle = await client.start_workflow(
-            ChatWorkflow.run,
-            input,
-            id=workflow_id,
-            task_queue=settings.task_queue,
-            id_conflict_policy=conflict,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(RECIPE_ATTRIBUTE, ChatWorkflow.recipe_name)]
-            ),
-            static_summary=f"chat {workflow_id}",
-        )
-    except WorkflowAlreadyStartedError:
-        if not attach:
-            raise
-        raise Failed(f"chat {workflow_id} has ended; start another with a new id") from None
-    response = getattr(handle, "_start_workflow_response", None)
-    return client.get_workflow_handle(workflow_id), bool(getattr(response, "started", True))
-
-
 async def chat_result(handle: Any, description: Any, url: str, as_json: bool) -> int:
     """`result` of a chat: a conversation has no result and never ends by itself, so
     instead of waiting for one, its last reply (from this run's transcript)."""
-    page = await handle.query(ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage)
-    replies = [line for line in page.lines if line.role == "assistant" and not line.tool_calls]
-    last = replies[-1] if replies else None
+    last = await chats.last_reply(handle)
     state = state_name(description)
     if as_json:
         reply = {"seq": last.seq, "text": last.content} if last else None
@@ -228,13 +186,8 @@ class Printer:
 
 
 async def follow(client: Any, workflow_id: str, printer: Printer, offset: int) -> None:
-    stream = WorkflowStreamClient.create(client, workflow_id)
-    async for item in stream.subscribe([MESSAGES_TOPIC, TOKENS_TOPIC], from_offset=offset):
+    async for item in chats.stream(client, workflow_id, offset):
         printer.take(item.topic, item.data)
-
-
-async def stream_offset(client: Any, workflow_id: str) -> int:
-    return await WorkflowStreamClient.create(client, workflow_id).get_offset()
 
 
 async def send_one(client: Any, handle: Any, text: str, as_json: bool) -> int:
@@ -242,7 +195,7 @@ async def send_one(client: Any, handle: Any, text: str, as_json: bool) -> int:
     printer = Printer({key}, only=key)
     reader = None
     if not as_json:
-        offset = await stream_offset(client, handle.id)
+        offset = await chats.stream_offset(client, handle.id)
         reader = asyncio.create_task(follow(client, handle.id, printer, offset))
     try:
         reply = await deliver(handle, text, key)
@@ -264,11 +217,9 @@ async def send_one(client: Any, handle: Any, text: str, as_json: bool) -> int:
 
 async def deliver(handle: Any, text: str, key: str, steer: bool = False) -> ChatReply:
     try:
-        return await handle.execute_update(
-            ChatWorkflow.send, ChatSend(text=text, id=key, steer=steer), result_type=ChatReply
-        )
-    except WorkflowUpdateFailedError as exc:
-        raise Failed(f"not sent: {failure_text(exc)}") from None
+        return await chats.send_message(handle, ChatSend(text=text, id=key, steer=steer))
+    except (MessageRefused, TurnFailed) as exc:
+        raise Failed(f"not sent: {exc}") from None
 
 
 async def interactive(client: Any, handle: Any) -> int:
@@ -276,7 +227,7 @@ async def interactive(client: Any, handle: Any) -> int:
         import readline  # noqa: F401  (line editing and history for input())
     mine: set[str] = set()
     printer = Printer(mine)
-    offset = await stream_offset(client, handle.id)
+    offset = await chats.stream_offset(client, handle.id)
     reader = asyncio.create_task(follow(client, handle.id, printer, offset))
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     read_lines(lines)
@@ -339,13 +290,9 @@ async def command(handle: Any, line: str) -> bool:
     """Run `line` if it is a command that needs no turn running (`/memory`, `/transcript`,
     or `/stop` and `/steer`, which then say there is none); False: a message."""
     if line == "/memory":
-        view = await handle.query(ChatWorkflow.memory, result_type=MemoryView)
-        say(show_memory(view))
+        say(show_memory(await chats.memory(handle)))
     elif line == "/transcript":
-        page = await handle.query(
-            ChatWorkflow.transcript, args=[0, 10_000], result_type=TranscriptPage
-        )
-        say(show_transcript(page))
+        say(show_transcript(await chats.transcript(handle)))
     elif line == "/stop" or line.startswith("/steer"):
         say(f"{line.split()[0]}: no reply is awaited here", sys.stderr)
     else:
@@ -357,9 +304,9 @@ async def while_answering(handle: Any, line: str, mine: set[str]) -> bool:
     """`/stop` or `/steer TEXT` typed while a reply is awaited; False: another line."""
     if line == "/stop":
         try:
-            await handle.execute_update(ChatWorkflow.stop, result_type=ChatReply)
-        except WorkflowUpdateFailedError as exc:
-            say(f"starter: not stopped: {failure_text(exc)}", sys.stderr)
+            await chats.stop_turn(handle)
+        except ServiceError as exc:
+            say(f"starter: not stopped: {exc}", sys.stderr)
         return True
     if line.startswith("/steer"):
         text = line.removeprefix("/steer").strip()

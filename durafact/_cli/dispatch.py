@@ -1,6 +1,7 @@
 """What each command does once its arguments are read (durafact/_cli/arguments.py):
-the checks that need the registry or the workflows' models, then a client, then the
-command's own module. A runtime error (the embedded stack, the settings) is one line.
+the checks that need the registry or the recipes' models, then a client, then the
+command's own module, which presents an operation of the service layer
+(durafact/_service/). A runtime error (the embedded stack, the settings) is one line.
 
 With no Temporal address configured and nothing answering on localhost:7233, the
 recipe commands, `status` and `result` first start the embedded stack (`up`): the
@@ -11,12 +12,14 @@ OPENAI_API_KEY name another one, and a worker (which runs the same recipes modul
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from durafact._cli.arguments import LAUNCH_COMMANDS, MAX_LIMIT
+from durafact._cli.arguments import MAX_LIMIT, values_of
 from durafact._cli.artifacts import artifacts
-from durafact._cli.budget_options import budget_given, with_budget
+from durafact._cli.budget_options import budget_given
 from durafact._cli.chat import chat, check_chat_args
 from durafact._cli.commands import (
     approve,
@@ -28,17 +31,13 @@ from durafact._cli.commands import (
     result,
     status,
 )
-from durafact._cli.endpoint_options import endpoints_given, with_endpoints
-from durafact._cli.launch import check_sendable, launch_of_type, start
+from durafact._cli.endpoint_options import endpoints_given
+from durafact._cli.launch import launch_of_type, start
 from durafact._cli.listing import amount, list_runs, name_filter
 from durafact._cli.output import Failed, note, say
-from durafact._cli.recipe_commands import launch_of
-from durafact._cli.registered import refuse_unknown_tools
 from durafact._cli.resume import resume
-from durafact._cli.serve import check_serve_args, listening, serve
 from durafact._cli.steering import steer
 from durafact._core.steer import note_problem
-from durafact._core.tools import ToolListRequest
 from durafact._runtime.connection import connect_ready
 from durafact._runtime.registry import (
     ENV_VAR,
@@ -48,17 +47,26 @@ from durafact._runtime.registry import (
     recipe_modules,
 )
 from durafact._runtime.settings import Settings, SettingsError
+from durafact._service.inputs import check_sendable
+from durafact._service.launch import (
+    launch_of_command,
+    tools_named,
+    with_budget,
+    with_endpoints,
+)
+from durafact._service.registration import refuse_unknown_tools
 
 
-async def dispatch(args: argparse.Namespace) -> int:
-    """Run the command `args` name; its exit code."""
+async def dispatch(args: argparse.Namespace, doors: Mapping[str, Any]) -> int:
+    """Run the command `args` name; its exit code. `doors`: the other front doors this
+    command line runs (`serve`), each by a function that imports it."""
     try:
-        return await run_command(args)
+        return await run_command(args, doors)
     except SettingsError as exc:  # the embedded stack's EmbeddedError too
         raise Failed(str(exc)) from None
 
 
-async def run_command(args: argparse.Namespace) -> int:
+async def run_command(args: argparse.Namespace, doors: Mapping[str, Any]) -> int:
     if args.command == "up":
         registry_of(args)
         return await up()
@@ -67,34 +75,43 @@ async def run_command(args: argparse.Namespace) -> int:
 
         embedded.down(embedded.Embedded.from_env(), say)
         return 0
-    if args.command in LAUNCH_COMMANDS:
+    declared = getattr(args, "declared", None)  # a recipe's own command
+    if args.command == "start" or declared is not None:
         registry = registry_of(args)
-        if args.command == "start":
+        if declared is None:
             launch = launch_of_type(registry, args.type, args.input)
         else:
-            launch = launch_of(args, registry)
+            launch = launch_of_command(
+                registry.commands()[declared.name], values_of(args, declared)
+            )
         launch = with_budget(launch, budget_given(args))
         launch = with_endpoints(launch, endpoints_given(args))
         workflow_id = launch.workflow_id(args.id)
-        check_sendable(launch)
+        check_sendable(launch.args)
         client, settings = await connect()
-        if args.command == "react":
-            asked = launch.args[0]
-            needed = ToolListRequest(tools=asked.tools, mcp_servers=asked.mcp_servers)
+        needed = tools_named(launch) if declared is not None else None
+        if needed is not None:
             await refuse_unknown_tools(client, settings.task_queue, needed)
         return await start(
             client, settings, launch, workflow_id, args.no_wait, args.json, args.model_deadline
         )
     if args.command == "serve":
-        registry = registry_of(args)
-        serving = check_serve_args(args.host, args.port, args.allow_host)
-        sock = listening(serving.host, serving.port)
-        client, settings = await connect(console=False)  # this command is the console
-        return await serve(client, settings, registry, serving, sock)
+        if "serve" not in doors:
+            raise Failed("serve: this entry point runs no HTTP API; `python -m durafact` does")
+        serve = doors["serve"]()
+        return await serve(
+            args.host,
+            args.port,
+            args.allow_host,
+            registry_of(args),
+            functools.partial(connect, console=False),  # this command is the console
+            say,
+        )
     if args.command == "chat":
         check_chat_args(args)
+        registry = registry_of(args)
         client, settings = await connect()
-        return await chat(client, settings, args)
+        return await chat(client, settings, registry, args)
     if args.command == "list":
         filters = (
             name_filter(args.recipe, "--recipe"),
@@ -110,12 +127,18 @@ async def run_command(args: argparse.Namespace) -> int:
     changes = corrections(args.set) if args.command == "approve" else {}
     if changes and not args.reject:
         check_new_limits(changes)
-    registry = registry_of(args) if args.command in ("result", "resume") else None
+    # What these commands do depends on what the recipe declares.
+    recipes = args.command in ("approve", "steer", "result", "resume")
+    registry = registry_of(args) if recipes else None
     client, settings = await connect()
     if args.command == "pending":
         return await pending(client, args.json)
-    if args.command == "approve":
-        return await approve(client, args.id, args.reject, args.reason, changes, args.remember)
+    if args.command == "status":
+        return await status(client, settings, args.id)
+    if args.command == "artifacts":
+        return await artifacts(client, args.id, args.json, args.run)
+    if args.command == "cancel":
+        return await cancel(client, args.id, args.reason, args.no_wait)
     if args.command == "decide":
         return await decide(
             client,
@@ -126,15 +149,13 @@ async def run_command(args: argparse.Namespace) -> int:
             args.reason,
             args.remember,
         )
-    if args.command == "status":
-        return await status(client, settings, args.id)
-    if args.command == "artifacts":
-        return await artifacts(client, args.id, args.json, args.run)
-    if args.command == "cancel":
-        return await cancel(client, args.id, args.reason, args.no_wait)
-    if args.command == "steer":
-        return await steer(client, args.id, args.note, args.wait)
     assert registry is not None
+    if args.command == "approve":
+        return await approve(
+            client, registry, args.id, args.reject, args.reason, changes, args.remember
+        )
+    if args.command == "steer":
+        return await steer(client, registry, args.id, args.note, args.wait)
     if args.command == "resume":
         return await resume(client, settings, registry, args.id, args.no_wait, args.json)
     return await result(client, settings, registry, args.id, args.json)
@@ -143,7 +164,7 @@ async def run_command(args: argparse.Namespace) -> int:
 def registry_of(args: argparse.Namespace) -> Registry:
     """The registered recipes, or a one-line reason; the modules named here are passed
     on (DURAFACT_RECIPES) to an embedded worker this command starts."""
-    modules = recipe_modules(args.recipes)
+    modules = recipe_modules(getattr(args, "recipes", []))
     try:
         registry = load_registry(modules)
     except RegistrationError as exc:

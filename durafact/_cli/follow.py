@@ -4,7 +4,7 @@
 as one line while it waits for the result; it warns at once (on stderr) when no
 worker polls the task queue, so a workflow nobody runs never looks merely slow, and
 says what holds the run (an activity being retried, a workflow task that keeps
-failing: durafact/_cli/trouble.py) as soon as the workflow's description shows it.
+failing: durafact/_service/troubles.py) as soon as the workflow's description shows it.
 """
 
 from __future__ import annotations
@@ -15,34 +15,25 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
+from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
-from durafact._cli.output import (
-    ANSWER_HINT,
-    Failed,
-    brief,
-    emit_json,
-    indent,
-    note,
-    one_line,
-    quoted,
-    say,
-)
-from durafact._cli.results import failure_text, has_layout, print_result
-from durafact._cli.trouble import events_newest_first, span, troubles
-from durafact._core.ids import CANCELLATION_ID
-from durafact._core.ledger import Ledger
-from durafact._recipes.recipe import Announcement, Cancellation, Progress
-from durafact._recipes.spending import OVER_BUDGET_ERROR
-from durafact._runtime.codec import PayloadDecryptError
+from durafact._cli.output import ANSWER_HINT, Failed, brief, emit_json, note, quoted, say
+from durafact._cli.results import print_result
+from durafact._core.text import indent, one_line
 from durafact._runtime.connection import has_live_poller
+from durafact._runtime.registry import Registered
 from durafact._runtime.settings import Settings
+from durafact._service.errors import failure_text
+from durafact._service.ledger import cancellation_reason, ledger_of
+from durafact._service.runs import (
+    OVER_BUDGET_ERROR,
+    POLL_INTERVAL,
+    Announcement,
+    progress_page,
+)
+from durafact._service.troubles import events_newest_first, span, troubles
 
-POLL_INTERVAL = 0.3
-QUERY_TIMEOUT = timedelta(seconds=2)
-# A closed run's queries are answered by a worker replaying its history: more than a poll.
-ARTIFACTS_TIMEOUT = timedelta(seconds=10)
 # Announcements of a tool loop's turns (durafact/_recipes/react.py): one short line each,
 # however long the thought, the arguments or the tool's output.
 BRIEF_KINDS = frozenset({"thought", "action", "observation", "answer", "correction"})
@@ -57,15 +48,17 @@ async def wait_and_print(
     run_id: str,
     url: str,
     as_json: bool,
-    result_type: Any = None,
+    recipe: Registered | None = None,
     before: Sequence[Announcement] = (),
 ) -> int:
     """Wait for the run's result, printing progress unless `as_json`; the result is
-    decoded as `result_type` (the registered workflow's, or plain JSON). `before`: what
-    the run a resumed one resumes had announced (see ProgressFeed)."""
+    decoded as `recipe`'s (the registered workflow's), else plain JSON, and shown as the
+    recipe declares. `before`: what the run a resumed one resumes had announced (see
+    ProgressFeed)."""
     running = description.status is not None and description.status.name == "RUNNING"
     if running:
         await warn_if_no_worker(client, settings, description.task_queue)
+    result_type = recipe.result_type if recipe is not None else None
     handle = client.get_workflow_handle(handle.id, run_id=run_id, result_type=result_type)
     outcome = asyncio.ensure_future(handle.result())
     feed = None if as_json or not running else ProgressFeed(handle, before)
@@ -87,7 +80,7 @@ async def wait_and_print(
         if as_json:
             emit_json(handle.id, run_id, state.name if state else "FAILED", None, url)
         if state is not None and state.name == "CANCELED":
-            raise Failed(await canceled_line(handle)) from None
+            raise Failed(canceled_line(handle.id, await cancellation_reason(handle))) from None
         if isinstance(exc.cause, ApplicationError) and exc.cause.type == OVER_BUDGET_ERROR:
             raise Failed(
                 f"workflow {handle.id} stopped {one_line(exc.cause.message)}; what it made: "
@@ -102,46 +95,20 @@ async def wait_and_print(
     if as_json:
         emit_json(handle.id, run_id, "COMPLETED", value, url)
     else:
-        ledger = await ledger_of(handle) if has_layout(value) else None
-        print_result(value, handle.id, ledger)
+        shows = recipe is not None and recipe.shows_result
+        print_result(recipe, value, handle.id, await ledger_of(handle) if shows else None)
         say(f"Web UI: {url}")
     return 0
 
 
-async def canceled_line(handle: Any) -> str:
+def canceled_line(workflow_id: str, reason: str) -> str:
     """A cancelled run in one line: the reason it was given (the `cancellation`
     artifact) and where its artifacts are."""
-    ledger = await ledger_of(handle)
-    found = ledger.get(CANCELLATION_ID) if ledger and CANCELLATION_ID in ledger else None
-    reason = found.typed(Cancellation).data.reason if found else ""
     because = f": {one_line(reason)}" if reason else ""
     return (
-        f"workflow {handle.id} was canceled{because} "
-        f"(what it did: durafact artifacts {quoted(handle.id)})"
+        f"workflow {workflow_id} was canceled{because} "
+        f"(what it did: durafact artifacts {quoted(workflow_id)})"
     )
-
-
-async def query_ledger(handle: Any, timeout: timedelta | None = ARTIFACTS_TIMEOUT) -> Ledger:
-    """The run's ledger: the `artifacts` query (a closed run's too, while a worker runs)."""
-    return await handle.query("artifacts", result_type=Ledger, rpc_timeout=timeout)
-
-
-async def ledger_of(handle: Any) -> Ledger | None:
-    """The run's ledger, or None when no worker answered the `artifacts` query."""
-    try:
-        return await query_ledger(handle)
-    except Exception:
-        return None
-
-
-def unanswered(query: str, exc: Exception) -> str:
-    """Why the `query` query brought no answer: the worker's answer does not decrypt with
-    this process's keys, the query failed, or no worker answered (in time)."""
-    if isinstance(exc, PayloadDecryptError):
-        return f"a worker answered the {query} query, but its answer does not decrypt here: {exc}"
-    if isinstance(exc, WorkflowQueryFailedError):  # e.g. a workflow type without that query
-        return f"the {query} query failed: {exc.message}"
-    return f"no worker answered the {query} query; is a worker running? durafact up"
 
 
 async def warn_if_no_worker(client: Any, settings: Settings, task_queue: str) -> None:
@@ -175,17 +142,6 @@ def dead_embedded_worker(task_queue: str) -> str | None:
         f"(see {worker.log_name}); unless another worker polls {task_queue!r}, nobody will "
         "run this workflow: run durafact up (or durafact-worker)"
     )
-
-
-async def progress_page(handle: Any, offset: int) -> Progress | None:
-    """The run's announcements from `offset` on (the `progress` query); None when it
-    cannot answer yet (no workflow task done) or no worker did: ask again later."""
-    try:
-        return await handle.query(
-            "progress", offset, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
-        )
-    except Exception:
-        return None
 
 
 class ProgressFeed:
@@ -233,7 +189,7 @@ class ProgressFeed:
 
 
 class TroubleFeed:
-    """Prints what holds a running workflow (durafact/_cli/trouble.py), each thing once: every
+    """Prints what holds a running workflow (durafact/_service/troubles.py), each thing once: every
     new attempt of a retried activity, every distinct failure of its workflow task."""
 
     EVERY = 1.0  # seconds between descriptions: a retry's backoff is at least that

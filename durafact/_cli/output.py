@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TextIO
 from pydantic import BaseModel
 
 from durafact._core.llm import Usage
-from durafact._core.text import shorten
+from durafact._core.text import one_line, shorten
 
 # How to answer a pending question, wherever the command line mentions one.
 ANSWER_HINT = "[--reject] [--reason TEXT] [--set FIELD=VALUE ...]"
@@ -37,27 +37,14 @@ def decide_hint(workflow_id: str, question_id: str) -> str:
     )
 
 
-def state_name(execution: Any) -> str:
-    """Temporal's status of a described or listed run, by name (`RUNNING`, ...)."""
-    return execution.status.name if execution.status else "UNKNOWN"
-
-
 class Failed(Exception):
-    """A one-line reason to stop, printed as `starter: <reason>`; code 2 for bad input."""
+    """A one-line reason to stop, printed as `starter: <reason>`; code 2 for bad input.
+    The operations' own reasons are domain errors (durafact/_service/errors.py), which
+    durafact/_cli/starter.py prints the same way."""
 
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
-
-
-class NotFound(Failed):
-    """What the command names does not exist: a workflow id, a workflow type (the HTTP
-    API answers 404)."""
-
-
-class Unanswered(Failed):
-    """A query no worker answered in time: none runs, or none took it (the HTTP API
-    answers 503)."""
 
 
 # Control characters but newline and tab, and the bidi embeddings, overrides and isolates.
@@ -111,29 +98,9 @@ def fail(message: str) -> None:
     say(f"starter: {one_line(message)}", sys.stderr)
 
 
-def one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def brief(text: str, limit: int = 100) -> str:
     """A progress line of the tool loop: one line, its label capitalized, cut to `limit`."""
-    return summarize(text[:1].upper() + text[1:], limit)
-
-
-def summarize(text: str, limit: int = 100) -> str:
-    return shorten(text, limit, one_line=True)
-
-
-def indent(text: str, first: str) -> str:
-    """`text` under a label: `first` before its first line, the others indented as far.
-    A blank line inside keeps the indentation, so the block stays one paragraph."""
-    lines = text.strip().splitlines() or [""]
-    rest = " " * len(first)
-    return "\n".join([first + lines[0], *((rest + line).rstrip() or rest for line in lines[1:])])
-
-
-def assignments(changes: dict[str, str]) -> str:
-    return ", ".join(f"{field}={value}" for field, value in changes.items())
+    return shorten(text[:1].upper() + text[1:], limit, one_line=True)
 
 
 def emit_json(workflow_id: str, run_id: str, state: str, value: Any, url: str) -> None:

@@ -39,12 +39,12 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durafact._cli.commands import describe
-from durafact._cli.follow import progress_page, wait_and_print
-from durafact._cli.output import Failed, emit_json, quoted, say, state_name
-from durafact._cli.trouble import RESUMABLE, events_newest_first
+from durafact._cli.follow import wait_and_print
+from durafact._cli.output import Failed, emit_json, quoted, say
 from durafact._runtime.registry import Registry
 from durafact._runtime.settings import Settings
+from durafact._service.runs import describe, progress_page, state_name
+from durafact._service.troubles import RESUMABLE, events_newest_first
 
 # The lock on resuming a workflow (see the module docstring): a workflow no worker runs
 # (nothing polls its task queue), deleted once the reset is made; a lock left by a
@@ -81,12 +81,9 @@ async def resume(
             say(f"result: durafact result {quoted(workflow_id)}")
         return 0
     recipe = registry.get(new.workflow_type)
-    result_type = recipe.result_type if recipe else None
     # The new run replays what the old one announced: printed again, marked as kept.
     before = shown.events if shown is not None else []
-    return await wait_and_print(
-        client, settings, handle, new, run_id, url, as_json, result_type, before
-    )
+    return await wait_and_print(client, settings, handle, new, run_id, url, as_json, recipe, before)
 
 
 @contextlib.asynccontextmanager

@@ -508,7 +508,7 @@ async def _up_api(
     if running:
         return running
     port = _usable_port(piece, stack.api_port, API_PORT_ENV, fixed=bool(env.get(API_PORT_ENV)))
-    argv = [sys.executable, "-m", "durafact._cli.starter", "serve", "--port", str(port)]
+    argv = [sys.executable, "-m", "durafact", "serve", "--port", str(port)]
     # Where `up` was run, as the worker: recipes modules there are found (registry.py).
     process = piece.start(argv, env, Path.cwd())
     started.append((piece, process))

@@ -18,11 +18,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from durafact._api import create_app
-from durafact._cli.chat import open_chat
 from durafact._core.ids import message_id, step_id
 from durafact._recipes.chat import ChatInput, ChatWorkflow
 from durafact._runtime.registry import load_registry
 from durafact._runtime.settings import Settings
+from durafact._service.chats import open_chat
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.api.conftest import TOKEN, Served, read_events
 from tests.cli.test_steer import accepted_updates
@@ -485,7 +485,7 @@ async def test_cancel_ends_a_running_run_and_refuses_a_closed_one(
     again = await http.post(f"/api/runs/{workflow_id}/cancel")
     assert (
         error_of(again, 409)["message"]
-        == f"run {workflow_id} is CANCELED: there is nothing to cancel"
+        == f"workflow {workflow_id} is CANCELED: there is nothing to cancel"
     )
 
 
@@ -639,7 +639,7 @@ async def test_a_step_agents_tool_question_is_answered_by_its_id_and_its_run_is_
     # The other routes with a suffix take the agent's id whole too.
     canceled = await http.post(f"/api/runs/{agent}/cancel")
     assert error_of(canceled, 409)["message"] == (
-        f"run {agent} is COMPLETED: there is nothing to cancel"
+        f"workflow {agent} is COMPLETED: there is nothing to cancel"
     )
     steered = await http.post(f"/api/runs/{agent}/steer", json={"text": NOTE})
     assert error_of(steered, 409)["message"] == (
@@ -756,7 +756,7 @@ async def test_a_chat_the_command_line_named_with_a_slash_is_reached_by_its_id(
     http: httpx.AsyncClient, client: Client, served: Served
 ) -> None:
     chat_id = f"team/chat-{uuid.uuid4().hex[:6]}"  # `durafact chat team/...` takes such an id
-    await open_chat(client, served.settings, chat_id, ChatInput())
+    await open_chat(client, served.settings, load_registry([]), chat_id, ChatInput())
     reply = await http.post(f"/api/chats/{chat_id}/messages", json={"text": "hello", "id": "m1"})
     assert reply.status_code == 200, reply.text
     assert reply.json()["text"] == "done: hello"

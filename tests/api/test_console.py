@@ -14,9 +14,10 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, Route, expect
 from temporalio.client import Client
 
-from durafact._cli.chat import open_chat
 from durafact._recipes.chat import STOPPED_REPLY, ChatInput
+from durafact._runtime.registry import load_registry
 from durafact._runtime.worker import build_worker
+from durafact._service.chats import open_chat
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import (
@@ -452,7 +453,7 @@ async def test_a_chat_page_opened_before_its_worker_answers_fills_in_once_it_doe
     # A chat on a queue that no worker polls yet: its queries go unanswered (503).
     late = served.settings.model_copy(update={"task_queue": f"late-{uuid.uuid4().hex[:8]}"})
     chat = f"chat-{uuid.uuid4().hex[:8]}"
-    await open_chat(client, late, chat, ChatInput())
+    await open_chat(client, late, load_registry([]), chat, ChatInput())
     page = await console.new_page()
     await page.goto(f"/chats/{chat}")
     await expect(page.locator("#problem")).to_contain_text(f"chat {chat}", timeout=15_000)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from durafact._cli.arguments import parser
+from durafact._cli.arguments import RECIPES_ENV, parser, values_of
 from durafact._core.plan_limits import MAX_STEPS
 from durafact._recipes.plan_execute import Goal
+from durafact._runtime.registry import ENV_VAR
 from tests.helpers import DURAFACT, ROOT, run_command
 
 # Only a worker needs these: a model client, MCP sessions, the activities that use them.
@@ -34,7 +35,7 @@ RUNTIME = ("temporalio", "durafact._recipes", "durafact._activities", "durafact.
 
 READ_ARGUMENTS = """
 import sys
-from durafact._cli.arguments import parser
+from durafact._cli.arguments import RECIPES_ENV, parser, values_of
 for argv in (
     ["plan", "Plan a trip", "--max-steps", "4", "--budget-tokens", "900"],
     ["route", "Renovate", "--approval-timeout", "2h", "--fallback-after", "2m"],
@@ -100,8 +101,13 @@ async def test_commands_load_no_model_client_mcp_or_activities(
 def test_plan_states_the_limits_of_its_goal(capsys: pytest.CaptureFixture[str]) -> None:
     """`plan --max-steps` states the limits `Goal` keeps to (both from the core)."""
     default = Goal.model_fields["max_steps"].default
-    assert parser().parse_args(["plan", "Plan a trip"]).max_steps == default
+    args = parser().parse_args(["plan", "Plan a trip"])
+    assert values_of(args, args.declared)["max_steps"] == default
     with pytest.raises(SystemExit):
         parser().parse_args(["plan", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert f"upper bound on plan length, 1-{MAX_STEPS} (default {default})" in shown
+
+
+def test_the_arguments_name_the_registrys_variable_as_it_does() -> None:
+    assert RECIPES_ENV == ENV_VAR

@@ -1,8 +1,9 @@
 """Properties of the command line's argument and file parsing, over generated input
 (hypothesis): whatever string a user types or a file holds, a parsing helper gives a
-value or `Failed` with code 2 and a one-line reason, never another exception (which
-the starter would print as an exception name with exit code 1); and any id pasted
-from a suggested command reaches the shell as the same single word.
+value or `Failed` with code 2 (or, from the service layer, `Invalid`, which is code 2
+too) and a one-line reason, never another exception (which the starter would print as
+an exception name with exit code 1); and any id pasted from a suggested command
+reaches the shell as the same single word.
 
 Arguments are generated the way the interpreter hands them over: any text, and any
 bytes decoded as `sys.argv` decodes them (invalid UTF-8 becomes lone surrogates).
@@ -25,12 +26,12 @@ from hypothesis import strategies as st
 from durafact._cli.arguments import duration
 from durafact._cli.commands import corrections
 from durafact._cli.launch import read_input
-from durafact._cli.output import Failed, decide_hint, one_line, quoted
-from durafact._cli.recipe_commands import checked, names
-from durafact._recipes.plan_execute import MAX_STEPS, Goal
-from durafact._recipes.react import ReActInput
-from durafact._recipes.reflection import ReflectionInput
-from durafact._recipes.supervisor import SupervisorRequest
+from durafact._cli.output import Failed, decide_hint, quoted
+from durafact._core.plan_limits import MAX_STEPS
+from durafact._core.text import one_line
+from durafact._runtime.registry import load_registry
+from durafact._service.errors import Invalid
+from durafact._service.launch import launch_of_command
 from tests.properties import FAST, JSON
 
 # What argv can hold: text, or bytes that are not UTF-8 (decoded with surrogateescape);
@@ -47,6 +48,9 @@ def value_or_failed(parse: Callable[[], Any]) -> Any:
     except Failed as exc:
         assert exc.code == 2, str(exc)
         assert one_line(str(exc)), "a failure with no reason"  # printed as one line
+        return None
+    except Invalid as exc:
+        assert one_line(str(exc)), "a failure with no reason"
         return None
 
 
@@ -178,14 +182,22 @@ def test_an_input_file_that_is_missing_a_directory_or_not_utf8_is_one_line(
         assert caught.value.code == 2
 
 
-# --- checked: the recipe commands' arguments as their workflow inputs ----------------------
+# --- the ready recipes' commands: their values as their workflow inputs ---------------------
+
+# Each ready recipe's own command, as the registry finds it on the recipe (`Recipe.command`).
+READY = load_registry([]).commands()
+
+
+def launched(command: str, values: dict[str, Any]) -> Any:
+    """The input a ready command starts its recipe with, on these values."""
+    return launch_of_command(READY[command], values).args[0]
 
 
 @FAST
 @given(ARGS, st.integers(-(2**70), 2**70))
 def test_plan_arguments_are_a_goal_or_one_line_with_code_2(goal: str, max_steps: int) -> None:
     values = {"text": goal, "max_steps": max_steps}
-    value = value_or_failed(lambda: checked(Goal, values, positional="text"))
+    value = value_or_failed(lambda: launched("plan", values))
     if value is not None:
         assert value.text == goal.strip() and 1 <= value.max_steps <= MAX_STEPS
 
@@ -196,38 +208,40 @@ def test_reflect_arguments_are_an_input_or_one_line_with_code_2(
     topic: str, accept_at: float, max_rounds: int
 ) -> None:
     values = {"topic": topic, "accept_at": accept_at, "max_rounds": max_rounds}
-    value_or_failed(lambda: checked(ReflectionInput, values, positional="topic"))
+    value_or_failed(lambda: launched("reflect", values))
 
 
 @FAST
-@given(ARGS, st.none() | st.timedeltas(), st.sampled_from(["reject", "escalate"]) | ARGS)
+@given(
+    ARGS, st.none() | st.timedeltas(), st.none() | st.sampled_from(["reject", "escalate"]) | ARGS
+)
 def test_route_arguments_are_a_request_or_one_line_with_code_2(
-    request: str, timeout: timedelta | None, on_timeout: str
+    request: str, timeout: timedelta | None, on_timeout: str | None
 ) -> None:
     values = {"request": request, "approval_timeout": timeout, "on_timeout": on_timeout}
-    value_or_failed(lambda: checked(SupervisorRequest, values, positional="request"))
+    value_or_failed(lambda: launched("route", values))
 
 
 @FAST
 @given(
     ARGS,
-    st.lists(ARGS, max_size=3),
-    st.lists(ARGS, max_size=3),
+    st.none() | st.lists(ARGS, max_size=3),
+    st.none() | st.lists(ARGS, max_size=3),
     st.sampled_from(["text", "native"]) | ARGS,
     st.integers(-(2**70), 2**70),
 )
 def test_react_arguments_are_an_input_or_one_line_with_code_2(
-    question: str, tools: list[str], mcp: list[str], protocol: str, max_turns: int
+    question: str, tools: list[str] | None, mcp: list[str] | None, protocol: str, max_turns: int
 ) -> None:
     values = {
         "question": question,
-        "tools": names(tools),
-        "mcp_servers": names(mcp),
+        "tools": tools,
+        "mcp_servers": mcp,
         "protocol": protocol,
         "max_turns": max_turns,
+        "context": "keep_all",
     }
-    options = {"mcp_servers": "--mcp"}
-    value_or_failed(lambda: checked(ReActInput, values, positional="question", options=options))
+    value_or_failed(lambda: launched("react", values))
 
 
 # --- ids in suggested commands -------------------------------------------------------------

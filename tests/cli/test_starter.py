@@ -25,9 +25,8 @@ import pytest
 from temporalio.client import Client
 
 from durafact._activities.tools import tool
-from durafact._cli.arguments import parser
+from durafact._cli.arguments import parser, values_of
 from durafact._cli.output import ANSWER_HINT
-from durafact._cli.recipe_commands import launch_of
 from durafact._core.approval import ApprovalAnswer, ApprovalQuestion
 from durafact._core.ledger import Ledger
 from durafact._core.sources import SourceSpec
@@ -43,6 +42,7 @@ from durafact._recipes.research import ResearchResult
 from durafact._runtime.registry import load_registry
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
+from durafact._service.launch import launch_of_command
 from durafact.testing import Call, ScriptedModel, ToolCalls, default_reply
 from tests.helpers import (
     DURAFACT_WORKER,
@@ -1152,7 +1152,8 @@ def test_allow_network_puts_each_network_in_the_web_sources_spec() -> None:
         ["research", "q", "--url", "http://wiki.internal/", "--allow-network", "10.1.2.0/24",
          "--allow-network", "192.168.0.5"]
     )  # fmt: skip
-    launch = launch_of(args, load_registry([]))
+    research = load_registry([]).commands()["research"]
+    launch = launch_of_command(research, values_of(args, args.declared))
     [web] = [spec for spec in launch.args[0].sources if spec.kind == "web"]
     assert web.allowed_networks == ["10.1.2.0/24", "192.168.0.5/32"]
     assert web.allow_private is None

@@ -27,7 +27,6 @@ from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
 from temporalio.client import Client
 from temporalio.converter import StorageDriverClaim, StorageDriverStoreContext
 
-from durafact._cli.launch import MAX_INPUT_BYTES
 from durafact._recipes import PlanExecuteResult
 from durafact._recipes.research import ResearchResult
 from durafact._runtime.codec import ENCODING, data_converter, new_key
@@ -41,6 +40,7 @@ from durafact._runtime.payloads import (
 )
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
+from durafact._service.inputs import MAX_INPUT_BYTES
 from durafact.testing import ScriptedModel
 from tests.helpers import clean_env, free_port, starter, with_converter
 from tests.runtime.test_codec import stored_payloads

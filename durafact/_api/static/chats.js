@@ -21,7 +21,12 @@ async function start(event) {
 
 page(async () => {
   document.getElementById("new-chat").onsubmit = start;
-  const { runs } = await api("/api/runs?type=ChatWorkflow&state=RUNNING");
+  // The running runs of every recipe that declares itself a chat (the ready ChatWorkflow).
+  const chatTypes = (await api("/api/recipes")).filter((recipe) => recipe.chat);
+  const pages = await Promise.all(
+    chatTypes.map((recipe) => api(`/api/runs?type=${encodeURIComponent(recipe.type)}&state=RUNNING`)),
+  );
+  const runs = pages.flatMap((page) => page.runs);
   document.getElementById("chats").replaceChildren(
     ...runs.map((run) =>
       h("li", {}, h("a", { href: `/chats/${encodeURIComponent(run.id)}` }, run.id), " ", when(run.started_at)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -23,8 +24,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from durafact._activities.tools import UNKNOWN_TOOL
-from durafact._cli.output import Failed, quoted
-from durafact._cli.trouble import events_newest_first
 from durafact._core.tools import ToolListRequest
 from durafact._runtime.connection import has_live_poller
 from durafact._runtime.registry import (
@@ -33,6 +32,8 @@ from durafact._runtime.registry import (
     load_registry,
     recipe_modules,
 )
+from durafact._service.errors import Invalid, NotRegistered
+from durafact._service.troubles import events_newest_first
 
 NOT_REGISTERED = "is not registered on this worker"
 # How long to watch the first workflow task: a worker that has the type completes it
@@ -59,18 +60,18 @@ def registration_fix(type_name: str, recipe: Registered | None = None) -> str:
         return (
             f"the embedded worker does not have {type_name}: restart it with its recipes "
             f"module, `durafact down && durafact start {type_name} --input ... "
-            f"--recipes {quoted(module)}`"
+            f"--recipes {shlex.quote(module)}`"
         )
     return (
         f"no worker on this task queue has {type_name} registered: start one with "
-        f"`durafact-worker --recipes {quoted(module)}`"
+        f"`durafact-worker --recipes {shlex.quote(module)}`"
     )
 
 
 async def refuse_if_unregistered(
     client: Any, handle: Any, task_queue: str, recipe: Registered
 ) -> None:
-    """Terminate the run just started and raise Failed with the fix when the worker
+    """Terminate the run just started and raise NotRegistered with the fix when the worker
     polling `task_queue` refuses its type; nothing when no worker polls (the command
     warns about that) or the check cannot tell."""
     try:
@@ -81,7 +82,7 @@ async def refuse_if_unregistered(
         return  # a courtesy: never fail a run over it
     if refused:
         await handle.terminate(f"no worker on task queue {task_queue!r} has {recipe.name}")
-        raise Failed(registration_fix(recipe.name, recipe))
+        raise NotRegistered(registration_fix(recipe.name, recipe))
 
 
 async def first_task_refused(client: Any, workflow_id: str, run_id: str) -> bool:
@@ -106,7 +107,7 @@ TOOLS_CHECK = timedelta(seconds=10)
 
 
 async def refuse_unknown_tools(client: Any, task_queue: str, request: ToolListRequest) -> None:
-    """Raise Failed (exit code 2), naming the worker's tools, when the worker polling
+    """Raise Invalid, naming the worker's tools, when the worker polling
     `task_queue` lacks a tool or MCP server `request` names. The worker answers itself:
     the `list_tools` activity, run on its own (a standalone activity). A worker that does
     not answer in time, or a server without standalone activities, is no refusal."""
@@ -126,6 +127,6 @@ async def refuse_unknown_tools(client: Any, task_queue: str, request: ToolListRe
     except ActivityFailureError as exc:
         cause = exc.cause
         if isinstance(cause, ApplicationError) and cause.type == UNKNOWN_TOOL:
-            raise Failed(f"--tools: {cause.message}", code=2) from None
+            raise Invalid(f"--tools: {cause.message}") from None
     except (RPCError, TimeoutError):
         pass

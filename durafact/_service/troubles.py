@@ -31,7 +31,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 
-from durafact._cli.output import one_line
+from durafact._core.text import one_line
 
 # Failed workflow tasks that are the server's bookkeeping, not a problem of the code: a
 # reset fails the task it resets to; a signal or update that came in while a task
