@@ -3,6 +3,7 @@
 
     python starter.py plan "Plan a weekend in Kraków"
     python starter.py start TripPlanner --input '{"text": "Baltic coast", "days": 2}'
+    python starter.py trip "Baltic coast" --days 2      # the same, by its own command
 
 `durafact` alone is the same without this app's recipes."""
 

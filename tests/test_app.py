@@ -69,3 +69,38 @@ async def test_the_apps_worker_runs_its_recipe_with_its_activity_beside_a_ready_
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
     assert scheduled.count("forecast") == 2
+
+
+async def test_the_apps_recipe_is_started_by_its_own_command_and_shown_as_it_declares(
+    env: WorkflowEnvironment, client: Client, model: ScriptedModel
+) -> None:
+    model.reply(trip_model)
+    queue = f"app-{uuid.uuid4().hex[:8]}"
+    environment = clean_env(
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=queue,
+        OPENAI_BASE_URL=model.url,
+        OPENAI_API_KEY="test",
+        DURAFACT_MODEL="scripted",
+    )
+    help_text = await app("--help", env=environment)
+    assert "trip" in help_text.split()  # listed with durafact's own commands
+    trip_id = f"trip-{uuid.uuid4().hex[:6]}"
+    async with worker_process(client, [sys.executable, "worker.py"], environment, cwd=ROOT):
+        out = await app("trip", "Baltic coast", "--days", "2", "--id", trip_id, env=environment)
+        # Not the default: the option reaches the input.
+        longer = json.loads(
+            await app("trip", "Baltic coast", "--days", "3", "--json", env=environment)
+        )
+
+    # TripPlanner.show_result, then where its artifacts are: no JSON, no usage line (an
+    # itinerary carries none).
+    lines = out.splitlines()
+    assert lines[lines.index("day 1: a day in Gdańsk") + 1] == "day 2: a day in Toruń"
+    assert f"artifacts: durafact artifacts {trip_id}" in lines
+    handle = client.get_workflow_handle(trip_id)
+    description = await handle.describe()
+    assert description.workflow_type == "TripPlanner"
+    assert await description.static_summary() == "trip: Baltic coast"
+    assert await handle.result() == {"days": ["a day in Gdańsk", "a day in Toruń"]}
+    assert longer["result"]["days"] == ["a day in Gdańsk", "a day in Toruń", "a day in Poznań"]

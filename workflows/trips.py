@@ -1,13 +1,16 @@
 """A trip planner written as a user writes a recipe: PlanExecute's three hooks, each
 call one activity: the model picks the cities, this app's `forecast` activity
-(activities/weather.py) tells each day's weather, and the model plans the day."""
+(activities/weather.py) tells each day's weather, and the model plans the day.
+
+It declares its own command and how its result reads, so the command line has them
+as it has the ready recipes': `python starter.py trip "Baltic coast" --days 2`."""
 
 from datetime import timedelta
 
 from pydantic import BaseModel
 from temporalio import workflow
 
-from durafact import PlanExecute, RecipeContext
+from durafact import Command, Ledger, Option, PlanExecute, RecipeContext
 
 with workflow.unsafe.imports_passed_through():
     from activities.weather import forecast
@@ -38,6 +41,18 @@ class Cities(BaseModel):
 
 @workflow.defn
 class TripPlanner(PlanExecute[Trip, Day, DayPlan, Itinerary]):
+    command = Command(
+        "trip",
+        "plan a trip day by day, with each day's weather",
+        argument="text",
+        argument_help="where to go",
+        options=[Option("--days", type=int, help="how many days (default 2)")],
+    )
+
+    @staticmethod
+    def show_result(itinerary: Itinerary, ledger: Ledger | None) -> str:
+        return "\n".join(f"day {n}: {text}" for n, text in enumerate(itinerary.days, 1))
+
     @workflow.run
     async def run(self, trip: Trip) -> Itinerary:
         return await self.execute(trip)
