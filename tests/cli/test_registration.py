@@ -568,15 +568,17 @@ def test_every_structured_call_of_a_built_in_asks_for_a_registered_model() -> No
     for path in sorted((ROOT / "durafact/_recipes").glob("*.py")):
         module = importlib.import_module(f"durafact._recipes.{path.stem}")
         for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "structured"
-                and node.args
-                and isinstance(node.args[0], ast.Name)
-            ):
-                model = getattr(module, node.args[0].id)
-                asked[type_path(model)] = f"{path.name}:{node.lineno}"
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            # ctx.llm.structured(Model, ...) and ctx.llm.request(..., output=Model)
+            named = [k.value for k in node.keywords if k.arg == "output"]
+            if node.func.attr == "structured" and node.args:
+                named.append(node.args[0])
+            for name in named:
+                # a model class by name (recipe.py passes its own `output` parameter on)
+                if isinstance(name, ast.Name) and name.id[:1].isupper():
+                    model = getattr(module, name.id)
+                    asked[type_path(model)] = f"{path.name}:{node.lineno}"
     assert len(asked) >= 10
     assert {name: where for name, where in asked.items() if name not in registered} == {}
 
