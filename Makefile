@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 GOAL ?= Plan a weekend trip to Kraków
 
-.PHONY: demo test up down bench lint format clean chromium
+.PHONY: demo test docs up down bench lint format clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(VENV)/.installed-dev chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2
+
+# The documentation site on http://127.0.0.1:8001 (8000 is the console's), rebuilt as
+# docs/ changes. `make test` builds it in strict mode (tests/docs/test_site.py).
+docs: $(VENV)/.installed-dev
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
 
 # The console's browser tests drive the system Chromium (Playwright cannot download its
 # own browser here). Installed when missing and root can apt-get it, as on these

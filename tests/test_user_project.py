@@ -1,7 +1,8 @@
 """durafact in a user's own project, laid out like Temporal's samples: `workflows.py`,
 `activities.py`, `worker.py` and `starter.py` at its root (tests/user_project/), and
-beside them README's examples: "Write your own recipe" as `trips/recipes.py`, "Use
-durafact in your own worker" as `app.py`, "Test your recipe" as `tests/test_trips.py`.
+beside them the documentation's examples: docs/guides/your-recipe.md as
+`trips/recipes.py`, docs/guides/your-worker.md as `app.py`, docs/guides/testing.md as
+`tests/test_trips.py`.
 
 durafact is installed into the project's own virtual environment from its wheel, as
 `pip install` puts it there; its dependencies come from this test's environment (one
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -34,19 +34,16 @@ from temporalio.client import Client
 from durafact._local.embedded import temporal_binary
 from durafact.testing import Call, ScriptedModel
 from tests.cli.test_registration import worker_process
+from tests.docs.blocks import page_file, run_by
 from tests.helpers import ROOT, clean_env, free_port, run_command, spawn_command
 
 PROJECT = Path(__file__).with_name("user_project")
 SOURCE = Path(os.environ.get("DURAFACT_WHEEL_FROM") or ROOT)
 
 
-def readme_block(heading: str) -> str:
-    """The one python block of README's section `heading`."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 1, f"README's {heading!r} shows one python example"
-    return blocks[0]
+def docs_block(page: str) -> str:
+    """The python block of `page` that this module runs (`run by:` on the page)."""
+    return run_by(page, "tests/test_user_project.py")
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +82,12 @@ def project(tmp_path: Path) -> Path:
     shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "trips").mkdir()
     (root / "trips" / "__init__.py").write_text("")
-    (root / "trips" / "recipes.py").write_text(readme_block("Write your own recipe"))
-    (root / "app.py").write_text(readme_block("Use durafact in your own worker"))
+    (root / "trips" / "recipes.py").write_text(
+        page_file("docs/guides/your-recipe.md", "trips/recipes.py")
+    )
+    (root / "app.py").write_text(docs_block("docs/guides/your-worker.md"))
     (root / "tests").mkdir()
-    (root / "tests" / "test_trips.py").write_text(readme_block("Test your recipe"))
+    (root / "tests" / "test_trips.py").write_text(docs_block("docs/guides/testing.md"))
     return root
 
 
@@ -103,7 +102,7 @@ def sdk_exit_abort(code: int, err: str) -> bool:
     """The client process aborted after its work was done, while the interpreter shut
     down: temporalio's Rust threads call into Python during finalization
     (temporalio/sdk-python#300), which durafact's own commands avoid with `os._exit`.
-    A plain script like README's meets it now and then, after all its output."""
+    A plain script like the docs' app.py meets it now and then, after all its output."""
     return code == -6 and "PyGILState_Release" in err and "finalizing" in err
 
 
@@ -161,7 +160,7 @@ async def test_no_module_of_durafact_imports_the_projects_own(project: Path, ven
     assert Path(run.out.strip()).is_relative_to(venv)  # the wheel's durafact, not a checkout
 
 
-async def test_readmes_worker_and_client_run_a_user_recipe_and_a_ready_workflow(
+async def test_the_docs_worker_and_client_run_a_user_recipe_and_a_ready_workflow(
     client: Client, model: ScriptedModel, project: Path, venv: Path
 ) -> None:
     model.reply(planner)
@@ -181,7 +180,7 @@ async def test_readmes_worker_and_client_run_a_user_recipe_and_a_ready_workflow(
     assert {c.activity_id.split(":")[1] for c in model.calls} == {"plan", "step", "final"}
 
 
-async def test_the_readme_test_of_a_user_recipe_passes_under_pytest(
+async def test_the_docs_test_of_a_user_recipe_passes_under_pytest(
     project: Path, venv: Path, tmp_path: Path
 ) -> None:
     # The dev server's `temporal` binary: installed with the `local` extra, or, as

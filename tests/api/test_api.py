@@ -868,15 +868,15 @@ async def test_a_query_no_worker_answers_is_503(http: httpx.AsyncClient, client:
         await handle.terminate("test done")
 
 
-def test_the_readme_api_table_matches_the_openapi_document() -> None:
+def test_the_docs_api_table_matches_the_openapi_document() -> None:
     app = create_app(None, Settings(), load_registry(entry_points=False))  # type: ignore[arg-type]
 
     def shape(path: str) -> str:
         return re.sub(r"\{[^}]*\}", "{}", path)
 
     served = {(m.upper(), shape(p)) for p, ops in app.openapi()["paths"].items() for m in ops}
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("### The HTTP API") : readme.index("## Security")]
+    page = (ROOT / "docs/guides/console.md").read_text()
+    table = page.split("\n## The HTTP API\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `(GET|POST)` \| `([^`]+)` \|", table, re.MULTILINE)
     assert len(rows) == len(set(rows))
     assert {(method, shape(path)) for method, path in rows} == served

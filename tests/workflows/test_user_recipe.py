@@ -1,10 +1,9 @@
-"""README's "Write your own recipe" example, exactly as README shows it: a module in a
+"""The example of docs/guides/your-recipe.md, exactly as the page shows it: a module in a
 package of the user's own, registered by module path, run by a worker on the scripted
-model. A README change that breaks the example breaks this test."""
+model. A change of the page that breaks the example breaks this test."""
 
 from __future__ import annotations
 
-import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -18,25 +17,23 @@ from durafact._runtime.registry import load_registry
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel
-from tests.helpers import ROOT
+from tests.docs.blocks import page_file
+
+PAGE = "docs/guides/your-recipe.md"
 
 
-def readme_example() -> str:
-    """The python block of README's "Write your own recipe" section."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Write your own recipe", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 1, "the section shows one python example"
-    return blocks[0]
+def page_example() -> str:
+    """The page's module, `trips/recipes.py`."""
+    return page_file(PAGE, "trips/recipes.py")
 
 
 @pytest.fixture
 def trips_package(tmp_path: Path) -> Iterator[str]:
-    """README's module as `trips.recipes` in a package outside the repository."""
+    """The page's module as `trips.recipes` in a package outside the repository."""
     package = tmp_path / "trips"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "recipes.py").write_text(readme_example())
+    (package / "recipes.py").write_text(page_example())
     sys.path.insert(0, str(tmp_path))
     try:
         yield "trips.recipes"
@@ -53,7 +50,7 @@ def tour(call: Call) -> str | dict:
     return f"walk the old town of {city}"
 
 
-async def test_the_readme_recipe_runs_registered_by_module_path(
+async def test_the_docs_recipe_runs_registered_by_module_path(
     client: Client, settings: Settings, model: ScriptedModel, trips_package: str
 ) -> None:
     model.reply(tour)
