@@ -1,6 +1,7 @@
 """What users import is listed once (`durafact.__all__`), small, and everything else is
-private: every other module lives in a `durafact._*` package, and what README and the
-root app (workflows/, activities/, worker.py, starter.py) import is public."""
+private: every other module lives in a `durafact._*` package, and what README, the
+documentation (docs/) and the root app (workflows/, activities/, worker.py, starter.py)
+import is public."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 
 import durafact
+from tests.docs.blocks import all_blocks
 from tests.helpers import ROOT
 
 APP = ["workflows", "activities", "worker.py", "starter.py"]
@@ -56,13 +58,14 @@ def test_importing_durafact_loads_none_of_its_modules() -> None:
 
 
 def imports_in(text: str) -> set[str]:
-    """The durafact modules a program or a README's python blocks import from."""
+    """The durafact modules a program or the documentation's python blocks import from."""
     return set(re.findall(r"^\s*(?:from|import) (durafact[\w.]*)", text, re.M))
 
 
-def test_readme_and_the_app_import_only_public_names() -> None:
-    readme = "\n".join(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S))
-    texts = [readme] + [
+def test_readme_the_docs_and_the_app_import_only_public_names() -> None:
+    blocks = [block.text for block in all_blocks() if block.lang == "python"]
+    assert any("from durafact import" in text for text in blocks)
+    texts = blocks + [
         path.read_text()
         for name in APP
         for path in ([ROOT / name] if name.endswith(".py") else (ROOT / name).rglob("*.py"))

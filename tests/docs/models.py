@@ -142,3 +142,32 @@ def times_table(model: ScriptedModel) -> None:
         return "Thought: I now know the answer.\nFinal Answer: 7, 14, 21, 28 and 35."
 
     model.reply(reply)
+
+
+def outage(model: ScriptedModel) -> None:
+    """docs/operations/failures.md: every call fails with 503 for the first 6 s."""
+    import time
+
+    back = time.monotonic() + 6.0
+    model.fail(503, times=10_000, when=lambda call: time.monotonic() < back)
+
+
+def bike_prices(model: ScriptedModel) -> None:
+    """docs/recipes/research.md: a model that follows the instructions: it chooses the
+    price list, quotes its three rows and names their sum (tests/scripted_research.py)."""
+    from tests.scripted_research import sum_script
+
+    model.reply(sum_script())
+
+
+def readme(model: ScriptedModel) -> None:
+    """README.md: three questions about the topic, each answered "done: ..."; the
+    ready planner's plan is the default's."""
+    from durafact.testing import default_reply
+
+    def reply(call: Call) -> str | dict:
+        if call.schema_name == "Questions":
+            return {"questions": ["What is a workflow?", "What is an activity?"]}
+        return default_reply(call)
+
+    model.reply(reply)
