@@ -14,10 +14,13 @@ scripted model (tests/conftest.py), on a task queue of the page's own:
   shows them) and its output compared with the lines under it. `...` alone on a line
   stands for any lines. A run moves on by itself between two commands, so a command
   whose output does not match yet is run again, for up to RETRY_FOR seconds, as a
-  person looks again; a command ending in `&` runs in the background and shows nothing.
+  person looks again. A command ending in `&` runs in the background and shows
+  nothing; a worker (`durafact-worker`) is waited for until it polls, a server
+  (`durafact serve`) until it answers, as a person waits for either to start.
 
-Unless a block starts a worker of its own (`durafact-worker`, `durafact up`), an
-in-process worker serves the page's queue on the scripted model while it runs. The
+Each block gets a task queue of its own. Unless it starts a worker of its own
+(`durafact-worker`, `durafact up`), an in-process worker serves that queue on the
+scripted model while the block runs. The
 commands get TEMPORAL_ADDRESS, DURAFACT_TASK_QUEUE and OPENAI_BASE_URL (the scripted
 model, which answers as whatever model it is asked for: `gpt-4o-mini` by default); the
 project directory is on PYTHONPATH. NORMALISE lists what may differ from run to run.
@@ -34,6 +37,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import sys
 import time
 import uuid
@@ -43,6 +47,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from durafact._runtime.connection import has_live_poller
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
@@ -163,6 +168,23 @@ class Project:
             start_new_session=True,
         )  # fmt: skip
         self.background.append(process)
+        deadline = time.monotonic() + 30
+        while not await self.serving(command):
+            assert process.returncode is None, f"`{command}` exited {process.returncode}"
+            assert time.monotonic() < deadline, f"`{command}` did not start in 30 s"
+            await asyncio.sleep(0.2)
+
+    async def serving(self, command: str) -> bool:
+        """Whether what `command` started in the background is ready: a worker polls
+        the block's queue, a server answers on its port."""
+        if "durafact-worker" in command:
+            return await has_live_poller(self.client, self.client.namespace, self.queue)
+        if "durafact serve" in command:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", int(self.port)), timeout=1).close()
+                return True
+            return False
+        return True
 
     async def stop_background(self) -> None:
         for process in self.background:
@@ -201,6 +223,7 @@ async def run_console(project: Project, block: Block) -> None:
         if command.rstrip().endswith("&"):
             assert not shown, f"{block.where}: `{command}` runs in the background: no output"
             await project.start_background(project.local(command.rstrip()[:-1]))
+            printed.append((command, ""))
             continue
         expected = normalise("\n".join(shown))
         deadline = time.monotonic() + RETRY_FOR
@@ -221,7 +244,7 @@ async def run_console(project: Project, block: Block) -> None:
         )  # fmt: skip
     if UPDATE and [shown for _, shown in commands(block)] != [
         out.rstrip("\n").splitlines() for _, out in printed
-    ]:
+    ]:  # fmt: skip
         rewrite(block, printed)
 
 
@@ -233,10 +256,11 @@ def rewrite(block: Block, printed: list[tuple[str, str]]) -> None:
     now = next(b for b in blocks_of(block.page) if (b.lang, b.text) == (block.lang, block.text))
     lines = page.read_text().splitlines()
     end = next(j for j in range(now.line, len(lines)) if lines[j].strip() == "```")
+    indent = " " * (len(lines[now.line - 1]) - len(lines[now.line - 1].lstrip()))
     session = []
     for command, out in printed:
-        session.append("$ " + command.replace("\n", "\\\n"))
-        session.extend(line.rstrip() for line in out.rstrip("\n").splitlines())
+        session.append(indent + "$ " + command.replace("\n", "\\\n"))
+        session.extend((indent + line).rstrip() for line in out.rstrip("\n").splitlines())
     lines[now.line : end] = session
     page.write_text("\n".join(lines) + "\n")
 
@@ -254,6 +278,8 @@ RUNNERS = {"python": run_python, "sh": run_shell, "bash": run_shell, "console": 
 
 async def run_block(project: Project, block: Block) -> None:
     project.model.reset()
+    project.queue = f"docs-{uuid.uuid4().hex[:8]}"
+    project.env["DURAFACT_TASK_QUEUE"] = project.queue
     setup = block.marks.get("model")
     if setup:
         getattr(models, setup.replace("-", "_"))(project.model)
