@@ -107,11 +107,22 @@ def stuck_steps(model: ScriptedModel) -> None:
 
 
 def quarter(model: ScriptedModel) -> None:
-    """docs/guides/steer.md, steer: turn 1 (held for 8 s, long enough for the note to
-    be queued before it ends) divides by 4; turn 2 answers in cents once a note asked."""
+    """docs/guides/steer.md, steer: turn 1 (held for 10 s from its arrival, long enough
+    for the note to be queued before it ends) divides by 4; turn 2 answers in cents once
+    a note asked."""
     import threading
 
-    threading.Timer(8.0, model.hold(lambda call: call.activity_id.endswith(":1")).set).start()
+    timers: list[threading.Timer] = []
+
+    def first_turn(call: Call) -> bool:
+        if not call.activity_id.endswith(":1"):
+            return False
+        if not timers:
+            timers.append(threading.Timer(10.0, release.set))
+            timers[0].start()
+        return True
+
+    release = model.hold(first_turn)
 
     def reply(call: Call) -> str:
         if call.activity_id.endswith(":1"):
@@ -145,11 +156,16 @@ def times_table(model: ScriptedModel) -> None:
 
 
 def outage(model: ScriptedModel) -> None:
-    """docs/operations/failures.md: every call fails with 503 for the first 6 s."""
+    """docs/operations/failures.md: every call fails with 503 for 6 s from the first."""
     import time
 
-    back = time.monotonic() + 6.0
-    model.fail(503, times=10_000, when=lambda call: time.monotonic() < back)
+    down: list[float] = []
+
+    def failing(call: Call) -> bool:
+        down.append(down[0] if down else time.monotonic())
+        return time.monotonic() < down[0] + 6.0
+
+    model.fail(503, times=10_000, when=failing)
 
 
 def bike_prices(model: ScriptedModel) -> None:

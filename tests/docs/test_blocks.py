@@ -234,7 +234,7 @@ async def run_console(project: Project, block: Block) -> None:
             actual = normalise(out)
             if matches(expected, actual) or time.monotonic() > deadline or UPDATE:
                 break
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.3)
         printed.append((command, out if matches(expected, actual) else first))
         if UPDATE:
             continue
