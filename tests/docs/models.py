@@ -156,14 +156,14 @@ def times_table(model: ScriptedModel) -> None:
 
 
 def outage(model: ScriptedModel) -> None:
-    """docs/operations/failures.md: every call fails with 503 for 6 s from the first."""
-    import time
-
-    down: list[float] = []
+    """docs/operations/failures.md: down (503) until the run is resumed: a model call
+    fails until it is a second first attempt, the one `resume` schedules afresh."""
+    firsts: list[str] = []
 
     def failing(call: Call) -> bool:
-        down.append(down[0] if down else time.monotonic())
-        return time.monotonic() < down[0] + 6.0
+        if call.attempt == 1:
+            firsts.append(call.activity_id)
+        return firsts.count("llm:plan:Plan a weekend in Kraków") < 2
 
     model.fail(503, times=10_000, when=failing)
 
