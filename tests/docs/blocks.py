@@ -6,7 +6,8 @@ programs, shell commands, terminal sessions), unless the HTML comment on the lin
 before its fence says otherwise. That comment holds `key: value` pairs, `;`-separated:
 
 - `not run: REASON`: the block cannot run here (a Docker engine, Temporal Cloud, a
-  key of a real model...); the reason is required, and counted by the tests.
+  key of a real model...); the reason (the rest of the comment) is required, and
+  counted by the tests.
 - `run by: tests/PATH.py`: another test runs this block; that file must name the page.
 - `file: PATH`: the block is the file PATH of the page's project (a module a later
   block imports or runs, a price table...); written, and for python run as a module.
@@ -55,6 +56,8 @@ def pages() -> list[Path]:
 
 
 def parse_marks(body: str) -> dict[str, str]:
+    if body.startswith("not run:"):  # the reason is the rest, whatever it holds
+        return {"not run": body.removeprefix("not run:").strip()}
     marks = {}
     for part in body.split(";"):
         key, sep, value = part.partition(":")
