@@ -35,6 +35,7 @@
                                        # the HTTP API and web console (127.0.0.1:8000)
     durafact up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
     durafact down      # stop what `up` started
+    durafact key ID    # a new payload encryption key line, ID=BASE64, for DURAFACT_KEYS
 
 In a checkout, `python starter.py` is the same command line. `start` runs any registered workflow
 type: the built-ins (PlanExecuteWorkflow, ...) and the recipes modules named by
@@ -84,6 +85,7 @@ COMMANDS = (
     "serve",
     "up",
     "down",
+    "key",
 )
 # The recipes modules named for the whole process (the registry's ENV_VAR, which is not
 # imported to read it: tests/cli/test_imports.py checks that the two agree).
@@ -305,6 +307,10 @@ def parser(registered: Sequence[Command] = ()) -> Parser:
         "up", parents=[registration], help="start the embedded stack in the background"
     )
     commands.add_parser("down", help="stop what `up` started")
+    key = commands.add_parser(
+        "key", help="print a new payload encryption key line, ID=BASE64, for DURAFACT_KEYS"
+    )
+    key.add_argument("id", nargs="?", default="k1", help="the key's id (default: k1)")
     return top
 
 

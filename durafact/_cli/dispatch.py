@@ -70,6 +70,14 @@ async def run_command(args: argparse.Namespace, doors: Mapping[str, Any]) -> int
     if args.command == "up":
         registry_of(args)
         return await up()
+    if args.command == "key":
+        from durafact._runtime.codec import CodecConfigError, new_key
+
+        try:
+            say(new_key(args.id))
+        except CodecConfigError as exc:
+            raise Failed(str(exc)) from None
+        return 0
     if args.command == "down":
         from durafact._local import embedded
 

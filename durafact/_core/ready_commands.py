@@ -52,7 +52,7 @@ ANSWER = Command(
     "answer",
     "answer a batch of questions from their sources",
     argument="file",
-    argument_help="the batch: a JSON file (format in README)",
+    argument_help="the batch: a JSON file (its format: docs/recipes/answer-flow.md)",
     options=(
         Option("--max-repairs", type=int, help="repair rounds (default: the file's, 1)"),
         Option(

@@ -115,7 +115,7 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
         for i, step in enumerate(steps):
             ledger.create(step_id(text, i), step)
             ledger.link(step_id(text, i), "from_goal", goal_id(text))
-        ctx.announce(f"planned {len(steps)} steps")
+        ctx.announce(f"planned {len(steps)} step{'' if len(steps) == 1 else 's'}")
 
         results: list[R] = []
         for i, step in enumerate(steps):

@@ -4,7 +4,7 @@ keeps large payloads in external storage (durafact/_runtime/payloads.py).
 
 Keys come from `DURAFACT_KEYS` (`ID=BASE64,ID=BASE64`, newest first) or from the file
 `DURAFACT_KEYS_FILE` names (one `ID=BASE64` a line, newest first; `#` comments and
-blank lines allowed); each key is 32 random bytes in base64 (`python -m durafact._runtime.codec ID`
+blank lines allowed); each key is 32 random bytes in base64 (`durafact key ID`
 prints a new one). New payloads are encrypted with the newest key and carry its id in
 their metadata (`encoding: binary/encrypted`, `encryption-key-id: ID`); a payload is
 decrypted with the key its id names, so after a rotation (`k2=...,k1=...`) old
@@ -28,7 +28,6 @@ import binascii
 import dataclasses
 import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +108,7 @@ def parse_keys(entries: Sequence[str], where: str) -> Keyring:
         if len(key) != KEY_SIZE:
             raise CodecConfigError(
                 f"{where}: key {key_id!r} is {len(key)} bytes; AES-256 needs {KEY_SIZE} "
-                f"(make one with: python -m durafact._runtime.codec {key_id})"
+                f"(make one with: durafact key {key_id})"
             )
         keys.append((key_id, key))
     if not keys:
@@ -237,13 +236,6 @@ def new_key(key_id: str) -> str:
     if not KEY_ID.fullmatch(key_id):
         raise CodecConfigError(f"key id {key_id!r} must be 1-64 letters, digits, '.', '_' or '-'")
     return f"{key_id}={base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
-
-
-if __name__ == "__main__":  # python -m durafact._runtime.codec ID: print a new key entry
-    try:
-        print(new_key(sys.argv[1] if len(sys.argv) > 1 else "k1"))
-    except CodecConfigError as exc:
-        sys.exit(f"codec: {exc}")
 
 
 def encrypts(converter: DataConverter) -> bool:

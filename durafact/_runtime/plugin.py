@@ -186,7 +186,7 @@ class DurafactPlugin(SimplePlugin):
         raise ValueError(
             "DurafactPlugin sets the client's data converter (pydantic, with durafact's "
             "codec and payload store), and this client has another one: leave "
-            "data_converter out, or use durafact._runtime.codec.converter_for(...)"
+            "data_converter out (keys and a payload store are DurafactPlugin's settings)"
         )
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:

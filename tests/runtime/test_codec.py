@@ -45,6 +45,7 @@ from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.helpers import (
+    DURAFACT,
     DURAFACT_WORKER,
     ROOT,
     clean_env,
@@ -328,7 +329,7 @@ async def test_a_payload_round_trips_and_each_encryption_differs() -> None:
         (
             {"DURAFACT_KEYS": "k1=" + base64.b64encode(b"x" * 16).decode()},
             "DURAFACT_KEYS: key 'k1' is 16 bytes; AES-256 needs 32 "
-            "(make one with: python -m durafact._runtime.codec k1)",
+            "(make one with: durafact key k1)",
         ),
         ({"DURAFACT_KEYS": f"{K1},{K1_OTHER}"}, "DURAFACT_KEYS: key id 'k1' is given twice"),
         (
@@ -367,7 +368,7 @@ async def test_the_starter_and_the_worker_refuse_unusable_keys_before_connecting
     assert run.code == 1
     assert run.err_lines == [
         "starter: DURAFACT_KEYS: key 'k1' is 3 bytes; AES-256 needs 32 "
-        "(make one with: python -m durafact._runtime.codec k1)"
+        "(make one with: durafact key k1)"
     ]
     worker = await run_command(
         *DURAFACT_WORKER,
@@ -555,3 +556,15 @@ async def test_up_starts_the_codec_server_and_the_web_ui_decodes_through_it(
     assert list(state.glob("*.pid")) == []
     with pytest.raises(httpx.TransportError):
         httpx.post(f"{codec_url}/decode", content=b"{}", timeout=2)
+
+
+async def test_durafact_key_prints_a_key_line_the_worker_takes(tmp_path: Path) -> None:
+    made = await run_command(*DURAFACT, "key", "k7", env=clean_env(), cwd=tmp_path)
+    assert made.code == 0, made.err
+    (line,) = made.out.splitlines()
+    key_id, _, encoded = line.partition("=")
+    assert key_id == "k7" and len(base64.b64decode(encoded)) == 32
+    keyring = keys_from_env({"DURAFACT_KEYS": line})
+    assert keyring is not None and keyring.newest == "k7"
+    bad = await run_command(*DURAFACT, "key", "k 7", env=clean_env(), cwd=tmp_path)
+    assert (bad.code, len(bad.err_lines)) == (1, 1)
