@@ -1,4 +1,4 @@
-"""Worker processes for the scale-out test and bench: `python worker.py` as
+"""Worker processes for the scale-out test and bench: `durafact-worker` as
 `tests.helpers.start_worker` runs it, each with a scripted model server of its own (so
 every model call is known to come from one process), its stderr read as it comes (a
 worker that logs a lot never blocks on a full pipe), and stopped on the way out."""
@@ -19,7 +19,7 @@ from tests.helpers import start_worker
 
 
 class WorkerProcess:
-    """One `python worker.py` and the scripted model only it talks to."""
+    """One `durafact-worker` and the scripted model only it talks to."""
 
     def __init__(self, client: Client, settings: Settings, reply: Callable[[Call], object]) -> None:
         self.model = ScriptedModel().start()
