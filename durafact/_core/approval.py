@@ -6,18 +6,22 @@ answered by the `answer` signal or the `decide` update that every recipe
 workflow has (see `durafact/_recipes/recipe.py`). Pure pydantic models and one pure
 validator, so the workflow sandbox, the starter and the tests share them.
 
-The models accept what a client sends as it is; `validate_answer` is where an
-answer is judged against the questions a workflow holds, so the `decide`
-update's validator can refuse a bad one before anything reaches history.
+An answer has exactly the fields of `ApprovalAnswer`: one written by hand with
+another (`approve` for `approved`) is refused by `answer_of` in one line naming it,
+instead of being taken with the field ignored. `validate_answer` is where an answer
+is judged against the questions a workflow holds, so the `decide` update's validator
+can refuse a bad one before anything reaches history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from durafact._core.mistakes import first_mistake
 
 ApprovalKind = Literal["approve", "escalate"]
 QuestionStatus = Literal["pending", "approved", "rejected", "timed_out"]
@@ -36,7 +40,14 @@ class ApprovalAnswer(BaseModel):
     `changes` are edited facts (`{"budget": "5000"}`); with a rejection they ask the
     workflow to rebuild from them and ask again. An approval carries them only to a
     question that names them `settable` (a budget question's new limit).
+
+    Sent by hand, as JSON (`execute_update("decide", {...})`, a signal from the Temporal
+    CLI), it is an object with these fields only:
+
+        {"question_id": "approval:release:1", "approved": true, "reason": "fine"}
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     question_id: str | None = None
     approved: bool
@@ -128,6 +139,18 @@ class ApprovalOutcome(BaseModel):
     changes: dict[str, str] = Field(default_factory=dict)
     timed_out: bool = False
     remember: RememberScope | None = None
+
+
+def answer_of(data: ApprovalAnswer | Mapping[str, Any]) -> ApprovalAnswer:
+    """`data` as an answer; a ValueError of one line naming the field that is wrong."""
+    if isinstance(data, ApprovalAnswer):
+        return data
+    try:
+        return ApprovalAnswer.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(
+            first_mistake(exc.errors(), ApprovalAnswer.model_fields, "an answer")
+        ) from None
 
 
 def validate_answer(

@@ -48,6 +48,7 @@ from durafact._core.approval import (
     ApprovalAnswer,
     ApprovalOutcome,
     ApprovalQuestion,
+    answer_of,
 )
 from durafact._core.budget import Budget
 from durafact._core.commands import Command
@@ -97,6 +98,11 @@ CANCELED = "canceled"
 FALLBACK = "fallback"
 # The error type of an answer the `decide` update refuses.
 INVALID_ANSWER = "InvalidAnswer"
+# What the signal `answer` and the update `decide` take. An answer written by hand with a
+# wrong field reaches them as the dict it is: decoded as an ApprovalAnswer, it would fail
+# in the SDK before them ("Failed decoding arguments", pydantic's report in its cause),
+# where `answer_of` says in one line which field is wrong. A valid answer decodes as one.
+HandWritten = ApprovalAnswer | dict[str, Any]
 # The memo key of a run's own model deadline, in seconds (`starter.py ... --model-deadline`):
 # a memo, so that no recipe's input model has to carry it.
 MODEL_DEADLINE_MEMO = "durafact-model-deadline"
@@ -734,26 +740,38 @@ class Recipe(Generic[In, Out]):
         return self._ctx.pending_questions()
 
     @workflow.signal
-    def answer(self, answer: ApprovalAnswer) -> None:
+    def answer(self, answer: HandWritten) -> None:
         """A person's answer, fire and forget (`starter.py approve`). One that cannot be
-        taken (see `validate_answer`) is dropped with a warning announcement."""
+        taken (see `validate_answer`), or is no `ApprovalAnswer`, is dropped with a
+        warning announcement."""
         try:
-            self._ctx.receive_answer(answer)
+            self._ctx.receive_answer(answer_of(answer))
         except ValueError as refusal:
             workflow.logger.warning("answer dropped: %s", refusal)
             self._ctx.announce(f"answer dropped: {refusal}", kind="warning")
 
     @workflow.update
-    def decide(self, answer: ApprovalAnswer) -> ApprovalOutcome:
-        """A person's answer to a named question; returns the outcome."""
+    def decide(self, answer: HandWritten) -> ApprovalOutcome:
+        """A person's answer to a named question (an `ApprovalAnswer`); returns the outcome.
+
+        A refusal fails the update, before anything is written to history, with an
+        `ApplicationError` of type `InvalidAnswer` whose message says why in one line:
+        `decide: 'approve' is not a field of an answer (did you mean 'approved'?)`,
+        `no question 'approval:x:9' was asked`."""
         try:
-            return self._ctx.receive_answer(answer)
+            return self._ctx.receive_answer(answer_of(answer))
         except ValueError as refusal:  # only if the state changed since the validator ran
             raise ApplicationError(str(refusal), type=INVALID_ANSWER, non_retryable=True) from None
 
     @decide.validator
-    def _validate_decide(self, answer: ApprovalAnswer) -> None:
+    def _validate_decide(self, given: HandWritten) -> None:
         # Runs before the update is accepted: a refusal writes nothing to history.
+        try:
+            answer = answer_of(given)
+        except ValueError as mistake:
+            raise ApplicationError(
+                f"decide: {mistake}", type=INVALID_ANSWER, non_retryable=True
+            ) from None
         if answer.question_id is None:
             raise ApplicationError(
                 "decide needs a question id (the signal `answer` takes the oldest pending)",

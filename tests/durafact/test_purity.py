@@ -32,6 +32,7 @@ ALLOWED = {
     "dataclasses",
     "datetime",
     "decimal",
+    "difflib",
     "enum",
     "fnmatch",
     "functools",

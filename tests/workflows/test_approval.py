@@ -362,6 +362,61 @@ async def test_the_validator_refuses_bad_answers_before_they_reach_history(
     assert outcome.approved
 
 
+async def test_a_raw_answer_with_a_wrong_field_is_refused_in_one_line_naming_it(
+    client: Client, settings: Settings
+) -> None:
+    # What a person writes by hand: a dict, with the HTTP API's old field name or a typo.
+    async with build_worker(client, settings, workflows=[AskWorkflow]):
+        handle = await start_ask(client, settings.task_queue)
+        await waiting(handle)
+        before = await event_count(handle)
+        refusals = []
+        for bad in (
+            {"question_id": QUESTION, "approve": True},
+            {"question_id": QUESTION, "approved": True, "reasn": "fine"},
+            {"question_id": QUESTION, "approved": "maybe"},
+        ):
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update("decide", bad)
+            cause = refused.value.cause
+            assert isinstance(cause, ApplicationError), repr(cause)
+            refusals.append((cause.type, cause.message, cause.cause))
+        after = await event_count(handle)
+        # The signal drops the same answer with the same reason, as a warning.
+        await handle.signal("answer", {"approve": True})
+        warnings = await eventually(
+            lambda: messages(handle, "warning"), lambda found: len(found) == 1, "a warning"
+        )
+        outcome = await handle.execute_update(
+            "decide", {"question_id": QUESTION, "approved": True}, result_type=ApprovalOutcome
+        )
+        await handle.result()
+        await replays(handle)
+
+    assert refusals == [
+        (
+            "InvalidAnswer",
+            "decide: 'approve' is not a field of an answer (did you mean 'approved'?)",
+            None,
+        ),
+        (
+            "InvalidAnswer",
+            "decide: 'reasn' is not a field of an answer (did you mean 'reason'?)",
+            None,
+        ),
+        (
+            "InvalidAnswer",
+            "decide: 'approved': Input should be a valid boolean, unable to interpret input",
+            None,
+        ),
+    ]
+    assert warnings == [
+        "answer dropped: 'approve' is not a field of an answer (did you mean 'approved'?)"
+    ]
+    assert after == before
+    assert outcome.approved
+
+
 async def test_two_updates_for_one_question_close_it_once(
     client: Client, settings: Settings
 ) -> None:
