@@ -28,7 +28,7 @@ demo: $(VENV)/.installed-demo
 test: $(VENV)/.installed-dev chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --durations=30
 
 # The documentation site on http://127.0.0.1:8001 (8000 is the console's), rebuilt as
 # docs/ changes. `make test` builds it in strict mode (tests/docs/test_site.py).
