@@ -35,7 +35,6 @@ def first_mistake(
     ]
     guess = get_close_matches(name, missing or list(fields), n=1)
     of = what or ".".join(parent)
-    return (
-        f"{name!r} is not a field{f' of {of}' if of else ''}"
-        + (f" (did you mean {guess[0]!r}?)" if guess else "")
+    return f"{name!r} is not a field{f' of {of}' if of else ''}" + (
+        f" (did you mean {guess[0]!r}?)" if guess else ""
     )

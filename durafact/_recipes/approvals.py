@@ -68,6 +68,20 @@ class Approvals:
         (a tool question); `remember`: the scopes an answer may remember; `tool`,
         `arguments_hash` and `arguments`: the call a tool question is about, its
         arguments as the tool will receive them.
+
+        Example:
+            ```python
+            outcome = await ctx.ask_approval(
+                "release",  # the thread: the question is approval:release:1
+                f"Publish {draft.title}?",
+                policy=ApprovalPolicy(timeout=timedelta(days=3)),
+            )
+            if not outcome.approved:
+                return Report(text=f"not published: {outcome.reason}")
+            ```
+
+            A person answers with `durafact approve RUN`, the console's inbox, the
+            HTTP API, or in a test `await durafact.testing.approve(handle)`.
         """
         policy = policy or ApprovalPolicy()
         asking = {

@@ -317,7 +317,7 @@ class PlanExecuteWorkflow(PlanExecute[Goal, PlanStep, StepResult, FinalAnswer]):
         self, ctx: RecipeContext, step: PlanStep, history: list[StepResult]
     ) -> StepResult:
         # The goal goes with the system prompt, which is the same for every call and so
-        # stored whole once (see RecipeContext.sent_once); the step's own line is new.
+        # stored whole once (see RecipeContext._sent_once); the step's own line is new.
         request = f"Step {step.index + 1}: {step.description}"
         summary = f"request model: step {step.index + 1} {quote(step.description)}"
         messages = plan_messages(self.goal.text, request, ctx.refs(history))

@@ -91,7 +91,7 @@ TOKENS_ATTRIBUTE = SearchAttributeKey.for_int("DurafactTokens")
 COST_ATTRIBUTE = SearchAttributeKey.for_float("DurafactCost")
 SEARCH_ATTRIBUTES = (RECIPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOKENS_ATTRIBUTE, COST_ATTRIBUTE)
 # A message at least this long that an earlier call of the run sent goes by reference
-# (`RecipeContext.sent_once`); a reference costs about 40 characters.
+# (`RecipeContext._sent_once`); a reference costs about 40 characters.
 REPEAT_MIN_CHARS = 120
 CANCELED = "canceled"
 # The kind of the announcement that a model call was answered by a fallback endpoint.
@@ -179,7 +179,14 @@ class ModelCalls:
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> str:
-        """Free text. `context` names ledger artifacts (ids or spans) whose text the model sees."""
+        """Free text. `context` names ledger artifacts (ids or spans, see `ctx.refs`)
+        whose text the model sees; `summary` is the activity's line in the Web UI.
+
+        Example:
+            ```python
+            text = await ctx.llm.text("Name three sights.", system="Answer in one line.")
+            ```
+        """
         response = await self.request(
             self._messages(prompt, system, context),
             summary=summary,
@@ -199,7 +206,18 @@ class ModelCalls:
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> M:
-        """An instance of `output`, produced under its JSON schema and validated."""
+        """An instance of `output`, produced under its JSON schema and validated; a
+        reply that does not validate is asked again with the error (3 asks in all).
+        List `output` in the recipe module's `OUTPUT_MODELS` so the worker knows it.
+
+        Example:
+            ```python
+            class Cities(BaseModel):
+                cities: list[str]
+
+            cities = await ctx.llm.structured(Cities, f"{trip.days} cities for: {trip.text}")
+            ```
+        """
         response = await self.request(
             self._messages(prompt, system, context),
             output=output,
@@ -235,10 +253,10 @@ class ModelCalls:
         artifact `fallback:{call}` and says so in the progress."""
         ctx = self._ctx
         await ctx.spending.before(max_tokens or 0)
-        readable_id = ctx.next_activity_id("llm")
+        readable_id = ctx._next_activity_id("llm")
         names = [endpoint] if isinstance(endpoint, str) else list(endpoint or ctx.endpoints)
         request = LLMRequest(
-            messages=[ctx.sent_once(message) for message in messages],
+            messages=[ctx._sent_once(message) for message in messages],
             output_type=type_path(output) if output else None,
             conversation=conversation,
             tools=tools or [],
@@ -265,7 +283,7 @@ class ModelCalls:
         ctx.spending.charge(response.usage, response.model)
         first = names[0].lower() if names else DEFAULT_ENDPOINT
         if response.endpoint != first:
-            ctx.record_fallback(readable_id, first, response)
+            ctx._record_fallback(readable_id, first, response)
         return response
 
     @staticmethod
@@ -280,7 +298,35 @@ class ModelCalls:
 
 
 class RecipeContext(Approvals):
-    """The handle a recipe's hooks get: the ledger, model calls, progress and status."""
+    """The handle a recipe's hooks get, first argument of every hook: the only way a hook
+    reaches the world, each call one activity with a stable id.
+
+    What a recipe uses:
+
+    - `ctx.llm.text(prompt, *, system=None, context=None, ...) -> str`: a free-text
+      model call;
+    - `ctx.llm.structured(Model, prompt, *, system=None, context=None, ...) -> Model`:
+      an answer that must validate as `Model` (list `Model` in the module's
+      `OUTPUT_MODELS`);
+    - `ctx.llm.request(messages, *, output=None, tools=None, endpoint=None, ...)`: the
+      full request, an `LLMResponse`;
+    - `ctx.ledger`, the run's artifacts; `ctx.refs`, `ctx.announce`, `ctx.set_status`,
+      `ctx.scoped`, `ctx.ask_approval`, `ctx.run_child`, `ctx.temporal_id` below.
+
+    Example:
+        ```python
+        async def execute_step(
+            self, ctx: RecipeContext, day: Day, history: list[DayPlan]
+        ) -> DayPlan:
+            ctx.announce(f"planning {day.city}")
+            text = await ctx.llm.text(
+                f"Plan a day in {day.city}.",
+                system="You plan trips.",
+                context=ctx.refs(history),  # the days before, read from the ledger
+            )
+            return DayPlan(text=text)
+        ```
+    """
 
     def __init__(
         self,
@@ -316,7 +362,7 @@ class RecipeContext(Approvals):
         # `Recipe.execute` from the settings; see RecipeSettings).
         self.endpoints: list[str] = []
         self.fallback_after = FALLBACK_AFTER
-        # Long message texts sent so far, by prompt id (see `sent_once`).
+        # Long message texts sent so far, by prompt id (see `_sent_once`).
         self._sent: set[str] = set()
         # DurafactStatus is the status's phase (`executing`, not `executing:2/3`), upserted
         # when the phase changes, the first time with DurafactRecipe (see `set_status`).
@@ -325,7 +371,7 @@ class RecipeContext(Approvals):
         self._upserted_usage: Usage | None = None
         self._calls_in_scope = 0
 
-    def sent_once(self, message: ChatMessage) -> ChatMessage:
+    def _sent_once(self, message: ChatMessage) -> ChatMessage:
         """`message`, or, when an earlier call of this run sent its long content whole,
         a reference to that text (a `Prompt` artifact, made on its second use): a system
         prompt is stored in history with the first call, not with every call."""
@@ -339,7 +385,7 @@ class RecipeContext(Approvals):
             self.ledger.create(artifact_id, Prompt(text=message.content))
         return message.model_copy(update={"content": "", "content_from": artifact_id})
 
-    def record_fallback(self, call: str, instead_of: str, response: LLMResponse) -> None:
+    def _record_fallback(self, call: str, instead_of: str, response: LLMResponse) -> None:
         """Keep (`fallback:{call}`) and announce that model call `call` was answered by
         another endpoint than `instead_of`, the first one the run names."""
         record = ModelFallback(
@@ -355,10 +401,11 @@ class RecipeContext(Approvals):
     def temporal_id(self, readable: str) -> str:
         """The id Temporal stores for an activity or child workflow named `readable`: the
         readable id itself, or (when the run's payloads are encrypted, see
-        `OPAQUE_IDS_MEMO`) its opaque form, so no text of the run is stored in plain."""
+        `OPAQUE_IDS_MEMO`) its opaque form, so no text of the run is stored in plain.
+        Pass it every id you give Temporal yourself (a child workflow's, an activity's)."""
         return opaque_id(readable) if self.opaque_ids else readable
 
-    def child_memo(self) -> dict[str, Any] | None:
+    def _child_memo(self) -> dict[str, Any] | None:
         """The memo a child workflow gets: this run's opaque ids and its own model deadline."""
         memo: dict[str, Any] = {OPAQUE_IDS_MEMO: True} if self.opaque_ids else {}
         if self.run_deadline is not None:
@@ -369,10 +416,22 @@ class RecipeContext(Approvals):
         self, run: Any, input: BaseModel, *, id: str, result_type: type[R], summary: str
     ) -> R:
         """The result of a child recipe workflow (`run`, e.g. `ReActWorkflow.run`) started
-        with this run's memo (`child_memo`), and with what is left of this run's budget
+        with this run's memo (`_child_memo`), and with what is left of this run's budget
         when it has one (the child's input is then a `RecipeSettings`). What the child
         spent, its result's `usage` or the `Spent` of its failure, is charged to this run
-        when it ends; a child its budget stopped stops this run too."""
+        when it ends; a child its budget stopped stops this run too.
+
+        Example:
+            ```python
+            answer = await ctx.run_child(
+                ReActWorkflow.run,
+                ReActInput(question=step.text, tools=["calculator"]),
+                id=ctx.temporal_id(f"{workflow.info().workflow_id}/step:{step.index}"),
+                result_type=ReActResult,
+                summary=f"agent for step {step.index}",
+            )
+            ```
+        """
         if "usage" not in result_type.model_fields:
             raise TypeError(
                 f"{result_type.__name__} has no `usage`: a child started with ctx reports "
@@ -389,7 +448,7 @@ class RecipeContext(Approvals):
                 run,
                 input,
                 id=id,
-                memo=self.child_memo(),
+                memo=self._child_memo(),
                 result_type=result_type,
                 static_summary=summary,
             )
@@ -408,6 +467,11 @@ class RecipeContext(Approvals):
         first of their id prefix in creation order (every earlier result of a plan)
         becomes one constant-size `ArtifactSpan`, so a prompt's input does not grow
         with the run. An object that is not in the ledger is a `LookupError`.
+
+        Example:
+            ```python
+            text = await ctx.llm.text("Write the final answer.", context=ctx.refs(results))
+            ```
         """
         ids: list[str] = []
         for item in items:
@@ -428,7 +492,18 @@ class RecipeContext(Approvals):
 
     @contextmanager
     def scoped(self, artifact_id: str) -> Iterator[None]:
-        """Name the activities a hook starts after the artifact it is producing."""
+        """Name the activities a hook starts after the artifact it is producing: the
+        model calls inside are `llm:{artifact_id}`, then `llm:{artifact_id}#2`, ...,
+        stable across replays and retries. The lifecycles scope every hook they call;
+        scope a call of your own that makes an artifact outside a hook.
+
+        Example:
+            ```python
+            with ctx.scoped("summary:week"):
+                text = await ctx.llm.text("Sum up the week.")  # activity llm:summary:week
+            ctx.ledger.create("summary:week", Summary(text=text))
+            ```
+        """
         outer, outer_calls = self.scope, self._calls_in_scope
         self.scope, self._calls_in_scope = artifact_id, 0
         try:
@@ -436,13 +511,23 @@ class RecipeContext(Approvals):
         finally:
             self.scope, self._calls_in_scope = outer, outer_calls
 
-    def next_activity_id(self, verb: str) -> str:
+    def _next_activity_id(self, verb: str) -> str:
         # The first call in a scope gets the plain id (`llm:step:goal:0`); a hook that
         # makes several calls gets `#2`, `#3`: still stable across replays and retries.
         self._calls_in_scope += 1
         return activity_id(verb, self.scope, self._calls_in_scope)
 
     def announce(self, message: str, kind: str = "info") -> None:
+        """A progress line: `durafact` prints it live, the console and the `progress`
+        query show it, and the Web UI's current details carry it. `kind` sorts it
+        (`info`, `warning`, `status`, ...); it is workflow state, so it costs no activity.
+
+        Example:
+            ```python
+            ctx.announce(f"{len(days)} days planned")
+            ctx.announce("the model left out a city; asking again", kind="warning")
+            ```
+        """
         self.events.append(
             Announcement(seq=len(self.events), kind=kind, message=message, status=self.status)
         )
@@ -458,7 +543,14 @@ class RecipeContext(Approvals):
         While a question waits, the status stays `awaiting_approval`, whatever work goes
         on beside it (the other calls of a turn), so that `pending`, the inbox and the
         run's page list the question until it is answered; `message` is announced all
-        the same. A `final` status (the run ends) is set even so."""
+        the same. A `final` status (the run ends) is set even so.
+
+        Example:
+            ```python
+            ctx.set_status(f"drafting:{n}/{total}", f"draft {n} of {total}")
+            # DurafactStatus is `drafting`; `durafact list --status drafting` finds the run
+            ```
+        """
         if (
             not final
             and status != AWAITING_APPROVAL
@@ -474,14 +566,14 @@ class RecipeContext(Approvals):
             self._upsert_phase()
         self.announce(message or status, kind="status")
 
-    def canceled(self, reason: str) -> None:
+    def _canceled(self, reason: str) -> None:
         """Record the cancellation and its reason, and set the status `canceled`."""
         cancellation = Cancellation(reason=reason)
         if CANCELLATION_ID not in self.ledger:
             self.ledger.create(CANCELLATION_ID, cancellation)
         self.set_status(CANCELED, cancellation.prompt_text(), final=True)
 
-    def settle_attributes(self) -> None:
+    def _settle_attributes(self) -> None:
         """As the run ends: DurafactRecipe, if no status has carried it yet, and the
         usage, if a model call came after the last phase (an approval's follow-up, a
         recipe of yours that sets no final status), so that a closed run's
@@ -683,7 +775,7 @@ class Recipe(Generic[In, Out]):
             # next heartbeat; a child workflow is cancelled with it): say so, then end
             # CANCELED with the ledger as it is.
             if run_cancelled(exc):
-                ctx.canceled(workflow.cancellation_reason() or "")
+                ctx._canceled(workflow.cancellation_reason() or "")
                 raise
             if not isinstance(exc, Exception):
                 raise
@@ -697,7 +789,7 @@ class Recipe(Generic[In, Out]):
             # Not when the worker drops the run from its cache: its coroutine is then
             # closed outside the workflow's event loop, and nothing is recorded.
             if workflow.in_workflow():
-                ctx.settle_attributes()
+                ctx._settle_attributes()
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         raise NotImplementedError(f"{type(self).__name__} defines no lifecycle")
