@@ -46,6 +46,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from durafact._runtime.connection import has_live_poller
 from durafact._runtime.settings import Settings
@@ -138,6 +139,19 @@ class Project:
             COLUMNS="80",
         )
         self.background: list[asyncio.subprocess.Process] = []
+        self.queues = [self.queue]
+
+    async def end_runs(self) -> None:
+        """Terminate what the page left waiting (a question nobody answers, a held run):
+        the pages share a server, and another page's `pending` or `list` must not see
+        it once its worker is gone."""
+        for queue in self.queues:
+            query = f'TaskQueue="{queue}" AND ExecutionStatus="Running"'
+            async for run in self.client.list_workflows(query):
+                with contextlib.suppress(RPCError):
+                    await self.client.get_workflow_handle(run.id, run_id=run.run_id).terminate(
+                        "the docs page ended"
+                    )
 
     def local(self, command: str) -> str:
         return command.replace(f":{CONSOLE_PORT}", f":{self.port}").replace(
@@ -281,6 +295,7 @@ RUNNERS = {"python": run_python, "sh": run_shell, "bash": run_shell, "console": 
 async def run_block(project: Project, block: Block) -> None:
     project.model.reset()
     project.queue = f"docs-{uuid.uuid4().hex[:8]}"
+    project.queues.append(project.queue)
     project.env["DURAFACT_TASK_QUEUE"] = project.queue
     setup = block.marks.get("model")
     if setup:
@@ -303,11 +318,14 @@ async def test_every_block_of_the_page_runs_as_shown(
 ) -> None:
     project = Project(tmp_path / "project", client, model)
     project.root.mkdir()
-    for block in blocks_of(page):
-        if "file" in block.marks and not block.runs:
-            (project.root / block.marks["file"]).write_text(block.text)
-        elif block.runs:
-            await run_block(project, block)
+    try:
+        for block in blocks_of(page):
+            if "file" in block.marks and not block.runs:
+                (project.root / block.marks["file"]).write_text(block.text)
+            elif block.runs:
+                await run_block(project, block)
+    finally:
+        await project.end_runs()
 
 
 def test_every_block_says_how_it_is_checked() -> None:
