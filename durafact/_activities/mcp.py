@@ -1,7 +1,7 @@
 """Tools from Model Context Protocol servers, configured on the worker by name.
 
-    durafact-worker --mcp notes="python notes_server.py" --mcp search=https://mcp.example/mcp
-    DURAFACT_MCP='notes=python notes_server.py;search=https://mcp.example/mcp'
+    durafact-worker --mcp notes="python examples/notes_mcp.py" --mcp search=https://mcp.example/mcp
+    DURAFACT_MCP='notes=python examples/notes_mcp.py;search=https://mcp.example/mcp'
 
 `NAME=COMMAND` starts the command (split like a shell would, no shell runs it) as a
 subprocess and talks to it over stdio; `NAME=http(s)://...` talks streamable HTTP.

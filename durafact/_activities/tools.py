@@ -492,6 +492,7 @@ class ToolActivities:
                 f"unknown MCP server{'s' if len(not_servers) > 1 else ''} "
                 f"{', '.join(map(repr, not_servers))}: this worker has {servers} "
                 "(configure one on the worker with --mcp NAME=COMMAND or NAME=URL)",
+                "mcp_servers",  # the field of the request that is wrong, for the refusal
                 type=UNKNOWN_TOOL,
                 non_retryable=True,
             )

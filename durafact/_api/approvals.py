@@ -68,7 +68,7 @@ async def decide(
     `remember` scopes) lets the answer decide later calls without asking."""
     answer = ApprovalAnswer(
         question_id=question_id,
-        approved=decision.approve,
+        approved=decision.approved,
         reason=decision.reason,
         changes=decision.changes,
         by=decision.by or "http api",

@@ -2,8 +2,9 @@
 
     {"error": {"type": "NotFound", "message": "no workflow with id 'x'"}}
 
-(a 422 adds pydantic's `errors`). An operation's domain error (durafact/_service/errors.py)
-is answered here, in one place, with its status (`STATUSES`): `NotFound` 404,
+(a 422 adds pydantic's `errors`; its message names a misspelt field and the field it
+looks like). An operation's domain error (durafact/_service/errors.py) is answered
+here, in one place, with its status (`STATUSES`): `NotFound` 404,
 `InvalidInput` 422, another mistake in what was sent (`Invalid`) 400, `Unanswered` (no
 worker answered a query) and `NotRegistered` 503, a chat's failed turn 502, and a
 refusal by what already runs (a settled run, a refused answer) 409. Messages pass
@@ -14,14 +15,17 @@ and payload-store paths never reach a client.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from temporalio.service import RPCError, RPCStatusCode
 
+from durafact._core.mistakes import first_mistake
 from durafact._core.redaction import redact_urls
 from durafact._core.text import one_line
 from durafact._service.errors import (
@@ -90,6 +94,14 @@ def from_rpc(exc: RPCError) -> ApiError:
     return ApiError(status, kind, f"Temporal: {exc.message}")
 
 
+def body_fields(request: Request) -> Iterable[str]:
+    """The fields of the body `request`'s route takes: what a misspelt one is guessed
+    from when it was not missing (`reasn` for `reason`)."""
+    body = getattr(request.scope.get("route"), "body_field", None)
+    model = body.field_info.annotation if body is not None else None
+    return model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else ()
+
+
 def install(app: FastAPI) -> None:
     """Answer every error of `app` in the one shape."""
 
@@ -108,9 +120,10 @@ def install(app: FastAPI) -> None:
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first["loc"])
-        return answer(ApiError(422, "InvalidRequest", f"{where}: {first['msg']}", errors=errors))
+        # A misspelt field is named with its guess (`'approve' is not a field of body
+        # (did you mean 'approved'?)`), as the `decide` update names it.
+        message = first_mistake(errors, body_fields(request)) if errors else "invalid request"
+        return answer(ApiError(422, "InvalidRequest", message, errors=errors))
 
     async def http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)

@@ -6,15 +6,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from durafact._core.approval import ApprovalQuestion, RememberScope
 from durafact._core.budget import Budget
 from durafact._core.ledger import Link
 from durafact._core.llm import Usage
+from durafact._core.steer import SteerNote
 
 
-class StartRun(BaseModel):
+class Body(BaseModel):
+    """A request body: a field it does not have is refused with its name and a guess
+    (`'approve' is not a field of body (did you mean 'approved'?)`), never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRun(Body):
     type: str = Field(description="A registered workflow type, e.g. SupervisorWorkflow.")
     input: Any = Field(
         default=None, description="The input of its run method, as JSON (checked before start)."
@@ -107,8 +115,12 @@ class ProvenanceView(BaseModel):
     rendered: str = Field(description="The same tree as text, as `durafact research` prints it.")
 
 
-class CancelRequest(BaseModel):
+class CancelRequest(Body):
     reason: str = Field(default="", max_length=1000)
+
+
+class Note(Body, SteerNote):
+    """What `/steer` takes: the note of the `steer` update."""
 
 
 class Canceled(BaseModel):
@@ -134,8 +146,11 @@ class RunSteered(BaseModel):
     )
 
 
-class Decision(BaseModel):
-    approve: bool
+class Decision(Body):
+    """An answer to a question: the fields of the `decide` update's answer, but the
+    question, which is in the path."""
+
+    approved: bool
     reason: str = Field(default="", max_length=10_000)
     changes: dict[str, str] = Field(
         default_factory=dict,
@@ -189,7 +204,7 @@ class RecipeType(BaseModel):
     )
 
 
-class StartChat(BaseModel):
+class StartChat(Body):
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="ChatInput fields: memory ({kind: rolling_digest | window_summarizer | "
@@ -203,7 +218,7 @@ class ChatStarted(BaseModel):
     run_id: str
 
 
-class SendMessage(BaseModel):
+class SendMessage(Body):
     text: str = Field(description="The message.")
     id: str | None = Field(
         default=None, description="Its id: the same id again gets the first reply, no new turn."

@@ -22,6 +22,7 @@ from durafact._api.models import (
     ArtifactView,
     Canceled,
     CancelRequest,
+    Note,
     ProvenanceView,
     RecipeType,
     RunDetail,
@@ -33,7 +34,7 @@ from durafact._api.models import (
 )
 from durafact._api.services import Services, jsonable, services
 from durafact._core.llm import Usage
-from durafact._core.steer import NoteQueued, SteerNote, note_problem
+from durafact._core.steer import NoteQueued, note_problem
 from durafact._service import cancel as cancelling
 from durafact._service import listing
 from durafact._service.inputs import (
@@ -305,7 +306,7 @@ async def cancel(
 )
 async def steer(
     workflow_id: str,
-    note: SteerNote,
+    note: Note,
     response: Response,
     s: Annotated[Services, Depends(services)],
     wait: Annotated[bool, Query(description="answer once the note is in (200)")] = False,

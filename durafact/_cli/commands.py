@@ -120,8 +120,10 @@ async def usage_of(handle: Any, description: Any, answering: bool) -> str:
     tokens, cost = recorded_usage(description)
     if tokens is None:
         return "usage: not recorded"
-    spent = "unknown" if cost is None else cost_text(cost)
-    return f"usage: {tokens:,} tokens; cost: {spent} (as of the run's last phase)"
+    # DurafactCost is unset both when nothing was priced and when not every call was:
+    # no cost is shown for either.
+    spent = "" if cost is None else f"; cost: {cost_text(cost)}"
+    return f"usage: {tokens:,} tokens{spent} (as of the run's last phase)"
 
 
 async def result(

@@ -5,8 +5,8 @@ Every recipe run keeps the search attributes `DurafactRecipe`, `DurafactStatus`,
 `DurafactTokens` and `DurafactCost` current (once per phase, and at its end:
 durafact/_recipes/recipe.py), so filtering by them costs no worker and finds runs after any
 restart. A running run's tokens and cost are shown as `status` shows them, from the
-`usage` query. A run whose cost is unknown (a model the worker has no price for) has no
-`DurafactCost`: it shows `unknown` and no `--over-cost` matches it. The HTTP API's
+`usage` query. A run whose cost is not known (nothing was priced, or not every call
+was) has no `DurafactCost`: it shows `-` and no `--over-cost` matches it. The HTTP API's
 `GET /api/runs` lists the same way (durafact/_service/listing.py).
 """
 
@@ -100,7 +100,8 @@ def cells(run: dict[str, Any]) -> tuple[str, ...]:
         tokens_text = cost = "-"  # nothing recorded yet (or a run from before usage was)
     else:
         tokens_text = f"{tokens:,}"
-        cost = "unknown" if run["cost"] is None else cost_text(run["cost"])
+        # No DurafactCost: nothing was priced, or not every call was (`status` says which).
+        cost = "-" if run["cost"] is None else cost_text(run["cost"])
     return (
         cell(run["workflow_id"]),
         cell(run["recipe"] or "-"),

@@ -123,18 +123,24 @@ def cost_text(cost: Decimal | float) -> str:
     return f"{exact.normalize():f}"
 
 
+# A run some of whose calls a price table priced, and others not (a model the table
+# lacks, a worker without one): its cost has no sum.
+PARTLY_PRICED = "unknown (not every call was priced by DURAFACT_PRICES)"
+
+
 def usage_line(usage: Usage) -> str:
-    """`usage: 1,234 tokens (1,000 in, 800 of them cached; 234 out); cost: 0.00123 USD`,
-    the cost `unknown` when a call's model has no price on the worker."""
+    """`usage: 1,234 tokens (1,000 in, 800 of them cached; 234 out); cost: 0.00123 USD`.
+    No cost when no call was priced (no worker had a price table: a currency is set only
+    by one), and `unknown` when not every call was."""
     cached = f", {usage.cached_tokens:,} of them cached" if usage.cached_tokens else ""
-    if usage.cost is None:
-        cost = "unknown (a model without a price in the worker's DURAFACT_PRICES)"
-    else:
-        cost = f"{cost_text(usage.cost)} {usage.currency}".rstrip()
-    return (
+    tokens = (
         f"usage: {usage.total_tokens:,} tokens ({usage.prompt_tokens:,} in{cached}; "
-        f"{usage.completion_tokens:,} out); cost: {cost}"
+        f"{usage.completion_tokens:,} out)"
     )
+    if usage.cost is None and not usage.currency:
+        return tokens
+    cost = PARTLY_PRICED if usage.cost is None else f"{cost_text(usage.cost)} {usage.currency}"
+    return f"{tokens}; cost: {cost.rstrip()}"
 
 
 def exit_now(message: str | None, code: int = 1) -> NoReturn:

@@ -104,6 +104,9 @@ async def first_task_refused(client: Any, workflow_id: str, run_id: str) -> bool
 # How long `react` waits for a worker to list its tools before it starts the run anyway
 # (the run's own `list_tools` then says the same).
 TOOLS_CHECK = timedelta(seconds=10)
+# The option that gave the request's field a refusal names (the `list_tools` error's
+# first detail; none: a tool).
+OPTIONS = {"tools": "--tools", "mcp_servers": "--mcp"}
 
 
 async def refuse_unknown_tools(client: Any, task_queue: str, request: ToolListRequest) -> None:
@@ -127,6 +130,7 @@ async def refuse_unknown_tools(client: Any, task_queue: str, request: ToolListRe
     except ActivityFailureError as exc:
         cause = exc.cause
         if isinstance(cause, ApplicationError) and cause.type == UNKNOWN_TOOL:
-            raise Invalid(f"--tools: {cause.message}") from None
+            field = cause.details[0] if cause.details else "tools"
+            raise Invalid(f"{OPTIONS.get(field, '--tools')}: {cause.message}") from None
     except (RPCError, TimeoutError):
         pass

@@ -285,7 +285,7 @@ async def test_events_tell_progress_status_questions_and_the_end_and_resume_by_l
     first = await read_events(http, f"/api/runs/{workflow_id}/events", count=4)
     outcome = await http.post(
         f"/api/runs/{workflow_id}/approvals/{question['id']}",
-        json={"approve": True, "reason": "fine"},
+        json={"approved": True, "reason": "fine"},
     )
     assert outcome.status_code == 200, outcome.text
     rest = await read_events(http, f"/api/runs/{workflow_id}/events", last_event_id=first[-1].id)
@@ -342,22 +342,22 @@ async def test_approvals_list_every_question_and_decide_returns_the_outcome_or_4
     assert [q["id"] for q in mine["questions"]] == [question["id"]]
     path = f"/api/runs/{workflow_id}/approvals"
 
-    unknown = await http.post(f"{path}/approval:nothing:1", json={"approve": True})
+    unknown = await http.post(f"{path}/approval:nothing:1", json={"approved": True})
     assert error_of(unknown, 409)["message"] == (
         "decide refused: InvalidAnswer: no question 'approval:nothing:1' was asked"
     )
     not_a_fact = await http.post(
-        f"{path}/{question['id']}", json={"approve": False, "changes": {"colour": "red"}}
+        f"{path}/{question['id']}", json={"approved": False, "changes": {"colour": "red"}}
     )
     assert error_of(not_a_fact, 400)["message"].startswith("changes: colour: not a fact of ")
     with_changes = await http.post(
-        f"{path}/{question['id']}", json={"approve": True, "changes": {"budget": "5000 EUR"}}
+        f"{path}/{question['id']}", json={"approved": True, "changes": {"budget": "5000 EUR"}}
     )
     assert "changes go with a rejection only" in error_of(with_changes, 409)["message"]
 
     rejected = await http.post(
         f"{path}/{question['id']}",
-        json={"approve": False, "reason": "more money", "changes": {"budget": "5000 EUR"}},
+        json={"approved": False, "reason": "more money", "changes": {"budget": "5000 EUR"}},
     )
     assert rejected.status_code == 200, rejected.text
     assert rejected.json() == {
@@ -371,23 +371,47 @@ async def test_approvals_list_every_question_and_decide_returns_the_outcome_or_4
     second = await waiting_question(http, workflow_id, n=2)
     assert second["thread"] == question["thread"]
     remembering = await http.post(
-        f"{path}/{second['id']}", json={"approve": True, "remember": "call"}
+        f"{path}/{second['id']}", json={"approved": True, "remember": "call"}
     )
     assert error_of(remembering, 409)["message"] == (
         f"decide refused: InvalidAnswer: {second['id']} is not a tool approval: remember is "
         "taken on tool questions only"
     )
-    approved = await http.post(f"{path}/{second['id']}", json={"approve": True, "by": "ann"})
+    approved = await http.post(f"{path}/{second['id']}", json={"approved": True, "by": "ann"})
     assert approved.json()["approved"] is True
     run = await finished(http, workflow_id)
     assert run["result"]["reply"]["approved"] is True
-    late = await http.post(f"{path}/{second['id']}", json={"approve": True})
+    late = await http.post(f"{path}/{second['id']}", json={"approved": True})
     assert error_of(late, 409)["message"] == (
         f"workflow {workflow_id} is COMPLETED: nothing waits for an answer"
     )
     assert error_of(
-        await http.post(f"/api/runs/nobody/approvals/{second['id']}", json={"approve": True}), 404
+        await http.post(f"/api/runs/nobody/approvals/{second['id']}", json={"approved": True}), 404
     )
+
+
+async def test_a_decision_takes_the_updates_field_approved_and_refuses_approve_in_one_line(
+    http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.reply(specialist())
+    workflow_id = await start(http, "SupervisorWorkflow", {"request": REQUEST})
+    question = await waiting_question(http, workflow_id)
+    path = f"/api/runs/{workflow_id}/approvals/{question['id']}"
+
+    old = await http.post(path, json={"approve": True, "reason": "fine"})
+    error = error_of(old, 422)
+    assert (error["type"], error["message"]) == (
+        "InvalidRequest",
+        "'approve' is not a field of body (did you mean 'approved'?)",
+    )
+    misspelt = await http.post(path, json={"approved": True, "reasn": "fine"})
+    assert error_of(misspelt, 422)["message"] == (
+        "'reasn' is not a field of body (did you mean 'reason'?)"
+    )
+    assert (await waiting_question(http, workflow_id))["id"] == question["id"]
+    approved = await http.post(path, json={"approved": True, "reason": "fine"})
+    assert approved.status_code == 200, approved.text
+    assert (await finished(http, workflow_id))["result"]["reply"]["approved"] is True
 
 
 def twice_two_plus_two(call: Call) -> str:
@@ -431,7 +455,7 @@ async def test_a_tool_question_names_its_rule_and_an_approval_may_remember_the_c
     assert (asked["id"], asked["rule"]) == (question["id"], "rule 1: ask calc*")
     assert asked["remember"] == ["call", "tool"]
     path = f"/api/runs/{workflow_id}/approvals/{question['id']}"
-    approved = await http.post(path, json={"approve": True, "remember": "call", "by": "ann"})
+    approved = await http.post(path, json={"approved": True, "remember": "call", "by": "ann"})
     assert approved.status_code == 200, approved.text
     assert approved.json()["remember"] == "call"
     rule = await remembered_decision(http, workflow_id)
@@ -464,7 +488,7 @@ async def test_a_tool_question_in_the_api_holds_the_whole_call(
         f"Run the destructive tool delete_file with {json.dumps({'path': LONG_PATH})}?"
     )
     rejected = await http.post(
-        f"/api/runs/{workflow_id}/approvals/{question['id']}", json={"approve": False}
+        f"/api/runs/{workflow_id}/approvals/{question['id']}", json={"approved": False}
     )
     assert rejected.status_code == 200, rejected.text
     await finished(http, workflow_id)
@@ -548,7 +572,7 @@ async def test_a_note_is_queued_at_once_while_the_run_waits_for_a_person(
     assert steered.json() == {"id": workflow_id, "queued": True, "turn": 2, "message": None}
     assert await waiting_question(http, workflow_id) == question  # it did not wait for it
     approval = f"/api/runs/{workflow_id}/approvals/{question['id']}"
-    assert (await http.post(approval, json={"approve": True})).status_code == 200
+    assert (await http.post(approval, json={"approved": True})).status_code == 200
     second = await asyncio.to_thread(
         model.wait_for, lambda c: c.workflow_id == workflow_id and c.activity_id.endswith(":2")
     )
@@ -606,7 +630,7 @@ async def test_a_step_agents_tool_question_is_answered_by_its_id_and_its_run_is_
         assert [q["id"] for q in shown["questions"]] == [question["id"]]
 
     answered = await http.post(
-        f"/api/runs/{agent}/approvals/{question['id']}", json={"approve": True, "by": "ann"}
+        f"/api/runs/{agent}/approvals/{question['id']}", json={"approved": True, "by": "ann"}
     )
     assert answered.status_code == 200, answered.text
     assert (answered.json()["question_id"], answered.json()["approved"]) == (question["id"], True)
@@ -978,9 +1002,9 @@ async def test_a_budget_given_at_start_is_the_runs_and_a_bad_one_starts_nothing(
     assert question["settable"] == ["tokens"]
     assert re.fullmatch(r"spent [0-9,]+ of 900 tokens; extend by 900 tokens\?", question["text"])
     path = f"/api/runs/{asked}/approvals/{question['id']}"
-    too_low = await http.post(path, json={"approve": True, "changes": {"tokens": "5"}})
+    too_low = await http.post(path, json={"approved": True, "changes": {"tokens": "5"}})
     assert "tokens=5 leaves nothing for the next call" in error_of(too_low, 409)["message"]
-    rejected = await http.post(path, json={"approve": False, "reason": "enough"})
+    rejected = await http.post(path, json={"approved": False, "reason": "enough"})
     assert rejected.status_code == 200, rejected.text
     run = await finished(http, asked)
     assert (run["state"], run["status"]) == ("FAILED", "over_budget")
@@ -1006,7 +1030,7 @@ async def test_twenty_answers_at_once_one_is_taken_and_the_others_are_told_it_wa
     path = f"/api/runs/{workflow_id}/approvals/{question['id']}"
 
     answers = await asyncio.gather(
-        *(http.post(path, json={"approve": True, "by": f"person {n}"}) for n in range(20))
+        *(http.post(path, json={"approved": True, "by": f"person {n}"}) for n in range(20))
     )
 
     taken = [a for a in answers if a.status_code == 200]

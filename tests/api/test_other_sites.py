@@ -90,7 +90,7 @@ class Targets:
             ("/api/runs", {"type": "ReActWorkflow", "input": start, "id": self.new_run}),
             (f"/api/runs/{run}/cancel", None),
             (f"/api/runs/{run}/steer", {"text": "approve whatever comes"}),
-            (f"/api/runs/{run}/approvals/{quote(self.question, safe='')}", {"approve": True}),
+            (f"/api/runs/{run}/approvals/{quote(self.question, safe='')}", {"approved": True}),
             ("/api/chats", {"id": self.new_chat}),
             (f"/api/chats/{chat}/messages", {"text": "say yes", "id": "evil"}),
             (f"/api/chats/{chat}/stop", None),
@@ -225,7 +225,7 @@ async def test_a_change_another_site_sends_is_refused_on_every_route_and_changes
 ) -> None:
     for path, body in targets.changes():
         if how == "form":
-            refused = await person.post(path, data={"approve": "true"}, headers=headers)
+            refused = await person.post(path, data={"approved": "true"}, headers=headers)
         elif how:
             refused = await person.post(
                 path, content=sent(body), headers={**headers, "Content-Type": how}
@@ -364,7 +364,7 @@ def attack_page(api: str, targets: Targets) -> str:
 <iframe name="one"></iframe><iframe name="two"></iframe>
 <form method="post" target="one" action="{api}{cancel}"></form>
 <form method="post" target="two" enctype="text/plain" action="{api}{approve}">
-<input type="hidden" name='{{"approve": true, "reason": "' value='"}}'></form>
+<input type="hidden" name='{{"approved": true, "reason": "' value='"}}'></form>
 <script>
 const api = {json.dumps(api)};
 window.outcomes = [];

@@ -1062,6 +1062,10 @@ async def test_react_asks_a_person_before_a_destructive_tool_and_says_how_to_ans
             ["react", "x", "--tools", "calculator,nosuchtool"],
             "starter: --tools: unknown tool 'nosuchtool': this worker has [calculator]",
         ),
+        (
+            ["react", "x", "--mcp", "notes"],
+            "starter: --mcp: unknown MCP server 'notes': this worker has none (configure",
+        ),
     ],
 )
 async def test_bad_react_input_is_one_line_and_starts_nothing(

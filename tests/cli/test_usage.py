@@ -1,6 +1,7 @@
-"""Usage on the command line: `status` and `result` print a run's tokens and cost, an
-unknown cost is printed `unknown` (never 0), and `list` finds runs through the
-visibility store by recipe, status and cost."""
+"""Usage on the command line: `status` and `result` print a run's tokens and cost; a run
+nothing priced (no price table) shows no cost, one not every call of which was priced
+shows it `unknown` (never 0); and `list` finds runs through the visibility store by
+recipe, status and cost."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from tests.helpers import (
 )
 
 GOAL = "Plan a weekend in Kraków"
-UNKNOWN = "cost: unknown (a model without a price in the worker's DURAFACT_PRICES)"
+UNKNOWN = "cost: unknown (not every call was priced by DURAFACT_PRICES)"
 
 
 @dataclass
@@ -122,7 +123,36 @@ async def test_a_model_without_a_price_is_shown_as_unknown_never_as_zero(
     assert (row["tokens"], row["cost"]) == (usage.total_tokens, None)
     table = await starter("list", "--recipe", "plan_execute", env=queues.unpriced, cwd=tmp_path)
     (line,) = [line for line in table.out.splitlines() if line.startswith(workflow_id)]
-    assert line.split()[4:6] == [f"{usage.total_tokens:,}", "unknown"]
+    assert line.split()[4:6] == [f"{usage.total_tokens:,}", "-"]
+
+
+async def test_a_run_on_a_worker_without_a_price_table_shows_its_tokens_and_no_cost(
+    env: WorkflowEnvironment, client: Client, settings: Settings, tmp_path: Path
+) -> None:
+    bare = settings.model_copy(update={"task_queue": settings.task_queue + "-bare"})
+    environ = clean_env(
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=bare.task_queue,
+    )
+    workflow_id = f"plan-bare-{uuid.uuid4().hex[:6]}"
+    async with build_worker(client, bare):
+        ran = await starter("plan", GOAL, "--id", workflow_id, env=environ, cwd=tmp_path)
+        assert ran.code == 0, ran.err
+        handle = client.get_workflow_handle(workflow_id, result_type=PlanExecuteResult)
+        usage = (await handle.result()).usage
+        status = await starter("status", workflow_id, env=environ, cwd=tmp_path)
+    await visible(client, [workflow_id])
+    table = await starter("list", "--recipe", "plan_execute", env=environ, cwd=tmp_path)
+
+    assert (usage.cost, usage.currency) == (None, "") and usage.total_tokens > 0
+    line = (
+        f"usage: {usage.total_tokens:,} tokens ({usage.prompt_tokens:,} in; "
+        f"{usage.completion_tokens:,} out)"
+    )
+    for printed in (ran.out, status.out):
+        assert [shown for shown in printed.splitlines() if shown.startswith("usage: ")] == [line]
+    (row,) = [shown for shown in table.out.splitlines() if shown.startswith(workflow_id)]
+    assert row.split()[4:6] == [f"{usage.total_tokens:,}", "-"]
 
 
 def dear_reply(call: Call) -> str | dict:
@@ -284,4 +314,4 @@ async def test_list_shows_a_running_chats_tokens_and_unknown_cost_as_status_does
     row = next(r for r in json.loads(listed.out)["runs"] if r["workflow_id"] == chat_id)
     assert (row["tokens"], row["cost"]) == (usage.total_tokens, None)
     (line,) = [line for line in table.out.splitlines() if line.startswith(chat_id)]
-    assert line.split()[4:6] == [f"{usage.total_tokens:,}", "unknown"]
+    assert line.split()[4:6] == [f"{usage.total_tokens:,}", "-"]

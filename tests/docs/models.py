@@ -73,6 +73,20 @@ def cancels(model: ScriptedModel) -> None:
     model.reply(answer)
 
 
+def notes(model: ScriptedModel) -> None:
+    """docs/guides/tools.md: on the native protocol, turn 1 searches the notes of
+    examples/notes_mcp.py for "deadline", turn 2 answers with what the search said."""
+    from durafact.testing import ToolCalls
+
+    def answer(call: Call) -> str | ToolCalls:
+        found = [m["content"] for m in call.messages if m.get("role") == "tool"]
+        if not found:
+            return ToolCalls([("notes__search", {"text": "deadline"})])
+        return "Two notes mention the deadline:\n" + found[-1]
+
+    model.reply(answer)
+
+
 def agent(model: ScriptedModel, expression: str, answer: str, steps: list[str] | None = None):
     """A ReAct agent on the text protocol: turn 1 calls the calculator on `expression`,
     turn 2 answers `answer`; a plan has `steps`, any other request gets "done: ..."."""

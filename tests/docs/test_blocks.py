@@ -18,6 +18,9 @@ scripted model (tests/conftest.py), on a task queue of the page's own:
   nothing; a worker (`durafact-worker`) is waited for until it polls, a server
   (`durafact serve`) until it answers, as a person waits for either to start.
 
+The project starts with a copy of the checkout's `examples/` (a page runs
+`python examples/notes_mcp.py` as a clone would).
+
 Each block gets a task queue of its own. Unless it starts a worker of its own
 (`durafact-worker`, `durafact up`), an in-process worker serves that queue on the
 scripted model while the block runs. The
@@ -36,6 +39,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -54,7 +58,7 @@ from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
 from tests.docs import models
 from tests.docs.blocks import Block, all_blocks, blocks_of, pages
-from tests.helpers import clean_env, free_port
+from tests.helpers import ROOT, clean_env, free_port
 
 RETRY_FOR = 30.0
 UPDATE = os.environ.get("DURAFACT_DOCS_UPDATE") == "1"
@@ -266,8 +270,6 @@ async def run_console(project: Project, block: Block) -> None:
 
 def rewrite(block: Block, printed: list[tuple[str, str]]) -> None:
     """Put what the commands printed into the page in place of the block's text."""
-    from tests.helpers import ROOT
-
     page = ROOT / block.page
     now = next(b for b in blocks_of(block.page) if (b.lang, b.text) == (block.lang, block.text))
     lines = page.read_text().splitlines()
@@ -317,7 +319,7 @@ async def test_every_block_of_the_page_runs_as_shown(
     page: Path, client: Client, model: ScriptedModel, tmp_path: Path
 ) -> None:
     project = Project(tmp_path / "project", client, model)
-    project.root.mkdir()
+    shutil.copytree(ROOT / "examples", project.root / "examples")
     try:
         for block in blocks_of(page):
             if "file" in block.marks and not block.runs:
@@ -330,7 +332,6 @@ async def test_every_block_of_the_page_runs_as_shown(
 
 def test_every_block_says_how_it_is_checked() -> None:
     from tests.docs.blocks import KEYS, RUN, SHOWN
-    from tests.helpers import ROOT
 
     for block in all_blocks():
         assert block.lang in RUN | SHOWN, (

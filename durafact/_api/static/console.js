@@ -263,7 +263,7 @@ export function questionCard(run, question, onAnswered) {
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const approve = event.submitter && event.submitter.name === "approve";
+    const approved = event.submitter && event.submitter.name === "approve";
     const given = (prefix) => {
       const values = {};
       for (const input of form.querySelectorAll(`input[name^='${prefix}']`)) {
@@ -272,9 +272,9 @@ export function questionCard(run, question, onAnswered) {
       return values;
     };
     const reason = form.elements.reason.value;
-    const changes = approve ? given("set:") : given("fact:");
+    const changes = approved ? given("set:") : given("fact:");
     const remember = form.elements.remember ? form.elements.remember.value || null : null;
-    const body = { approve, reason, changes, remember, by: "web console" };
+    const body = { approved, reason, changes, remember, by: "web console" };
     for (const button of form.querySelectorAll("button")) button.disabled = true;
     try {
       const path = `${runPath(run.id)}/approvals/${encodeURIComponent(question.id)}`;

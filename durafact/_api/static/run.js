@@ -28,12 +28,15 @@ function fact(term, value) {
     : [h("dt", {}, term), h("dd", {}, value)];
 }
 
-// A usage leaves out what is zero (its tokens, its cost); a cost of null is unknown: a
-// model the worker has no price for.
+// A usage leaves out what is zero (its tokens, its cost). A cost of null without a
+// currency: nothing was priced (no worker had a price table), so none is shown; with
+// one, not every call was priced, as `durafact status` says.
 function usageText(usage) {
-  const tokens = (usage.total_tokens || 0).toLocaleString("en");
-  const cost = !("cost" in usage) ? "0" : usage.cost === null ? "unknown" : usage.cost;
-  return `${tokens} tokens; cost ${cost} ${usage.currency || ""}`.trim();
+  const tokens = `${(usage.total_tokens || 0).toLocaleString("en")} tokens`;
+  if (usage.cost === null) {
+    return usage.currency ? `${tokens}; cost unknown (not every call was priced)` : tokens;
+  }
+  return `${tokens}; cost ${"cost" in usage ? usage.cost : "0"} ${usage.currency || ""}`.trim();
 }
 
 async function refresh() {

@@ -20,7 +20,8 @@ function row(run) {
     ["Started", when(run.started_at)],
     // DurafactTokens and DurafactCost, as of the run's last phase.
     ["Tokens", run.tokens == null ? "" : run.tokens.toLocaleString("en")],
-    ["Cost", run.tokens == null ? "" : run.cost == null ? "unknown" : String(run.cost)],
+    // No DurafactCost: nothing was priced, or not every call was (the run's page says).
+    ["Cost", run.cost == null ? "" : String(run.cost)],
   ];
   return h(
     "tr",
