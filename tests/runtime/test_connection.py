@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durafact._local.embedded import temporal_binary
+from durafact._local.embedded import Embedded, temporal_binary
 from durafact._recipes.plan_execute import Goal, PlanExecuteResult, PlanExecuteWorkflow
 from durafact._recipes.recipe import RECIPE_ATTRIBUTE
 from durafact._runtime.connection import connect_options
@@ -41,6 +42,7 @@ from durafact._runtime.search_attributes import (
 )
 from durafact._runtime.settings import Settings, SettingsError
 from durafact.testing import ScriptedModel, start_dev_server
+from tests.cli.test_registration import worker_process
 from tests.helpers import DURAFACT_WORKER, ROOT, Run, clean_env, free_port, run_command, starter
 
 GOAL = "Plan a weekend in Kraków"
@@ -155,6 +157,47 @@ def test_an_api_key_means_tls_and_a_cloud_address_links_the_cloud_ui() -> None:
     assert (options["namespace"], options["api_key"], options["tls"]) == ("ns.acct", "secret", True)
     assert settings.workflow_url("w").startswith("https://cloud.temporal.io/namespaces/ns.acct/")
     assert "secret" not in repr(settings) + settings.model_dump_json()
+
+
+def test_web_ui_links_go_to_the_port_the_embedded_stacks_ui_was_given(
+    durafact_home: Path,
+) -> None:
+    # A process recorded as the stack's dev server, as `up` records it, with its ports.
+    server, ui = free_port(), free_port()
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", "--port", str(server)]
+    argv += ["--ui-port", str(ui)]
+    process = Embedded(durafact_home).piece("temporal").start(argv, os.environ, durafact_home)
+    try:
+        for address in (f"localhost:{server}", f"127.0.0.1:{server}"):
+            settings = Settings.from_env(clean_env(TEMPORAL_ADDRESS=address))
+            assert settings.workflow_url("w").startswith(f"http://localhost:{ui}/namespaces/")
+        # Another server's UI: the documented variables, else 8233.
+        other = clean_env(TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}")
+        assert Settings.from_env(other).ui_url == "http://localhost:8233"
+        moved = other | {"DURAFACT_UI_PORT": "9233"}
+        assert Settings.from_env(moved).ui_url == "http://localhost:9233"
+        given = clean_env(TEMPORAL_ADDRESS=f"localhost:{server}", DURAFACT_UI_URL="http://ui:80")
+        assert Settings.from_env(given).ui_url == "http://ui:80"
+    finally:
+        process.kill()
+        process.wait()
+    # Not running any more: nothing recorded is trusted.
+    assert Settings.from_env(clean_env(TEMPORAL_ADDRESS=f"localhost:{server}")).ui_url == (
+        "http://localhost:8233"
+    )
+
+
+async def test_the_worker_connects_to_the_port_durafact_temporal_port_names(
+    client: Client, model: ScriptedModel
+) -> None:
+    port = client.service_client.config.target_host.rpartition(":")[2]
+    env = clean_env(
+        DURAFACT_TEMPORAL_PORT=port,
+        DURAFACT_TASK_QUEUE=f"moved-{uuid.uuid4().hex[:6]}",
+        OPENAI_BASE_URL=model.url,
+    )
+    async with worker_process(client, [*DURAFACT_WORKER], env, cwd=ROOT):
+        pass  # it polls the queue on the session's server
 
 
 def test_a_bad_profile_or_a_key_without_an_address_is_one_line(tmp_path: Path) -> None:
