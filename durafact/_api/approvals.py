@@ -24,10 +24,11 @@ router = APIRouter(tags=["approvals"])
 
 @router.get("/approvals", response_model=Approvals, summary="Every pending question")
 async def approvals(s: Annotated[Services, Depends(services)]) -> Approvals:
-    """Every question that waits for a person, in every run on this server's task queue,
-    with the run it belongs to: its type, summary, the facts a rejection may correct.
-    A question of kind `escalate` was asked because the one it `escalates` timed out."""
-    rows = await answering.waiting(s.client, f"AND {s.on_queue}")
+    """Every question that waits for a person, in every run of the namespace (on every
+    task queue, as `durafact pending` lists them), with the run it belongs to: its type,
+    summary, the facts a rejection may correct. A question of kind `escalate` was asked
+    because the one it `escalates` timed out."""
+    rows = await answering.waiting(s.client)
     descriptions = await asyncio.gather(
         *(s.client.get_workflow_handle(e.id, run_id=e.run_id).describe() for e, _, _ in rows)
     )

@@ -159,13 +159,13 @@ async def runs(
     page_token: str | None = None,
     page_size: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> RunPage:
-    """The runs on this server's task queue, from visibility (so a filter on the
-    search attributes DurafactStatus and WorkflowType costs no worker): running ones
-    first, then the most recently closed; one per chain of runs continued as new, unless
-    `state` asks for those. Tokens and cost as `durafact list` shows them (`spent`)."""
+    """The recipe runs of the namespace, on every task queue (a worker of your own
+    polls its own), from visibility (so a filter on the search attributes
+    DurafactStatus and WorkflowType costs no worker): running ones first, then the most
+    recently closed; one per chain of runs continued as new, unless `state` asks for
+    those. As `durafact list` shows them: tokens and cost (`spent`), the recipe
+    (DurafactRecipe)."""
     query = listing.runs_query(
-        durafact_only=False,
-        task_queue=s.settings.task_queue,
         workflow_type=type,
         status=status,
         state=STATES[state] if state else None,

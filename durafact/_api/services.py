@@ -1,7 +1,7 @@
 """What every route works with: the Temporal client (made by `connect`, so with the
 plugin's data converter: pydantic, the codec with keys, the payload store), the
-settings (task queue, Web UI links) and the registered recipes, whose declarations
-(durafact/_runtime/registry.py) say what a run of each can do."""
+settings (the task queue its runs start on, Web UI links) and the registered recipes,
+whose declarations (durafact/_runtime/registry.py) say what a run of each can do."""
 
 from __future__ import annotations
 
@@ -31,11 +31,6 @@ class Services:
         """The facts a rejection of the type's question may correct."""
         recipe = self.registry.get(workflow_type)
         return list(recipe.correctable) if recipe else []
-
-    @property
-    def on_queue(self) -> str:
-        """The visibility filter of the runs this front door serves: its task queue's."""
-        return f'TaskQueue="{self.settings.task_queue}"'
 
 
 def services(request: Request) -> Services:

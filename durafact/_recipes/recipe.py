@@ -697,7 +697,10 @@ class Recipe(Generic[In, Out]):
     model subclass the settings model. Every settings model has the run's `budget`.
     """
 
-    recipe_name: ClassVar[str] = "recipe"
+    recipe_name: ClassVar[str] = ""
+    """The `DurafactRecipe` search attribute, what `durafact list` and the console show:
+    a lifecycle's name (`plan_execute`, ...) for its subclasses; empty, as a one-off
+    recipe leaves it, the workflow type."""
     settings_model: ClassVar[type[RecipeSettings]] = RecipeSettings
     llm_timeout: ClassVar[timedelta] = timedelta(minutes=2)
     # The activity heartbeats while it waits for the model: a worker that dies
@@ -752,7 +755,7 @@ class Recipe(Generic[In, Out]):
 
     def __init__(self) -> None:
         self._ctx = RecipeContext(
-            self.recipe_name,
+            self.recipe_name or workflow.info().workflow_type,
             self.llm_timeout,
             self.llm_heartbeat_timeout,
             self.llm_retry,

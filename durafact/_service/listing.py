@@ -45,21 +45,17 @@ class RunInfo:
 
 def runs_query(
     *,
-    durafact_only: bool = True,
     recipe: str | None = None,
     workflow_type: str | None = None,
     status: str | None = None,
     over_cost: Decimal | None = None,
     state: str | None = None,
-    task_queue: str | None = None,
 ) -> str:
-    """A visibility query of runs (the filters are names, checked by the caller):
-    durafact's (those with a recipe) unless not `durafact_only`; `recipe`, a recipe or a
-    workflow type; `state`, Temporal's (visibility's name: `Running`), else the last run
-    of each chain."""
-    where = [f'TaskQueue="{task_queue}"'] if task_queue else []
-    if durafact_only:
-        where.append(f"{RECIPE_ATTRIBUTE.name} IS NOT NULL")
+    """A visibility query of durafact's runs (those with a recipe) on every task queue of
+    the namespace (the filters are names, checked by the caller): `recipe`, a recipe or
+    a workflow type; `state`, Temporal's (visibility's name: `Running`), else the last
+    run of each chain."""
+    where = [f"{RECIPE_ATTRIBUTE.name} IS NOT NULL"]
     if recipe:
         where.append(f'({RECIPE_ATTRIBUTE.name} = "{recipe}" OR WorkflowType = "{recipe}")')
     if workflow_type:

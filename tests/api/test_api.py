@@ -17,11 +17,14 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from durafact import testing
 from durafact._api import create_app
 from durafact._core.ids import message_id, step_id
 from durafact._recipes.chat import ChatInput, ChatWorkflow
+from durafact._recipes.supervisor import SupervisorRequest, SupervisorWorkflow
 from durafact._runtime.registry import load_registry
 from durafact._runtime.settings import Settings
+from durafact._runtime.worker import build_worker
 from durafact._service.chats import open_chat
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.api.conftest import TOKEN, Served, read_events
@@ -274,6 +277,36 @@ async def test_runs_are_listed_from_visibility_filtered_and_paged(
     assert error_of(injected, 422)["message"].startswith("query.status: ")
     assert error_of(await http.get("/api/runs", params={"page_token": "%%"}), 400)
     await http.post(f"/api/runs/{waiting}/cancel")
+
+
+async def test_runs_and_questions_of_a_worker_on_its_own_queue_are_listed_with_their_recipe(
+    http: httpx.AsyncClient, client: Client, model: ScriptedModel, served: Served
+) -> None:
+    # Your own worker polls a queue of its own, not the one this server starts runs on.
+    model.reply(specialist())
+    own = Settings(openai_base_url=model.url, openai_api_key="test", model="scripted")
+    own.task_queue = f"my-app-{uuid.uuid4().hex[:6]}"
+    assert own.task_queue != served.settings.task_queue
+    workflow_id = f"own-{uuid.uuid4().hex[:6]}"
+    async with build_worker(client, own):
+        handle = await client.start_workflow(
+            SupervisorWorkflow.run,
+            SupervisorRequest(request=REQUEST),
+            id=workflow_id,
+            task_queue=own.task_queue,
+        )
+        await testing.waiting_question(handle)
+        for _ in range(100):  # visibility follows a moment behind
+            inbox = (await http.get("/api/approvals")).json()["runs"]
+            runs = (await http.get("/api/runs", params={"type": "SupervisorWorkflow"})).json()
+            waiting = [run for run in inbox if run["id"] == workflow_id]
+            rows = [row for row in runs["runs"] if row["id"] == workflow_id]
+            if waiting and rows:
+                break
+            await asyncio.sleep(0.1)
+        await handle.terminate("test done")
+    assert [run["type"] for run in waiting] == ["SupervisorWorkflow"]
+    assert [row["recipe"] for row in rows] == ["supervisor"]
 
 
 async def test_events_tell_progress_status_questions_and_the_end_and_resume_by_last_event_id(
