@@ -1,8 +1,9 @@
 """durafact in a user's own project, laid out like Temporal's samples: `workflows.py`,
 `activities.py`, `worker.py` and `starter.py` at its root (tests/user_project/), and
 beside them the documentation's examples: docs/guides/your-recipe.md as
-`trips/recipes.py`, docs/guides/your-worker.md as `app.py`, docs/guides/testing.md as
-`tests/test_trips.py`.
+`trips/recipes.py` and `trips/booking.py`, docs/guides/your-worker.md as `app.py`,
+docs/guides/testing.md as `tests/test_trips.py` and `tests/test_booking.py` (run against
+the embedded stack, `durafact up`, with no model endpoint configured).
 
 durafact is installed into the project's own virtual environment from its wheel, as
 `pip install` puts it there; its dependencies come from this test's environment (one
@@ -19,6 +20,7 @@ DURAFACT_WHEEL_FROM=/path/to/checkout runs these tests on another checkout's whe
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +30,7 @@ import uuid
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.client import Client
 
@@ -35,7 +38,15 @@ from durafact._local.embedded import temporal_binary
 from durafact.testing import Call, ScriptedModel
 from tests.cli.test_registration import worker_process
 from tests.docs.blocks import page_file, run_by
-from tests.helpers import ROOT, clean_env, free_port, run_command, sdk_exit_abort, spawn_command
+from tests.helpers import (
+    ROOT,
+    clean_env,
+    free_port,
+    run_command,
+    sdk_exit_abort,
+    spawn_command,
+    stand_in_model,
+)
 
 PROJECT = Path(__file__).with_name("user_project")
 SOURCE = Path(os.environ.get("DURAFACT_WHEEL_FROM") or ROOT)
@@ -82,13 +93,25 @@ def project(tmp_path: Path) -> Path:
     shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "trips").mkdir()
     (root / "trips" / "__init__.py").write_text("")
-    (root / "trips" / "recipes.py").write_text(
-        page_file("docs/guides/your-recipe.md", "trips/recipes.py")
-    )
+    for module in ("recipes", "booking"):
+        text = page_file("docs/guides/your-recipe.md", f"trips/{module}.py")
+        (root / "trips" / f"{module}.py").write_text(text)
     (root / "app.py").write_text(docs_block("docs/guides/your-worker.md"))
     (root / "tests").mkdir()
     (root / "tests" / "test_trips.py").write_text(docs_block("docs/guides/testing.md"))
+    booking_test = page_file("docs/guides/testing.md", "tests/test_booking.py")
+    (root / "tests" / "test_booking.py").write_text(booking_test)
     return root
+
+
+@pytest.fixture
+def temporal_on_path(tmp_path: Path) -> str:
+    """A PATH with the dev server's `temporal` binary on it: installed with the `local`
+    extra, or, as here, a Temporal CLI of one's own."""
+    cli = tmp_path / "temporal-cli"
+    cli.mkdir()
+    (cli / "temporal").symlink_to(temporal_binary())
+    return f"{cli}{os.pathsep}{os.environ['PATH']}"
 
 
 def foreign_imports(project: Path) -> list[str]:
@@ -173,20 +196,59 @@ async def test_the_docs_worker_and_client_run_a_user_recipe_and_a_ready_workflow
 
 
 async def test_the_docs_test_of_a_user_recipe_passes_under_pytest(
-    project: Path, venv: Path, tmp_path: Path
+    project: Path, venv: Path, temporal_on_path: str
 ) -> None:
-    # The dev server's `temporal` binary: installed with the `local` extra, or, as
-    # here, a Temporal CLI on the PATH.
-    cli = tmp_path / "temporal-cli"
-    cli.mkdir()
-    (cli / "temporal").symlink_to(temporal_binary())
     run = await run_command(
         str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
         "tests/test_trips.py",
-        env=clean_env(PATH=f"{cli}{os.pathsep}{os.environ['PATH']}"), cwd=project, timeout=120,
+        env=clean_env(PATH=temporal_on_path), cwd=project, timeout=120,
     )  # fmt: skip
     assert run.code == 0, run.out + run.err
     assert "1 passed" in run.out
+    assert foreign_imports(project) == []
+
+
+async def test_the_docs_approval_recipe_runs_in_the_projects_own_worker_on_the_embedded_stack(
+    project: Path, venv: Path, temporal_on_path: str, durafact_home: Path
+) -> None:
+    """The project's test (docs/guides/testing.md) approves the run of its recipe with an
+    approval (docs/guides/your-recipe.md) on a worker of its own, against the stack
+    `durafact up` runs, with no model endpoint configured: its worker finds the stack's
+    model, here the scripted stand-in of its local model."""
+    port, ui_port, api_port = free_port(), free_port(), free_port()
+    durafact = str(venv / "bin" / "durafact")
+    stack_env = clean_env(
+        DURAFACT_TEMPORAL_PORT=str(port),
+        DURAFACT_UI_PORT=str(ui_port),
+        DURAFACT_API_PORT=str(api_port),
+        PATH=temporal_on_path,
+    )
+    mine = clean_env(TEMPORAL_ADDRESS=f"127.0.0.1:{port}")  # and no model endpoint
+    with stand_in_model(durafact_home):
+        try:
+            up = await run_command(durafact, "up", env=stack_env, cwd=project, timeout=120)
+            assert up.code == 0, up.err
+            test = await run_command(
+                str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                "tests/test_booking.py", env=mine, cwd=project, timeout=120,
+            )  # fmt: skip
+            listed = await run_command(durafact, "list", "--json", env=mine, cwd=project)
+            runs = [r for r in json.loads(listed.out)["runs"] if r["workflow_type"] == "BookStay"]
+            status = await run_command(
+                durafact, "status", *[r["workflow_id"] for r in runs], env=mine, cwd=project
+            )
+            console = f"http://127.0.0.1:{api_port}/api/runs"
+            rows = httpx.get(console, params={"type": "BookStay"}, timeout=30).json()["runs"]
+        finally:
+            down = await run_command(durafact, "down", env=stack_env, cwd=project)
+    assert test.code == 0, test.out + test.err
+    assert "1 passed" in test.out
+    assert [(r["recipe"], r["state"]) for r in runs] == [("BookStay", "COMPLETED")]
+    assert [(r["recipe"], r["state"]) for r in rows] == [("BookStay", "COMPLETED")]
+    assert f"http://localhost:{ui_port}/namespaces/default/workflows/" in status.out, status.out
+    # The stack's worker, on its own queue, never saw the project's tasks.
+    assert "not registered" not in (durafact_home / "worker.log").read_text()
+    assert down.code == 0, down.err
     assert foreign_imports(project) == []
 
 

@@ -97,11 +97,12 @@ def page_file(page: str, path: str) -> str:
 
 
 def run_by(page: str, test: str) -> str:
-    """The text of the one python block of `page` marked `run by: TEST`."""
+    """The text of the one python block of `page` marked `run by: TEST` and no `file:`
+    (a file the test writes is read with `page_file`)."""
     found = [
         b.text
         for b in blocks_of(Path(page))
-        if b.lang == "python" and b.marks.get("run by") == test
+        if b.lang == "python" and b.marks.get("run by") == test and "file" not in b.marks
     ]
     assert len(found) == 1, f"{page} shows one python block that {test} runs"
     return found[0]
