@@ -5,7 +5,11 @@ the Temporal server TEMPORAL_ADDRESS names (or a temporal.toml profile):
     python worker.py
 
 It is what you copy into an app of your own; `durafact-worker` is the same worker with
-every option on the command line."""
+every option on the command line. This app shares the queue `durafact` with the
+embedded stack on purpose: `python starter.py up` (`make up`) starts the stack's worker
+with these same recipes. A copy of it in an app of your own takes a queue of its own
+(TASK_QUEUE below; docs/guides/your-worker.md), or the stack's worker, which lacks your
+recipes, takes their tasks and fails them; the plugin warns of that as it starts."""
 
 import asyncio
 import os

@@ -6,7 +6,9 @@ scripted model, the app's recipe beside a ready one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -15,9 +17,17 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durafact import Goal, PlanExecuteWorkflow
+from durafact._local.embedded import Embedded
 from durafact.testing import Call, ScriptedModel, default_reply
 from tests.cli.test_registration import worker_process
-from tests.helpers import ROOT, clean_env, run_command, sdk_exit_abort, stand_in_model
+from tests.helpers import (
+    ROOT,
+    clean_env,
+    read_until,
+    run_command,
+    sdk_exit_abort,
+    stand_in_model,
+)
 
 
 def trip_model(call: Call) -> str | dict:
@@ -139,3 +149,35 @@ async def test_the_apps_worker_with_no_model_endpoint_stops_with_one_line_naming
     )
     # No traceback; now and then temporalio's threads abort the exit after that line.
     assert (run.code, len(run.err_lines)) == (1, 1) or sdk_exit_abort(run.code, run.err)
+
+
+async def test_the_apps_worker_on_the_embedded_workers_queue_says_to_take_its_own(
+    env: WorkflowEnvironment, model: ScriptedModel, durafact_home: Path
+) -> None:
+    queue = f"shared-{uuid.uuid4().hex[:8]}"
+    address = env.client.service_client.config.target_host
+    # A process recorded as the stack's worker on that queue of this server, as `up`
+    # records its worker.
+    argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    stacks = Embedded(durafact_home).piece("worker")
+    stacks_worker = stacks.start(argv, os.environ, durafact_home, task_queue=queue, address=address)
+    environment = clean_env(
+        TEMPORAL_ADDRESS=address, DURAFACT_TASK_QUEUE=queue, OPENAI_BASE_URL=model.url
+    )
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "worker.py", env=environment, cwd=ROOT, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        assert worker.stderr is not None
+        said = await read_until(worker.stderr, "task queue")
+    finally:
+        worker.terminate()
+        await asyncio.wait_for(worker.wait(), 30)
+        stacks_worker.kill()
+        stacks_worker.wait()
+    assert said[-1] == (
+        f"task queue {queue!r} is polled by the embedded stack's worker too (durafact up, "
+        f"pid {stacks_worker.pid}): each takes tasks of recipes only the other may have "
+        "registered; give this worker a queue of its own (DURAFACT_TASK_QUEUE, or "
+        "Worker(task_queue=...))"
+    )

@@ -231,7 +231,11 @@ class Piece:
                 )
             await asyncio.sleep(every)
 
-    def start(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen:
+    def start(
+        self, argv: list[str], env: Mapping[str, str], cwd: Path, **facts: str
+    ) -> subprocess.Popen:
+        """Start the piece, recording its pid, command line and `facts` (what a worker
+        of your own reads: durafact/_runtime/stack.py)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("wb") as log:
             process = subprocess.Popen(
@@ -243,7 +247,8 @@ class Piece:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # not killed with the starter's terminal
             )
-        self.pid_file.write_text(json.dumps({"pid": process.pid, "argv": argv}) + "\n")
+        record = {"pid": process.pid, "argv": argv, **facts}
+        self.pid_file.write_text(json.dumps(record) + "\n")
         return process
 
     def last_log_line(self) -> str:
@@ -594,7 +599,8 @@ async def _up_worker(
         return
     argv = [sys.executable, "-m", "durafact._cli.worker"]
     # In the directory `up` was run from: recipes modules there are found (registry.py).
-    process = piece.start(argv, env, Path.cwd())
+    where = {"task_queue": queue, "address": settings.temporal_address}
+    process = piece.start(argv, env, Path.cwd(), **where)
     started.append((piece, process))
     client = await connect(settings)
 

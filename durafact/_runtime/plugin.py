@@ -59,8 +59,13 @@ from durafact._runtime.prices import prices_from_env
 from durafact._runtime.query_retry import QueryRetry
 from durafact._runtime.registry import Registry, load_registry, recipe_modules
 from durafact._runtime.search_attributes import require_search_attributes
-from durafact._runtime.settings import DEFAULT_MODEL, SettingsError, embedded_model_url
-from durafact._runtime.stack import LOCAL_MODEL_ID
+from durafact._runtime.settings import (
+    DEFAULT_MODEL,
+    SettingsError,
+    embedded_model_url,
+    state_home,
+)
+from durafact._runtime.stack import LOCAL_MODEL_ID, worker_on
 from durafact._runtime.tracing import TRACE_CONTENT_ENV, interceptors, provider_from_env
 
 if TYPE_CHECKING:
@@ -158,6 +163,7 @@ class DurafactPlugin(SimplePlugin):
         self._mcp_env = None if given is not None else env.get("DURAFACT_MCP")
         self.endpoints = dict(configured_endpoints(env) if endpoints is None else endpoints)
         self.endpoints.setdefault(DEFAULT_ENDPOINT, Endpoint(name=DEFAULT_ENDPOINT, base_url=None))
+        self._env = env
         # Where a worker looks for the embedded stack's model when no endpoint is set.
         self._stack_env = env if endpoints is None else None
         self._model_given = bool(model or env.get("DURAFACT_MODEL"))
@@ -210,6 +216,7 @@ class DurafactPlugin(SimplePlugin):
             return config
         client = config["client"]  # type: ignore[typeddict-item]
         self.check_model_endpoint()
+        self._warn_on_the_stacks_queue(client, config["task_queue"])  # type: ignore[typeddict-item]
         if not is_durafact(client.data_converter):
             raise ValueError(
                 "the worker's client has no durafact data converter: connect it with "
@@ -292,6 +299,22 @@ class DurafactPlugin(SimplePlugin):
             for interceptor in self._tracing[1:]:  # the GenAI spans name the model
                 interceptor.default_model = LOCAL_MODEL_ID
         log.info("no model endpoint configured: using the embedded local model at %s", local)
+
+    def _warn_on_the_stacks_queue(self, client: Any, task_queue: str) -> None:
+        """A warning when the embedded stack's worker polls this worker's queue: Temporal
+        hands a task to either, and a recipe only one of them registers fails on the
+        other ("not registered on this worker")."""
+        address = client.service_client.config.target_host
+        pid = worker_on(state_home(self._env), address, task_queue)
+        if pid is not None:
+            log.warning(
+                "task queue %r is polled by the embedded stack's worker too (durafact up, "
+                "pid %s): each takes tasks of recipes only the other may have registered; "
+                "give this worker a queue of its own (DURAFACT_TASK_QUEUE, or "
+                "Worker(task_queue=...))",
+                task_queue,
+                pid,
+            )
 
     def _defers_to_another(self, worker_plugins: Sequence[Any]) -> bool:
         """Whether this plugin came from the client of a worker that has a DurafactPlugin

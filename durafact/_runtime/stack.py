@@ -4,7 +4,9 @@ state directory records it: one pid file a piece, `{"pid": ..., "argv": [...]}`.
 A worker or a command that is not part of the stack reads it here, without importing
 the stack itself (the `local` extra): your own worker with `DurafactPlugin` finds the
 stack's local model as `durafact-worker` does, and a command pointed at the stack's
-server by `TEMPORAL_ADDRESS` links to the Web UI on the port the stack gave it. Only
+server by `TEMPORAL_ADDRESS` links to the Web UI on the port the stack gave it, and a
+worker on the queue the stack's worker polls is warned that the two would take each
+other's tasks. Only
 what a pid file records and its process still runs counts: a recycled pid is never
 taken for ours.
 """
@@ -16,6 +18,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -23,10 +26,15 @@ LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 def recorded(state_dir: Path, piece: str) -> tuple[int, list[str]] | None:
     """The pid and command line in the piece's pid file, if there is a readable one."""
+    record = _record(state_dir, piece)
+    return (record["pid"], record["argv"]) if record else None
+
+
+def _record(state_dir: Path, piece: str) -> dict[str, Any] | None:
     try:
         data = json.loads((state_dir / f"{piece}.pid").read_text())
-        return int(data["pid"]), [str(a) for a in data["argv"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        return {**data, "pid": int(data["pid"]), "argv": [str(a) for a in data["argv"]]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -34,6 +42,25 @@ def running(state_dir: Path, piece: str) -> list[str] | None:
     """The command line of the piece when the process its pid file names still runs it."""
     found = recorded(state_dir, piece)
     return found[1] if found and is_our_process(*found) else None
+
+
+def worker_on(state_dir: Path, address: str, task_queue: str) -> int | None:
+    """The pid of the stack's worker when it runs and polls `task_queue` of the server at
+    `address` (another process: not this one)."""
+    record = _record(state_dir, "worker")
+    if not record or record["pid"] == os.getpid() or record.get("task_queue") != task_queue:
+        return None
+    if not same_server(str(record.get("address", "")), address):
+        return None
+    return record["pid"] if is_our_process(record["pid"], record["argv"]) else None
+
+
+def same_server(a: str, b: str) -> bool:
+    """Whether two `host:port` addresses name one server: the same port, and the same
+    host or loopback both."""
+    (host_a, _, port_a), (host_b, _, port_b) = a.rpartition(":"), b.rpartition(":")
+    local = host_a.lower() in LOOPBACK and host_b.lower() in LOOPBACK
+    return port_a == port_b and (local or host_a.lower() == host_b.lower())
 
 
 def flag(argv: list[str], name: str) -> str | None:
