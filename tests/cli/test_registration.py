@@ -628,6 +628,20 @@ async def test_status_of_a_run_its_worker_cannot_run_says_how_to_fix_it(
     ) in run.out.splitlines()
 
 
+async def test_the_worker_with_no_endpoint_and_no_embedded_model_says_the_fix_in_one_line(
+    tmp_path: Path,
+) -> None:
+    run = await run_command(*DURAFACT_WORKER, env=clean_env(), cwd=tmp_path)
+    assert (run.code, run.err_lines) == (
+        2,
+        [
+            "worker: no model endpoint: set OPENAI_BASE_URL (any OpenAI-compatible server) "
+            "or OPENAI_API_KEY, give DurafactPlugin endpoints=, or run `durafact up` for the "
+            "local model"
+        ],
+    )
+
+
 async def test_the_worker_uses_the_embedded_model_when_no_endpoint_is_configured(
     client: Client, model: ScriptedModel, durafact_home: Path, tmp_path: Path
 ) -> None:
