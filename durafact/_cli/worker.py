@@ -12,8 +12,10 @@ distributions' entry points in the group `durafact.recipes`
 else the plugin reads from the environment: the model endpoints, the payload keys and
 store, the price table (DURAFACT_PRICES). With no model endpoint configured
 (OPENAI_BASE_URL, OPENAI_API_KEY), the worker uses the embedded stack's local model
-when `durafact up` started one, and logs it. Temporal is reached through
-`temporalio.envconfig` (TEMPORAL_ADDRESS, a profile). A registration, MCP or endpoint
+when `durafact up` runs one, and logs it, as a worker of your own with the plugin does;
+with neither, it exits 2 with one line naming the fix. Temporal is reached through
+`temporalio.envconfig` (TEMPORAL_ADDRESS, a profile), else at
+`localhost:$DURAFACT_TEMPORAL_PORT` (7233). A registration, MCP or endpoint
 configuration mistake is one line and exit code 2, before connecting; so is an unusable
 profile, payload key or store, or price table, with exit code 1. SIGINT or SIGTERM
 stops polling, lets running activities finish (up to the graceful timeout), closes the
