@@ -274,7 +274,7 @@ async def test_runs_are_listed_from_visibility_filtered_and_paged(
     assert first["runs"][0]["state"] == "RUNNING"  # running runs first
 
     injected = await http.get("/api/runs", params={"status": 'x" OR WorkflowId!="'})
-    assert error_of(injected, 422)["message"].startswith("query.status: ")
+    assert error_of(injected, 422)["message"].startswith("'query.status': ")
     assert error_of(await http.get("/api/runs", params={"page_token": "%%"}), 400)
     await http.post(f"/api/runs/{waiting}/cancel")
 
