@@ -113,7 +113,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         exit_now(f"worker: {exc}")
     configure_logging()
     try:
-        client = await connect(settings)
+        client = await connect(settings, worker=True)
     except SettingsError as exc:  # one line: no server
         exit_now(f"worker: {exc}")
     worker = worker_for(client, settings, plugin)

@@ -215,15 +215,23 @@ def data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
     return converter_for(keys_from_env(env), store_from_env(env))
 
 
-def converter_for(keyring: Keyring | None, store: PayloadStore | None = None) -> DataConverter:
+def converter_for(
+    keyring: Keyring | None, store: PayloadStore | None = None, *, explain: bool = False
+) -> DataConverter:
     """The pydantic data converter with an EncryptionCodec for `keyring` and, with a
     `store`, payloads from its threshold kept there. The SDK encodes with the codec
     before it stores, so with keys only ciphertext leaves. With keys, failure messages
     and stack traces travel in an encrypted payload too (the server stores `Encoded
-    failure`; clients with the keys, and the codec server, restore them)."""
+    failure`; clients with the keys, and the codec server, restore them).
+
+    Without keys there is no codec, unless `explain`: then a keyless one that only says
+    which key an encrypted payload needs (a command reading a run). A worker goes
+    without it: the SDK looks up each payload's serialization context in the workflow
+    sandbox for a codec, which doubled the worker's time per model call
+    (bench/README.md, "Overhead per call")."""
     converter = dataclasses.replace(
         pydantic_data_converter,
-        payload_codec=EncryptionCodec(keyring),
+        payload_codec=EncryptionCodec(keyring) if keyring or explain else None,
         external_storage=store.storage() if store else None,
     )
     if keyring is None:

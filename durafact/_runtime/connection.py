@@ -20,6 +20,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from durafact._runtime.codec import converter_for
 from durafact._runtime.plugin import DurafactPlugin
 from durafact._runtime.search_attributes import (
     ensure_search_attributes,
@@ -57,12 +58,20 @@ def connect_options(settings: Settings) -> dict[str, Any]:
 
 
 async def connect(
-    settings: Settings, timeout: float = CONNECT_TIMEOUT, env: Mapping[str, str] | None = None
+    settings: Settings,
+    timeout: float = CONNECT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+    *,
+    worker: bool = False,
 ) -> Client:
     """A client for the configured server and namespace, with the data converter
     for the keys `env` (default: this process's environment) configures; raises
-    Unreachable, or CodecConfigError for unusable keys, with a one-line reason."""
+    Unreachable, or CodecConfigError for unusable keys, with a one-line reason. A
+    client that only reads runs (not a `worker`'s) says in one line which key an
+    encrypted payload needs, even without keys (`converter_for`)."""
     plugin = DurafactPlugin(env=env)  # Codec/Payload/TracingConfigError: one line
+    if not worker:
+        plugin.data_converter_value = converter_for(plugin.keys, plugin.payloads, explain=True)
     address, source = settings.temporal_address, settings.temporal_address_source
     if settings.temporal_address_explicit and not port_open(address, timeout=3):
         raise Unreachable(f"cannot reach Temporal at {address} ({source})")

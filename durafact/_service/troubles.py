@@ -32,6 +32,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 
 from durafact._core.text import one_line
+from durafact._runtime.codec import ENCODING, KEYS_ENV, KEYS_FILE_ENV
 
 # Failed workflow tasks that are the server's bookkeeping, not a problem of the code: a
 # reset fails the task it resets to; a signal or update that came in while a task
@@ -42,6 +43,11 @@ ROUTINE_TASK_FAILURES = frozenset(
         WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
         WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_UPDATE,
     }
+)
+
+KEYLESS_WORKER = (
+    "PayloadDecryptError: the run's payloads are encrypted and the worker has no keys: "
+    f"give it {KEYS_ENV} or {KEYS_FILE_ENV}"
 )
 
 
@@ -102,9 +108,10 @@ async def task_failure(client: Any, workflow_id: str, run_id: str) -> tuple[str,
             if attributes.cause in ROUTINE_TASK_FAILURES:
                 return None
             if attributes.HasField("failure"):
-                return "workflow task failing", failure_line(
-                    await readable(client, attributes.failure)
-                )
+                failure = await readable(client, attributes.failure)
+                if keyless(failure):
+                    return "workflow task failing", KEYLESS_WORKER
+                return "workflow task failing", failure_line(failure)
             return "workflow task failing", WorkflowTaskFailedCause.Name(attributes.cause)
     return None
 
@@ -165,6 +172,17 @@ async def readable(client: Any, failure: Failure) -> Failure:
         if not node.HasField("cause"):
             return plain
         node = node.cause
+
+
+def keyless(failure: Failure) -> bool:
+    """Whether a worker without keys failed the task on an encrypted payload (its
+    converter has no codec, durafact/_runtime/codec.py `converter_for`)."""
+    while True:
+        if f"Unknown payload encoding {ENCODING.decode()}" in failure.message:
+            return True
+        if not failure.HasField("cause"):
+            return False
+        failure = failure.cause
 
 
 def failure_line(failure: Failure) -> str:

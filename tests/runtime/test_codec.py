@@ -568,3 +568,33 @@ async def test_durafact_key_prints_a_key_line_the_worker_takes(tmp_path: Path) -
     assert keyring is not None and keyring.newest == "k7"
     bad = await run_command(*DURAFACT, "key", "k 7", env=clean_env(), cwd=tmp_path)
     assert (bad.code, len(bad.err_lines)) == (1, 1)
+
+
+async def test_a_worker_without_keys_fails_an_encrypted_run_visibly_and_status_says_so(
+    client: Client, settings: Settings
+) -> None:
+    # A keyless worker has no codec (converter_for): an encrypted run it is given fails
+    # its workflow task, visibly and retried, rather than running on what it cannot read.
+    env = clean_env(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host,
+        DURAFACT_TASK_QUEUE=settings.task_queue,
+        OPENAI_BASE_URL=settings.openai_base_url or "",
+    )
+    workflow_id = f"codec-keyless-{uuid.uuid4().hex[:6]}"
+    async with build_worker(with_converter(client, keyed({})), settings):
+        with_k1 = env | {"DURAFACT_KEYS": K1}
+        started = await starter(
+            "plan", GOAL, "--id", workflow_id, "--no-wait", env=with_k1, cwd=ROOT
+        )
+        assert started.code == 0, started.err
+        try:
+            for _ in range(60):
+                status = await starter("status", workflow_id, env=with_k1, cwd=ROOT)
+                if "workflow task failing" in status.out:
+                    break
+        finally:
+            await client.get_workflow_handle(workflow_id).terminate()
+    assert (
+        "workflow task failing: PayloadDecryptError: the run's payloads are encrypted and the "
+        "worker has no keys: give it DURAFACT_KEYS or DURAFACT_KEYS_FILE (attempt "
+    ) in status.out, status.out
