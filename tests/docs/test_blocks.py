@@ -55,7 +55,7 @@ from temporalio.service import RPCError
 from durafact._runtime.connection import has_live_poller
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
-from durafact.testing import ScriptedModel
+from durafact.testing import ScriptedModel, start_dev_server
 from tests.docs import models
 from tests.docs.blocks import Block, all_blocks, blocks_of, pages
 from tests.helpers import ROOT, clean_env, free_port
@@ -308,6 +308,17 @@ async def run_block(project: Project, block: Block) -> None:
     finally:
         project.model.release_all()
         await project.stop_background()
+
+
+@pytest.fixture(scope="module")
+async def client() -> AsyncIterator[Client]:
+    """A dev server of the pages' own, in place of the session's: a page's `pending` and
+    `list` show what its blocks started, never a run another test left waiting."""
+    environment = await start_dev_server()
+    try:
+        yield environment.client
+    finally:
+        await environment.shutdown()
 
 
 def runnable_pages() -> list[Path]:
