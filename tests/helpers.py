@@ -363,6 +363,20 @@ async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 3
     return lines
 
 
+async def said_until(*argv: str, text: str, env: dict[str, str], cwd: Path) -> list[str]:
+    """What a long-running command (a worker) wrote to stderr up to the first line that
+    holds `text`; the command is then stopped."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=cwd, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        assert process.stderr is not None
+        return await read_until(process.stderr, text)
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 30)
+
+
 # --- the console: a served app and a real browser ------------------------------------
 
 

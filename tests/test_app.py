@@ -6,7 +6,6 @@ scripted model, the app's recipe beside a ready one."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -23,8 +22,8 @@ from tests.cli.test_registration import worker_process
 from tests.helpers import (
     ROOT,
     clean_env,
-    read_until,
     run_command,
+    said_until,
     sdk_exit_abort,
     stand_in_model,
 )
@@ -164,15 +163,11 @@ async def test_the_apps_worker_on_the_embedded_workers_queue_says_to_take_its_ow
     environment = clean_env(
         TEMPORAL_ADDRESS=address, DURAFACT_TASK_QUEUE=queue, OPENAI_BASE_URL=model.url
     )
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, "worker.py", env=environment, cwd=ROOT, stderr=asyncio.subprocess.PIPE
-    )
     try:
-        assert worker.stderr is not None
-        said = await read_until(worker.stderr, "task queue")
+        said = await said_until(
+            sys.executable, "worker.py", text="task queue", env=environment, cwd=ROOT
+        )
     finally:
-        worker.terminate()
-        await asyncio.wait_for(worker.wait(), 30)
         stacks_worker.kill()
         stacks_worker.wait()
     assert said[-1] == (

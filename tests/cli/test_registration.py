@@ -44,8 +44,8 @@ from tests.helpers import (
     Run,
     clean_env,
     free_port,
-    read_until,
     run_command,
+    said_until,
     starter,
 )
 
@@ -656,15 +656,7 @@ async def test_the_worker_uses_the_embedded_model_when_no_endpoint_is_configured
         DURAFACT_TASK_QUEUE=f"local-{uuid.uuid4().hex[:6]}",
         DURAFACT_MODEL_PORT=port,
     )
-    worker = await asyncio.create_subprocess_exec(
-        *DURAFACT_WORKER, env=env, cwd=ROOT, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        assert worker.stderr is not None
-        log = await read_until(worker.stderr, "endpoint default:")
-    finally:
-        worker.terminate()
-        await asyncio.wait_for(worker.wait(), 30)
+    log = await said_until(*DURAFACT_WORKER, text="endpoint default:", env=env, cwd=ROOT)
     assert any(
         f"no model endpoint configured: using the embedded local model at {model.url}" in line
         for line in log

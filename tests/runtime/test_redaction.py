@@ -17,7 +17,15 @@ from durafact._recipes import Goal, PlanExecuteWorkflow
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
 from durafact.testing import ScriptedModel
-from tests.helpers import DURAFACT_WORKER, ROOT, clean_env, read_until, spawn_command, starter
+from tests.helpers import (
+    DURAFACT_WORKER,
+    ROOT,
+    clean_env,
+    read_until,
+    said_until,
+    spawn_command,
+    starter,
+)
 
 SECRET = "s3cr3t-marker"
 
@@ -71,13 +79,7 @@ async def test_the_worker_log_shows_its_endpoints_without_credentials(
         DURAFACT_ENDPOINT_EMBED=f"http://{SECRET}@{host}?key={SECRET}",
         DURAFACT_ENDPOINT_EMBED_KEY=SECRET,
     )
-    worker = await spawn_command(*DURAFACT_WORKER, env=env, cwd=ROOT)
-    try:
-        assert worker.stderr is not None
-        log = await read_until(worker.stderr, "endpoint embed:")
-    finally:
-        worker.terminate()
-        await asyncio.wait_for(worker.wait(), 30)
+    log = await said_until(*DURAFACT_WORKER, text="endpoint embed:", env=env, cwd=ROOT)
     assert not [line for line in log if SECRET in line]
     assert any(f"endpoint default: http://{host}?api_key=***" in line for line in log), log
     assert any(f"endpoint embed: http://{host}?key=*** (with a key)" in line for line in log)
