@@ -25,7 +25,7 @@ demo: $(VENV)/.installed-demo
 
 # Two test processes (pytest-xdist), each with its own dev server and scripted model: the
 # tests mostly wait on Temporal, so two of them fit 2 cores and halve the wall time.
-test: $(VENV)/.installed-dev chromium
+test: $(VENV)/.installed-dev chromium frontends/node_modules/.package-lock.json
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --durations=30
@@ -43,6 +43,13 @@ chromium:
 	  [ -n "$$DURAFACT_CHROMIUM" ] || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || true
+
+# The protocols' own JavaScript clients (the AI SDK, AG-UI), which the front-end tests
+# drive, from the committed lock file. Node.js 20 or later and npm are needed.
+frontends/node_modules/.package-lock.json: frontends/package.json frontends/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the front-end tests need Node.js 20+ and npm: apt-get install -y nodejs npm (or https://nodejs.org)"; exit 1; }
+	npm ci --prefix frontends --silent --no-audit --no-fund
+	touch $@
 
 up: $(VENV)/.installed-demo
 	$(BIN)/python starter.py up
@@ -72,4 +79,4 @@ format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info frontends/node_modules
