@@ -23,6 +23,7 @@ from durafact._api.console import STATIC
 from durafact._api.console import router as pages
 from durafact._api.errors import install as answer_errors_in_one_shape
 from durafact._api.events import router as events
+from durafact._api.feeds import Feeds
 from durafact._api.runs import ids_in_the_path, one_run
 from durafact._api.runs import router as runs
 from durafact._api.security import Guard, require_token
@@ -61,7 +62,8 @@ def create_app(
         redoc_url=None,
         static_url="/static/docs",
     )
-    app.state.services = Services(client, settings, registry)
+    services = Services(client, settings, registry, Feeds(client, registry))
+    app.state.services = services
     app.state.token = token
     answer_errors_in_one_shape(app)
     app.add_middleware(Guard, sites=Sites(host, allowed_hosts(allow_hosts, None)))

@@ -17,7 +17,6 @@ Event names: `status`, `question` (with `questions`, those pending as it is sent
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -28,9 +27,9 @@ from fastapi import APIRouter, Depends, Header
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from durafact._api.errors import ApiError
-from durafact._api.services import Services, jsonable, services
-from durafact._service.errors import failure_text
-from durafact._service.runs import POLL_INTERVAL, describe, pending_questions, progress_page
+from durafact._api.feeds import RunEnd
+from durafact._api.services import Services, services
+from durafact._service.runs import describe, pending_questions
 
 router = APIRouter(tags=["runs"])
 
@@ -88,29 +87,16 @@ async def events(
 async def stream(s: Services, description: Any, cursor: Cursor) -> AsyncIterator[ServerSentEvent]:
     if cursor.ended:
         return
-    handle = s.client.get_workflow_handle(
-        description.id,
-        run_id=cursor.run_id,
-        result_type=s.result_type(description.workflow_type),
-    )
-    outcome = asyncio.ensure_future(handle.result(follow_runs=False))
-    offset = cursor.offset
-    try:
-        while True:
-            closed = outcome.done()  # before the query: its answer then includes the end
-            page = await progress_page(handle, offset)
-            for event in page.events if page else []:
-                offset = event.seq + 1
-                data = event.model_dump(mode="json")
-                if event.kind == "question":
-                    data["questions"] = await questions_now(handle)
-                yield sse(f"{cursor.run_id}:{offset}", NAMED.get(event.kind, "progress"), data)
-            if closed:
-                break
-            await asyncio.wait({outcome}, timeout=POLL_INTERVAL)
-        yield sse(f"{cursor.run_id}:end", "end", await end(handle, outcome))
-    finally:
-        outcome.cancel()
+    handle = s.client.get_workflow_handle(description.id, run_id=cursor.run_id)
+    feed = s.feeds.run(description.id, cursor.run_id, description.workflow_type, cursor.offset)
+    async for item in feed:
+        if isinstance(item, RunEnd):
+            yield sse(f"{cursor.run_id}:end", "end", item_end(item))
+            return
+        data = item.model_dump(mode="json", exclude={"data"})
+        if item.kind == "question":
+            data["questions"] = await questions_now(handle)
+        yield sse(f"{cursor.run_id}:{item.seq + 1}", NAMED.get(item.kind, "progress"), data)
 
 
 async def questions_now(handle: Any) -> list[dict[str, Any]]:
@@ -121,13 +107,12 @@ async def questions_now(handle: Any) -> list[dict[str, Any]]:
         return []
 
 
-async def end(handle: Any, outcome: asyncio.Future[Any]) -> dict[str, Any]:
-    state = (await handle.describe()).status
-    data: dict[str, Any] = {"state": state.name if state else "UNKNOWN"}
-    try:
-        data["result"] = jsonable(outcome.result())
-    except Exception as exc:  # failed, canceled, terminated, timed out, continued as new
-        data["failure"] = failure_text(exc)
+def item_end(end: RunEnd) -> dict[str, Any]:
+    data: dict[str, Any] = {"state": end.state}
+    if end.failure is None:
+        data["result"] = end.result
+    else:
+        data["failure"] = end.failure
     return data
 
 

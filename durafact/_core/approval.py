@@ -102,6 +102,11 @@ class ApprovalQuestion(BaseModel):
         description="A tool question: the call's arguments whole, as the tool will receive "
         "them (bound and validated by its model).",
     )
+    tool_call_id: str | None = Field(
+        default=None,
+        description="A tool question: the id of the call it is about, as the run's "
+        "`action` line and a front end's tool part name it.",
+    )
 
 
 class ApprovalPolicy(BaseModel):

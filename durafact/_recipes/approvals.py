@@ -55,6 +55,7 @@ class Approvals:
         tool: str | None = None,
         arguments_hash: str | None = None,
         arguments: dict[str, Any] | None = None,
+        tool_call_id: str | None = None,
     ) -> ApprovalOutcome:
         """Ask a person `text` and wait durably for the answer, or for `policy`'s timeout.
 
@@ -66,8 +67,8 @@ class Approvals:
         `escalate` that has its own timeout and then rejects. `settable`: what an
         approval may set (`ApprovalQuestion.settable`); `rule`: which policy rule asks
         (a tool question); `remember`: the scopes an answer may remember; `tool`,
-        `arguments_hash` and `arguments`: the call a tool question is about, its
-        arguments as the tool will receive them.
+        `arguments_hash`, `arguments` and `tool_call_id`: the call a tool question is
+        about, its arguments as the tool will receive them, and its id.
 
         Example:
             ```python
@@ -91,6 +92,7 @@ class Approvals:
             "tool": tool,
             "arguments_hash": arguments_hash,
             "arguments": arguments,
+            "tool_call_id": tool_call_id,
         }
         question = self._open_question(thread, text, kind, **asking)
         outcome = await self._wait_for_answer(question, policy.timeout)
@@ -156,6 +158,7 @@ class Approvals:
         tool: str | None = None,
         arguments_hash: str | None = None,
         arguments: dict[str, Any] | None = None,
+        tool_call_id: str | None = None,
     ) -> ApprovalQuestion:
         n = len(self.approval_history(thread)) + 1
         question = ApprovalQuestion(
@@ -171,13 +174,18 @@ class Approvals:
             tool=tool,
             arguments_hash=arguments_hash,
             arguments=arguments,
+            tool_call_id=tool_call_id,
         )
         self.ledger.create(question.id, question)
         if escalates:
             self.ledger.link(question.id, "escalates", escalates.id)
         if self.status != AWAITING_APPROVAL:
             self.set_status(AWAITING_APPROVAL, f"awaiting approval of {question.id}")
-        self.announce(f"{question.id} ({kind}): {text}", kind="question")
+        self.announce(
+            f"{question.id} ({kind}): {text}",
+            kind="question",
+            data={"question": question.model_dump(mode="json")},
+        )
         return question
 
     async def _wait_for_answer(
@@ -225,7 +233,11 @@ class Approvals:
         who = f" by {by.by}" if by and by.by and not outcome.timed_out else ""
         reason = f": {outcome.reason}" if outcome.reason else ""
         changed = f" (changes: {', '.join(outcome.changes)})" if outcome.changes else ""
-        self.announce(f"{outcome.question_id} {verdict}{who}{reason}{changed}", kind="approval")
+        self.announce(
+            f"{outcome.question_id} {verdict}{who}{reason}{changed}",
+            kind="approval",
+            data={"answer": outcome.model_dump(mode="json")},
+        )
         # While another question (asked concurrently) waits, the run stays awaiting.
         if not self.pending_questions():
             self.set_status(verdict)

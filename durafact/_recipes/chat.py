@@ -43,7 +43,9 @@ began, the stream's state, and the answers to tool questions remembered for the 
 Streaming. With `stream` on, the model activity publishes the reply's text as it
 is written to the topic `tokens` (`TextChunk`, keyed by the message id) of the
 workflow's stream (`temporalio.contrib.workflow_streams`); the workflow itself
-publishes each message and reply to `messages` (`ChatEvent`). The durable reply
+publishes each message and reply to `messages` (`ChatEvent`), and each line a turn
+announces with data (a tool call, its result, a question, an answer) to `lines`
+(`TurnLine`). The durable reply
 is the activity's result either way; an endpoint that does not stream only
 means no `tokens`.
 
@@ -98,11 +100,12 @@ from durafact._core.tool_policy import RememberedDecision, travelling
 from durafact._core.tools import ToolCall, checked_tool_names
 from durafact._recipes.react import ReAct, ReActSettings, _Run
 from durafact._recipes.react_long import history_full
-from durafact._recipes.recipe import RecipeContext, reraise_cancellation
+from durafact._recipes.recipe import Announcement, RecipeContext, reraise_cancellation
 from durafact._recipes.tool_gate import hold_remembered, remembered
 
 MESSAGES_TOPIC = "messages"
 TOKENS_TOPIC = "tokens"
+LINES_TOPIC = "lines"
 INVALID_MESSAGE = "InvalidMessage"
 TURN_FAILED = "ChatTurnFailed"
 # Reply texts kept by message id for repeated sends, carried across continue-as-new;
@@ -156,6 +159,14 @@ class ChatEvent(BaseModel):
     key: str
     seq: int
     text: str
+
+
+class TurnLine(BaseModel):
+    """What the topic `lines` carries: a line a turn announced with data (a tool call,
+    its result, a question, an answer), keyed by the message the turn answers."""
+
+    key: str
+    line: Announcement
 
 
 class RunStart(BaseModel):
@@ -283,6 +294,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self._stop_requested = False
         self._steering: list[_Pending] = []
         self._ctx.usage = carried.usage
+        self._ctx.on_announce = self._publish_line
         self._sync_ledger()
 
     @workflow.run
@@ -684,6 +696,10 @@ class ChatWorkflow(ReAct[ChatInput, None]):
 
     def _publish(self, event: ChatEvent) -> None:
         self.stream.topic(MESSAGES_TOPIC, type=ChatEvent).publish(event)
+
+    def _publish_line(self, line: Announcement) -> None:
+        key = self._current.id if self._current else ""
+        self.stream.topic(LINES_TOPIC, type=TurnLine).publish(TurnLine(key=key, line=line))
 
     def _trim_stream(self) -> None:
         """Keep the stream's log to the previous turn and this one: tokens are for the

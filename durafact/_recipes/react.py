@@ -610,7 +610,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             name=parsed.tool,
             arguments=bind_arguments(parsed.arguments, run.spec(parsed.tool)),
         )
-        ctx.announce(f"action: {call.name} {brief(call.arguments)}", kind="action")
+        announce_action(ctx, tool_call_id(run.key, turn, 0), call)
         return None, [call]
 
     def _read_native_reply(
@@ -627,8 +627,8 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             return response.text.strip(), []
         if response.text.strip():
             ctx.announce(f"thought: {brief(response.text)}", kind="thought")
-        for call in calls:
-            ctx.announce(f"action: {call.name} {brief(call.arguments)}", kind="action")
+        for k, call in enumerate(calls):
+            announce_action(ctx, tool_call_id(run.key, turn, k), call)
         return None, calls
 
     async def _call(
@@ -659,6 +659,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             approval=run.settings.approval,
             remember=self.remember_scopes,
             bind=lambda call: self._bind(ctx, run, tool_binding_id(run.key, turn, k), call),
+            call_id=activity_id,
         )
         if isinstance(cleared, Refusal):
             return failed(cleared.error_type, cleared.text)
@@ -768,7 +769,12 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             shown = f"{truncate_observation(summary, limit)}\n{summary_note(len(text))}"
         elif len(text) > limit:
             shown = truncate_observation(text, limit)
-        ctx.announce(f"observation: {brief(shown)}", kind="observation")
+        result = {"id": tool_call_id(run.key, turn, k), "name": call.name, "ok": observation.ok}
+        ctx.announce(
+            f"observation: {brief(shown)}",
+            kind="observation",
+            data={"tool_result": {**result, "text": shown, "artifact": oid}},
+        )
         if run.native:
             turn = ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name)
         else:
@@ -936,3 +942,13 @@ class ReActWorkflow(ReAct[ReActInput, ReActResult]):
             usage=ctx.usage,
             remembered=travelling(remembered(ctx.ledger)),
         )
+
+
+def announce_action(ctx: RecipeContext, call_id: str, call: ToolCall) -> None:
+    """The line of a call the model asked for; its data names the call by `call_id`, the
+    id its question and its observation carry too (the model's own may repeat)."""
+    ctx.announce(
+        f"action: {call.name} {brief(call.arguments)}",
+        kind="action",
+        data={"tool_call": {"id": call_id, "name": call.name, "arguments": call.arguments}},
+    )

@@ -143,6 +143,11 @@ class Announcement(BaseModel):
     kind: str
     message: str
     status: str = Field(description="The recipe's status when this was announced.")
+    data: dict[str, Any] | None = Field(
+        default=None,
+        description="What the line says, as data, for a front end: `tool_call` (an "
+        "`action`), `tool_result` (an `observation`), `question`, `answer` (an `approval`).",
+    )
 
 
 class Cancellation(BaseModel):
@@ -353,6 +358,8 @@ class RecipeContext(Approvals):
         self.usage = Usage()
         self.spending = Spending(self)
         self.events: list[Announcement] = []
+        # A chat publishes what its lines say as data on its stream (durafact/_recipes/chat.py).
+        self.on_announce: Callable[[Announcement], None] | None = None
         self.scope = recipe
         self.llm_timeout = llm_timeout
         self.llm_heartbeat_timeout = llm_heartbeat_timeout
@@ -517,7 +524,9 @@ class RecipeContext(Approvals):
         self._calls_in_scope += 1
         return activity_id(verb, self.scope, self._calls_in_scope)
 
-    def announce(self, message: str, kind: str = "info") -> None:
+    def announce(
+        self, message: str, kind: str = "info", data: dict[str, Any] | None = None
+    ) -> None:
         """A progress line: `durafact` prints it live, the console and the `progress`
         query show it, and the Web UI's current details carry it. `kind` sorts it
         (`info`, `warning`, `status`, ...); it is workflow state, so it costs no activity.
@@ -528,9 +537,12 @@ class RecipeContext(Approvals):
             ctx.announce("the model left out a city; asking again", kind="warning")
             ```
         """
-        self.events.append(
-            Announcement(seq=len(self.events), kind=kind, message=message, status=self.status)
+        line = Announcement(
+            seq=len(self.events), kind=kind, message=message, status=self.status, data=data
         )
+        self.events.append(line)
+        if data is not None and self.on_announce is not None:
+            self.on_announce(line)
         workflow.set_current_details(f"**{self.status}**: {message}")
 
     def set_status(

@@ -78,9 +78,11 @@ async def gate_tool_call(
     approval: ApprovalPolicy,
     remember: Sequence[RememberScope],
     bind: Binder,
+    call_id: str | None = None,
 ) -> Cleared | Refusal:
     """The call to run, or why it does not run. `bind` binds a call's arguments (see the
-    module's docstring); `remember` are the scopes a person's answer may remember."""
+    module's docstring); `remember` are the scopes a person's answer may remember;
+    `call_id` names the call in a question (`ApprovalQuestion.tool_call_id`)."""
     decision = policy.decide(call.name, None, destructive)
     bound = False
     if decision is None or decision.action == "ask":
@@ -95,7 +97,7 @@ async def gate_tool_call(
     if decision.action == "deny":
         ctx.announce(f"{call.name} {denied_message(decision.rule)}", kind="policy")
         return Refusal("DeniedByPolicy", denied_message(decision.rule))
-    refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember)
+    refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember, call_id)
     return refusal or Cleared(call, bound)
 
 
@@ -107,6 +109,7 @@ async def _ask(
     decision: PolicyDecision,
     approval: ApprovalPolicy,
     remember: Sequence[RememberScope],
+    call_id: str | None,
 ) -> Refusal | None:
     """A remembered decision's verdict on bound `call`, or a person's; None when approved."""
     known = remembered_for(remembered(ctx.ledger), call.name, call.arguments)
@@ -132,6 +135,7 @@ async def _ask(
         tool=call.name,
         arguments_hash=digest,
         arguments=call.arguments if isinstance(call.arguments, dict) else None,
+        tool_call_id=call_id,
     )
     if outcome.remember is not None:
         answer = ctx.ledger.get(outcome.question_id).typed(ApprovalQuestion).data.answer

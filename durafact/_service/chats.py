@@ -13,7 +13,7 @@ doors, which import no recipe.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -28,7 +28,8 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from durafact._core.steer import NOT_STEERED
-from durafact._recipes.chat import INVALID_MESSAGE, MESSAGES_TOPIC, TOKENS_TOPIC
+from durafact._recipes.chat import INVALID_MESSAGE, LINES_TOPIC, MESSAGES_TOPIC, TOKENS_TOPIC
+from durafact._recipes.chat import TurnLine as TurnLine
 from durafact._recipes.chat import ChatEvent as ChatEvent
 from durafact._recipes.chat import ChatInput as ChatInput
 from durafact._recipes.chat import ChatReply as ChatReply
@@ -48,6 +49,8 @@ from durafact._service.errors import (
 )
 from durafact._service.runs import QUERY_TIMEOUT, describe, state_name
 
+# What a front end that shows tool calls and questions follows.
+ALL_TOPICS = (MESSAGES_TOPIC, TOKENS_TOPIC, LINES_TOPIC)
 # The whole of a run's transcript, as `result` and an attaching terminal read it.
 WHOLE = 10_000
 
@@ -158,11 +161,13 @@ async def stream_offset(client: Any, chat_id: str) -> int:
     return await WorkflowStreamClient.create(client, chat_id).get_offset()
 
 
-async def stream(client: Any, chat_id: str, offset: int) -> AsyncIterator[Any]:
-    """The chat's stream from `offset`: items with `topic`, `data` and `offset`, until
-    the chat ends."""
+async def stream(
+    client: Any, chat_id: str, offset: int, topics: Sequence[str] = (MESSAGES_TOPIC, TOKENS_TOPIC)
+) -> AsyncIterator[Any]:
+    """The chat's stream from `offset` (0: the oldest item it holds): items with `topic`,
+    `data` and `offset` on `topics`, until the chat ends."""
     reader = WorkflowStreamClient.create(client, chat_id)
-    async for item in reader.subscribe([MESSAGES_TOPIC, TOKENS_TOPIC], from_offset=offset):
+    async for item in reader.subscribe(list(topics), from_offset=offset):
         yield item
 
 

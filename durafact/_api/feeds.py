@@ -1,0 +1,154 @@
+"""What a run or a chat says as it goes, read once per server and shared by every stream
+that follows it: the one event source of the JSON API's SSE, the AI SDK's stream and
+AG-UI's (durafact/_api/events.py, ai_sdk.py, ag_ui.py).
+
+A run's feed asks the run's `progress` query for what it announced (one poll every
+`POLL_INTERVAL` for all its followers), then, once it closed, how it ended (`RunEnd`).
+A chat's feed reads the chat's workflow stream (topics `messages`, `tokens`, `lines`)
+from what the chat still holds. A feed starts with its first follower and stops when
+the last one leaves: a client that disconnects costs nothing, and a hundred clients on
+one run cost one poller, so no more queries, stream polls or history than one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from durafact._api.services import jsonable, result_type
+from durafact._runtime.registry import Registry
+from durafact._service import chats
+from durafact._service.errors import failure_text
+from durafact._service.runs import POLL_INTERVAL, Announcement, progress_page
+
+# The items a chat's feed keeps: a follower that falls further behind starts again at
+# the oldest kept (the chat itself keeps the turn before the one being answered).
+CHAT_WINDOW = 20_000
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended: Temporal's state, and its result or its failure."""
+
+    state: str
+    result: Any = None
+    failure: str | None = None
+
+
+@dataclass
+class _Feed:
+    items: list[Any] = field(default_factory=list)
+    first: int = 0  # the position of items[0]
+    done: bool = False
+    followers: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    task: asyncio.Task[None] | None = None
+
+
+class Feeds:
+    """The feeds of one server: `run(...)` and `chat(...)` follow one."""
+
+    def __init__(self, client: Any, registry: Registry) -> None:
+        self._client = client
+        self._registry = registry
+        self._feeds: dict[tuple[str, str], _Feed] = {}
+
+    async def run(
+        self, workflow_id: str, run_id: str, workflow_type: str, offset: int = 0
+    ) -> AsyncIterator[Announcement | RunEnd]:
+        """The announcements of one run (a continued-as-new run is another) from
+        `offset`, then its `RunEnd`."""
+        handle = self._client.get_workflow_handle(
+            workflow_id, run_id=run_id, result_type=result_type(self._registry, workflow_type)
+        )
+        key = ("run", f"{workflow_id}\0{run_id}")
+        async for item in self._follow(key, offset, _poll_run(handle)):
+            yield item
+
+    async def chat(self, chat_id: str) -> AsyncIterator[Any]:
+        """The chat's stream items (`topic`, `data`, `offset`) from the oldest the chat
+        still holds, until it ends."""
+        async for item in self._follow(("chat", chat_id), 0, _read_chat(self._client, chat_id)):
+            yield item
+
+    async def _follow(
+        self, key: tuple[str, str], position: int, source: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
+        feed = self._feeds.get(key)
+        if feed is None:
+            feed = self._feeds[key] = _Feed()
+            feed.task = asyncio.ensure_future(_fill(feed, source))
+        else:
+            await source.aclose()
+        feed.followers += 1
+        try:
+            while True:
+                async with feed.changed:
+                    await feed.changed.wait_for(
+                        lambda at=position: feed.done or feed.first + len(feed.items) > at
+                    )
+                position = max(position, feed.first)
+                batch = feed.items[position - feed.first :]
+                position += len(batch)
+                for item in batch:
+                    yield item
+                if feed.done and position >= feed.first + len(feed.items):
+                    return
+        finally:
+            feed.followers -= 1
+            if feed.followers == 0 and self._feeds.get(key) is feed:
+                del self._feeds[key]
+                if feed.task is not None:
+                    feed.task.cancel()
+
+
+async def _fill(feed: _Feed, source: AsyncIterator[Any]) -> None:
+    try:
+        async for item in source:
+            async with feed.changed:
+                feed.items.append(item)
+                if len(feed.items) > CHAT_WINDOW:
+                    drop = len(feed.items) - CHAT_WINDOW
+                    del feed.items[:drop]
+                    feed.first += drop
+                feed.changed.notify_all()
+    finally:
+        with contextlib.suppress(RuntimeError):  # the loop is closing
+            async with feed.changed:
+                feed.done = True
+                feed.changed.notify_all()
+
+
+async def _poll_run(handle: Any) -> AsyncIterator[Announcement | RunEnd]:
+    outcome = asyncio.ensure_future(handle.result(follow_runs=False))
+    offset = 0
+    try:
+        while True:
+            closed = outcome.done()  # before the query: its answer then includes the end
+            page = await progress_page(handle, offset)
+            for line in page.events if page else []:
+                offset = line.seq + 1
+                yield line
+            if closed:
+                break
+            await asyncio.wait({outcome}, timeout=POLL_INTERVAL)
+        yield await _ended(handle, outcome)
+    finally:
+        outcome.cancel()
+
+
+async def _ended(handle: Any, outcome: asyncio.Future[Any]) -> RunEnd:
+    state = (await handle.describe()).status
+    name = state.name if state else "UNKNOWN"
+    try:
+        return RunEnd(name, result=jsonable(outcome.result()))
+    except Exception as exc:  # failed, canceled, terminated, timed out, continued as new
+        return RunEnd(name, failure=failure_text(exc))
+
+
+async def _read_chat(client: Any, chat_id: str) -> AsyncIterator[Any]:
+    async for item in chats.stream(client, chat_id, 0, chats.ALL_TOPICS):
+        yield item
