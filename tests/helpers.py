@@ -427,3 +427,36 @@ def chromium_path() -> str:
             f"set {CHROMIUM_ENV} to a Chrome or Chromium binary"
         )
     return found
+
+
+FRONTENDS = Path(__file__).parent.parent / "frontends"
+
+
+async def drive(script: str, *args: str, timeout: float = 120) -> list[Any]:
+    """Run `frontends/drive/<script>` (a Node.js program that drives a protocol's own
+    JavaScript client) with `args`: the JSON values it printed, one per line. A program
+    that fails fails the test with its stderr; a missing Node.js or `npm ci` says how."""
+    import json
+
+    node = shutil.which("node")
+    if node is None or not (FRONTENDS / "node_modules").is_dir():
+        raise RuntimeError(
+            "the front-end tests need Node.js 20+ and the clients: apt-get install -y nodejs "
+            "npm, then `npm ci --prefix frontends` (make test does it)"
+        )
+    process = await asyncio.create_subprocess_exec(
+        node,
+        str(FRONTENDS / "drive" / script),
+        *args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=FRONTENDS,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        raise AssertionError(f"{script} {' '.join(args)} did not finish in {timeout} s") from None
+    if process.returncode != 0:
+        raise AssertionError(f"{script} failed ({process.returncode}):\n{err.decode()[-4000:]}")
+    return [json.loads(line) for line in out.decode().splitlines() if line.strip()]
