@@ -458,5 +458,6 @@ async def drive(script: str, *args: str, timeout: float = 120) -> list[Any]:
         process.kill()
         raise AssertionError(f"{script} {' '.join(args)} did not finish in {timeout} s") from None
     if process.returncode != 0:
-        raise AssertionError(f"{script} failed ({process.returncode}):\n{err.decode()[-4000:]}")
+        printed = f"{out.decode()[-3000:]}\n{err.decode()[-3000:]}"
+        raise AssertionError(f"{script} failed ({process.returncode}):\n{printed}")
     return [json.loads(line) for line in out.decode().splitlines() if line.strip()]

@@ -29,6 +29,12 @@ from durafact._service.runs import POLL_INTERVAL, Announcement, progress_page
 CHAT_WINDOW = 20_000
 
 
+# What a chat's follower gets when it has read every item there is so far (once the
+# feed has read what the chat held when it started: `_SYNCED`).
+CAUGHT_UP = object()
+_SYNCED = object()
+
+
 @dataclass(frozen=True)
 class RunEnd:
     """How a run ended: Temporal's state, and its result or its failure."""
@@ -42,6 +48,7 @@ class RunEnd:
 class _Feed:
     items: list[Any] = field(default_factory=list)
     first: int = 0  # the position of items[0]
+    synced: bool = False
     done: bool = False
     followers: int = 0
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -70,12 +77,18 @@ class Feeds:
 
     async def chat(self, chat_id: str) -> AsyncIterator[Any]:
         """The chat's stream items (`topic`, `data`, `offset`) from the oldest the chat
-        still holds, until it ends."""
-        async for item in self._follow(("chat", chat_id), 0, _read_chat(self._client, chat_id)):
+        still holds, until it ends; `CAUGHT_UP` each time the follower has read all
+        there is so far."""
+        source = _read_chat(self._client, chat_id)
+        async for item in self._follow(("chat", chat_id), 0, source, caught_up=True):
             yield item
 
     async def _follow(
-        self, key: tuple[str, str], position: int, source: AsyncIterator[Any]
+        self,
+        key: tuple[str, str],
+        position: int,
+        source: AsyncIterator[Any],
+        caught_up: bool = False,
     ) -> AsyncIterator[Any]:
         feed = self._feeds.get(key)
         if feed is None:
@@ -86,9 +99,14 @@ class Feeds:
         feed.followers += 1
         try:
             while True:
+                behind = feed.first + len(feed.items) > position
+                if caught_up and feed.synced and not feed.done and not behind:
+                    yield CAUGHT_UP
                 async with feed.changed:
                     await feed.changed.wait_for(
-                        lambda at=position: feed.done or feed.first + len(feed.items) > at
+                        lambda at=position, synced=feed.synced: (
+                            feed.done or feed.first + len(feed.items) > at or feed.synced != synced
+                        )
                     )
                 position = max(position, feed.first)
                 batch = feed.items[position - feed.first :]
@@ -109,6 +127,10 @@ async def _fill(feed: _Feed, source: AsyncIterator[Any]) -> None:
     try:
         async for item in source:
             async with feed.changed:
+                if item is _SYNCED:
+                    feed.synced = True
+                    feed.changed.notify_all()
+                    continue
                 feed.items.append(item)
                 if len(feed.items) > CHAT_WINDOW:
                     drop = len(feed.items) - CHAT_WINDOW
@@ -150,5 +172,11 @@ async def _ended(handle: Any, outcome: asyncio.Future[Any]) -> RunEnd:
 
 
 async def _read_chat(client: Any, chat_id: str) -> AsyncIterator[Any]:
+    """The chat's items, with `_SYNCED` after those it held when the feed began."""
+    end = await chats.stream_offset(client, chat_id)
+    if end == 0:
+        yield _SYNCED
     async for item in chats.stream(client, chat_id, 0, chats.ALL_TOPICS):
         yield item
+        if item.offset + 1 == end:
+            yield _SYNCED

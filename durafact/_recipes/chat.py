@@ -81,6 +81,7 @@ from durafact._core.ids import (
     reply_lookup_id,
     signal_message_key,
     summary_id,
+    tool_call_id,
 )
 from durafact._core.ledger import Artifact
 from durafact._core.llm import ArtifactSpan, ChatMessage, ChatTurn, StreamTo, Usage
@@ -98,7 +99,13 @@ from durafact._core.react import truncate_observation
 from durafact._core.steer import NOT_STEERED, steer_text
 from durafact._core.tool_policy import RememberedDecision, travelling
 from durafact._core.tools import ToolCall, checked_tool_names
-from durafact._recipes.react import ReAct, ReActSettings, _Run
+from durafact._recipes.react import (
+    ReAct,
+    ReActSettings,
+    _Run,
+    announce_action,
+    announce_observation,
+)
 from durafact._recipes.react_long import history_full
 from durafact._recipes.recipe import Announcement, RecipeContext, reraise_cancellation
 from durafact._recipes.tool_gate import hold_remembered, remembered
@@ -577,11 +584,16 @@ class ChatWorkflow(ReAct[ChatInput, None]):
             self._say(ChatTurn(role="assistant", content=response.text, tool_calls=calls))
             if not calls:
                 return response.text.strip()
+            for k, call in enumerate(calls):
+                announce_action(ctx, tool_call_id(run.key, number, k), call)
             observations = await asyncio.gather(
                 *(self._call(ctx, run, number, k, call) for k, call in enumerate(calls))
             )
-            for call, observation in zip(calls, observations, strict=True):
-                self._tool_result(run, call, observation.text)
+            for k, (call, observation) in enumerate(zip(calls, observations, strict=True)):
+                shown = self._tool_result(run, call, observation.text)
+                announce_observation(
+                    ctx, tool_call_id(run.key, number, k), observation, shown, None
+                )
         return f"(no answer after {run.settings.max_turns} model calls)"
 
     async def _end(self, current: _Pending, error: str) -> None:
@@ -596,12 +608,14 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
 
-    def _tool_result(self, run: _Run, call: ToolCall, text: str) -> None:
+    def _tool_result(self, run: _Run, call: ToolCall, text: str) -> str:
+        """Tell the model what the call gave (cut to the run's limit): what it was told."""
         shown = text
         limit = run.settings.max_observation_chars
         if len(text) > limit:
             shown = truncate_observation(text, limit)
         self._say(ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name))
+        return shown
 
     def _messages(self, input: ChatInput) -> list[ChatMessage]:
         """The system message, with the memory's summaries and digest by reference."""

@@ -769,12 +769,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             shown = f"{truncate_observation(summary, limit)}\n{summary_note(len(text))}"
         elif len(text) > limit:
             shown = truncate_observation(text, limit)
-        result = {"id": tool_call_id(run.key, turn, k), "name": call.name, "ok": observation.ok}
-        ctx.announce(
-            f"observation: {brief(shown)}",
-            kind="observation",
-            data={"tool_result": {**result, "text": shown, "artifact": oid}},
-        )
+        announce_observation(ctx, tool_call_id(run.key, turn, k), observation, shown, oid)
         if run.native:
             turn = ChatTurn(role="tool", content=shown, tool_call_id=call.id, name=call.name)
         else:
@@ -942,6 +937,19 @@ class ReActWorkflow(ReAct[ReActInput, ReActResult]):
             usage=ctx.usage,
             remembered=travelling(remembered(ctx.ledger)),
         )
+
+
+def announce_observation(
+    ctx: RecipeContext, call_id: str, observation: Observation, shown: str, artifact: str | None
+) -> None:
+    """The line of what a call gave (`shown`: what the model is told), naming the call
+    as its action line did, and the artifact that keeps it whole."""
+    result = {"id": call_id, "name": observation.tool, "ok": observation.ok, "text": shown}
+    ctx.announce(
+        f"observation: {brief(shown)}",
+        kind="observation",
+        data={"tool_result": {**result, "artifact": artifact}},
+    )
 
 
 def announce_action(ctx: RecipeContext, call_id: str, call: ToolCall) -> None:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -29,13 +29,13 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from durafact._core.steer import NOT_STEERED
 from durafact._recipes.chat import INVALID_MESSAGE, LINES_TOPIC, MESSAGES_TOPIC, TOKENS_TOPIC
-from durafact._recipes.chat import TurnLine as TurnLine
 from durafact._recipes.chat import ChatEvent as ChatEvent
 from durafact._recipes.chat import ChatInput as ChatInput
 from durafact._recipes.chat import ChatReply as ChatReply
 from durafact._recipes.chat import ChatSend as ChatSend
 from durafact._recipes.chat import MemoryView as MemoryView
 from durafact._recipes.chat import TranscriptPage as TranscriptPage
+from durafact._recipes.chat import TurnLine as TurnLine
 from durafact._recipes.recipe import RECIPE_ATTRIBUTE
 from durafact._runtime.registry import Registered, Registry
 from durafact._runtime.settings import Settings
@@ -118,6 +118,17 @@ async def send_message(handle: Any, message: ChatSend) -> ChatReply:
     except WorkflowUpdateFailedError as exc:
         refused = isinstance(exc.cause, ApplicationError) and exc.cause.type == INVALID_MESSAGE
         raise (MessageRefused if refused else TurnFailed)(failure_text(exc)) from None
+
+
+async def submit_message(handle: Any, message: ChatSend) -> Any:
+    """The update `send`, accepted (its validator passed) but not yet answered: its
+    handle, whose `result()` is the reply. MessageRefused when the chat refuses it."""
+    try:
+        return await handle.start_update(
+            "send", message, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=ChatReply
+        )
+    except WorkflowUpdateFailedError as exc:
+        raise MessageRefused(failure_text(exc)) from None
 
 
 async def stop_turn(handle: Any) -> ChatReply:
