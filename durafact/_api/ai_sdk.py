@@ -39,6 +39,7 @@ from durafact._core.approval import ApprovalAnswer
 from durafact._service import approvals as answering
 from durafact._service import chats
 from durafact._service.chats import LINES_TOPIC, MESSAGES_TOPIC, TOKENS_TOPIC, ChatInput, ChatSend
+from durafact._service.errors import NotFound
 from durafact._service.inputs import check_path_id, check_sendable, validated
 from durafact._service.launch import (
     input_kind,
@@ -102,8 +103,12 @@ async def chat(body: UIRequest, s: Annotated[Services, Depends(services)]) -> St
 async def resume_chat(chat_id: str, s: Annotated[Services, Depends(services)]) -> Response:
     """The latest turn from its start (the reply in flight, or the one that ended while
     the client was away), then as it goes on; 204 when the chat holds none. Its message
-    id is the one the first stream gave, so the client replaces what it has."""
-    await describe(s.client.get_workflow_handle(chat_id))  # 404 before anything else
+    id is the one the first stream gave, so the client replaces what it has. A chat
+    not started yet (a page's new id) has nothing to resume either."""
+    try:
+        await describe(s.client.get_workflow_handle(chat_id))
+    except NotFound:
+        return Response(status_code=204)
     key = await latest_turn(s, chat_id)
     if key is None:
         return Response(status_code=204)

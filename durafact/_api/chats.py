@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from durafact._api.errors import ApiError
 from durafact._api.events import PING_SECONDS, offset_of
+from durafact._api.feeds import CAUGHT_UP
 from durafact._api.models import ChatStarted, SendMessage, StartChat
 from durafact._api.services import Services, services
 from durafact._service import chats
@@ -103,11 +104,14 @@ async def stream(
         offset = last + 1
     elif offset is None:
         offset = await chats.stream_offset(s.client, chat_id)
-    return EventSourceResponse(items(s.client, chat_id, offset), ping=PING_SECONDS)
+    return EventSourceResponse(items(s, chat_id, offset), ping=PING_SECONDS)
 
 
-async def items(client: Any, chat_id: str, offset: int) -> AsyncIterator[ServerSentEvent]:
-    async for item in chats.stream(client, chat_id, offset):
+async def items(s: Services, chat_id: str, offset: int) -> AsyncIterator[ServerSentEvent]:
+    """The chat's feed from `offset` (or the oldest item the chat still holds)."""
+    async for item in s.feeds.chat(chat_id):
+        if item is CAUGHT_UP or item.offset < offset or item.topic not in EVENT_NAMES:
+            continue
         data = json.dumps(item.data, ensure_ascii=False)
         yield ServerSentEvent(data, id=str(item.offset), event=EVENT_NAMES[item.topic])
     yield ServerSentEvent("{}", event="end")
