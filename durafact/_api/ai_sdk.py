@@ -412,14 +412,20 @@ class Parts:
 
 
 def answer_text(result: Any) -> str:
-    """A run's answer as text: its `text` or `answer`, else its JSON."""
-    if isinstance(result, dict):
+    """A run's answer as text: its `text`, `answer` or `reply` (a text, or a model that
+    holds one: PlanExecute's `answer.text`), else its JSON."""
+    found = said_text(result)
+    return found if found is not None else json.dumps(result, ensure_ascii=False, indent=2)
+
+
+def said_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
         for name in ("text", "answer", "reply"):
-            if isinstance(result.get(name), str):
-                return result[name]
-    if isinstance(result, str):
-        return result
-    return json.dumps(result, ensure_ascii=False, indent=2)
+            if (found := said_text(value.get(name))) is not None:
+                return found
+    return None
 
 
 def stream(chunks: AsyncIterator[Any]) -> StreamingResponse:

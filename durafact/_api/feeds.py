@@ -63,6 +63,10 @@ class Feeds:
         self._registry = registry
         self._feeds: dict[tuple[str, str], _Feed] = {}
 
+    def __len__(self) -> int:
+        """How many runs and chats are followed now."""
+        return len(self._feeds)
+
     async def run(
         self, workflow_id: str, run_id: str, workflow_type: str, offset: int = 0
     ) -> AsyncIterator[Announcement | RunEnd]:

@@ -89,7 +89,7 @@ const chat = new NodeChat({
   id,
   transport,
   sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
-  onError: (error) => print({ error: String(error) }),
+  onError: (error) => print({ error: error.name, message: String(error.message).slice(0, 200) }),
 });
 
 async function approveAll() {

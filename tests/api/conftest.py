@@ -34,6 +34,7 @@ TOKEN = "test-token-3f9c"  # the same in every xdist worker: it names tests
 class Served:
     url: str
     settings: Settings
+    app: Any = None
 
     def auth(self, token: str = TOKEN) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"}
@@ -53,7 +54,7 @@ async def serve_api(
     )
     app = create_app(client, settings, load_registry(entry_points=False), token=token, **options)
     async with build_worker(client, settings, tools=[delete_file]), serving(app) as url:
-        yield Served(url, settings)
+        yield Served(url, settings, app)
 
 
 @pytest.fixture(scope="module")

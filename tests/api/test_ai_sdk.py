@@ -6,15 +6,20 @@ model's side."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.api.conftest import TOKEN, Served
-from tests.helpers import drive
+from tests.helpers import drive, serving
 from tests.workflows.test_react import DELETED
 
 REPLY = "Kraków has a market square, a castle and many small cafés."
@@ -126,8 +131,7 @@ async def test_a_run_streams_its_progress_as_data_parts_and_its_answer_as_text(
     got = chunks(printed)
     statuses = [c["data"]["status"] for c in got if c["type"] == "data-status"]
     assert statuses[0] == "planning" and "executing:3/3" in statuses
-    answer = text(last_message(printed))
-    assert "done:" in answer
+    assert text(last_message(printed)) == "done: Write the final answer."
     detail = (await http.get(f"/api/runs/{run_id}")).json()
     assert detail["state"] == "COMPLETED"
 
@@ -151,3 +155,84 @@ async def test_a_user_message_without_text_is_400_and_starts_no_chat(
     assert "no text part" in response.json()["error"]["message"]
     gone = await http.get(f"/api/runs/{chat_id}")
     assert gone.status_code == 404
+
+
+async def read_stream(http: httpx.AsyncClient, path: str, opened: asyncio.Event) -> list[dict]:
+    """The chunks of one UI message stream, read to its end; `opened` is set once
+    its first chunk came."""
+    got: list[dict] = []
+    async with http.stream("GET", path, timeout=120) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                got.append(json.loads(line[6:]))
+                opened.set()
+    return got
+
+
+def open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def resident_kib() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
+
+
+async def test_a_hundred_streams_on_one_run_cost_one_run_and_leave_nothing_open(
+    served: Served, model: ScriptedModel, http: httpx.AsyncClient
+) -> None:
+    """The server is this process (uvicorn in the test's loop): its open files and
+    resident memory are read from /proc/self."""
+    run_id = f"ui-load-{uuid.uuid4().hex[:8]}"
+    held = model.hold(lambda call: call.activity_id.startswith("llm:final"))
+    started = await http.post(
+        "/api/runs", json={"type": "PlanExecuteWorkflow", "input": {"text": "x"}, "id": run_id}
+    )
+    assert started.status_code == 201
+    before_files, before_kib = open_files(), resident_kib()
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=served.url, headers=served.auth(), limits=limits) as many:
+        opened = [asyncio.Event() for _ in range(100)]
+        readers = [
+            asyncio.ensure_future(read_stream(many, f"/api/ai-sdk/runs/{run_id}/stream", e))
+            for e in opened
+        ]
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in opened)), 60)
+        during_files, during_kib = open_files(), resident_kib()
+        held.set()
+        streams = await asyncio.wait_for(asyncio.gather(*readers), 120)
+    answers = {text(last_of(chunks)) for chunks in streams}
+    after_files, after_kib = open_files(), resident_kib()
+    print(
+        f"\n100 streams on one run: open files {before_files} -> {during_files} -> "
+        f"{after_files}; resident {before_kib} -> {during_kib} -> {after_kib} KiB"
+    )
+    assert len(answers) == 1 and next(iter(answers)).startswith("done:")
+    calls = [c for c in model.calls if c.workflow_id == run_id]
+    assert len(calls) == 5  # the plan, three steps, the finish: as one follower costs
+    assert len(served.app.state.services.feeds) == 0  # the last follower stopped the poller
+    assert after_files <= before_files + 5
+
+
+def last_of(chunks: list[dict]) -> dict:
+    """The message the chunks of one stream make, as the client assembles its text."""
+    parts = [{"type": "text", "text": c["delta"]} for c in chunks if c["type"] == "text-delta"]
+    return {"parts": parts}
+
+
+async def test_a_stream_that_breaks_the_protocol_fails_the_client() -> None:
+    """The check every test above relies on: the SDK's client refuses a chunk its schema
+    does not take (here a text delta without the id of its part)."""
+
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for chunk in ({"type": "start"}, {"type": "text-delta", "delta": "x"}):
+            body = f"data: {json.dumps(chunk)}\n\n".encode()
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    async with serving(broken) as url:
+        with pytest.raises(AssertionError, match="TypeValidationError"):
+            await drive("ai_sdk.mjs", url, TOKEN, "chats", "c", "send", "hi")
