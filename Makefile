@@ -68,6 +68,7 @@ bench: $(VENV)/.installed-dev chromium
 	$(BIN)/python -m bench.chat_bench
 	$(BIN)/python -m bench.throughput_bench
 	$(BIN)/python -m bench.console_bench
+	$(BIN)/python -m bench.protocols_bench
 	$(BIN)/python -m bench.cli_startup
 
 lint: $(VENV)/.installed-dev

@@ -170,6 +170,16 @@ async def read_stream(http: httpx.AsyncClient, path: str, opened: asyncio.Event)
     return got
 
 
+async def files_settled(before: int) -> int:
+    """The open files once the server has closed its side of the connections the
+    clients closed (when it reads their end), or what is still open after 10 s."""
+    for _ in range(100):
+        if (now := open_files()) <= before:
+            return now
+        await asyncio.sleep(0.1)
+    return now
+
+
 def open_files() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -203,7 +213,7 @@ async def test_a_hundred_streams_on_one_run_cost_one_run_and_leave_nothing_open(
         held.set()
         streams = await asyncio.wait_for(asyncio.gather(*readers), 120)
     answers = {text(last_of(chunks)) for chunks in streams}
-    after_files, after_kib = open_files(), resident_kib()
+    after_files, after_kib = await files_settled(before_files), resident_kib()
     print(
         f"\n100 streams on one run: open files {before_files} -> {during_files} -> "
         f"{after_files}; resident {before_kib} -> {during_kib} -> {after_kib} KiB"
