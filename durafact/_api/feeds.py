@@ -18,11 +18,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from durafact._api.services import jsonable, result_type
 from durafact._runtime.registry import Registry
 from durafact._service import chats
 from durafact._service.errors import failure_text
-from durafact._service.runs import POLL_INTERVAL, Announcement, progress_page
+from durafact._service.runs import POLL_INTERVAL, Announcement, jsonable, progress_page, result_type
 
 # The items a chat's feed keeps: a follower that falls further behind starts again at
 # the oldest kept (the chat itself keeps the turn before the one being answered).

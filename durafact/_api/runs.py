@@ -32,7 +32,7 @@ from durafact._api.models import (
     RunSteered,
     StartRun,
 )
-from durafact._api.services import Services, jsonable, services
+from durafact._api.services import Services, services
 from durafact._core.llm import Usage
 from durafact._core.steer import NoteQueued, note_problem
 from durafact._service import cancel as cancelling
@@ -59,6 +59,7 @@ from durafact._service.runs import (
     describe,
     ending,
     is_running,
+    jsonable,
     pending_questions,
     queried_usage,
     recipe_status,

@@ -7,17 +7,15 @@ the feeds every stream follows (durafact/_api/feeds.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import Request
-from pydantic import BaseModel
 from temporalio.client import Client
 
+from durafact._api.feeds import Feeds
 from durafact._runtime.registry import Registry
 from durafact._runtime.settings import Settings
-
-if TYPE_CHECKING:
-    from durafact._api.feeds import Feeds
+from durafact._service.runs import result_type
 
 
 @dataclass(frozen=True)
@@ -36,17 +34,6 @@ class Services:
         return list(recipe.correctable) if recipe else []
 
 
-def result_type(registry: Registry, workflow_type: str) -> Any:
-    """How to decode a run's result: its registered type's, else plain JSON."""
-    recipe = registry.get(workflow_type)
-    return recipe.result_type if recipe else None
-
-
 def services(request: Request) -> Services:
     """The route dependency."""
     return request.app.state.services
-
-
-def jsonable(value: Any) -> Any:
-    """A decoded result as JSON data."""
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
 from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -39,6 +40,17 @@ from durafact._service.errors import NotFound, NotRunning, failure_text
 QUERY_TIMEOUT = timedelta(seconds=2)
 # How often a follower asks a running run what it announced.
 POLL_INTERVAL = 0.3
+
+
+def result_type(registry: Registry, workflow_type: str) -> Any:
+    """How to decode a run's result: its registered type's, else plain JSON."""
+    recipe = registry.get(workflow_type)
+    return recipe.result_type if recipe else None
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded result as JSON data."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
 def state_name(execution: Any) -> str:

@@ -1,4 +1,5 @@
-"""The example front ends (frontends/), as a person uses them: `frontends/serve.mjs`
+"""The example front ends (frontends/, docs/guides/frontends.md), as a person uses them:
+`frontends/serve.mjs`
 bundles each page with esbuild and passes its protocol requests on to a live `durafact
 serve` with the token; Chromium opens the page, sends a message, answers a tool's
 question."""
