@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
@@ -41,8 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sse_starlette import EventSourceResponse
 
 from durafact._api.ag_ui_events import Encoder, Event, arguments_text, ledger_view, usage_view
+from durafact._api.ai_sdk import merged  # the feed alongside an update's reply
 from durafact._api.events import PING_SECONDS
-from durafact._api.feeds import RunEnd
+from durafact._api.feeds import CAUGHT_UP, RunEnd
 from durafact._api.services import Services, services
 from durafact._core.approval import ApprovalAnswer, ApprovalQuestion
 from durafact._core.ledger import Ledger
@@ -180,13 +181,13 @@ async def ag_ui_chat(
     if body.resume:
         if user is None:
             raise Invalid("a resumed chat run needs the user message whose turn asked")
-        await answer(s, handle, body.resume)
-        return stream(chat_events(s, body, handle, user.id, None))
+        answered = await answer(s, handle, body.resume)
+        return stream(chat_events(s, body, handle, user.id, None, set(answered)))
     if user is None:
         return stream(transcript_events(body, handle))
     sent = ChatSend(text=text_of(user), id=user.id)
     update = await chats.submit_message(handle, sent)
-    return stream(chat_events(s, body, handle, user.id, update))
+    return stream(chat_events(s, body, handle, user.id, update, set()))
 
 
 # --- what a request asks for ------------------------------------------------------------
@@ -543,14 +544,14 @@ async def input_messages(s: Services, handle: Any, description: Any) -> list[dic
 
 
 async def chat_events(
-    s: Services, body: RunAgentInput, handle: Any, key: str, update: Any
+    s: Services, body: RunAgentInput, handle: Any, key: str, update: Any, after: set[str]
 ) -> AsyncIterator[Event]:
     encoder = Encoder(body.thread_id, body.run_id)
     yield encoder.started()
     try:
         description = await describe(handle)
         yield encoder.snapshot(state(description, "chatting", await queried_usage(handle)))
-        async for one in chat_stream(s, body, encoder, handle, key, update):
+        async for one in chat_stream(s, body, encoder, handle, Reply(key, after), update):
             yield one
     except Exception as exc:
         yield encoder.error(failure_text(exc), code=type(exc).__name__)
@@ -558,15 +559,20 @@ async def chat_events(
 
 @dataclass
 class Reply:
-    """A reply as it streams: the text sent of the current piece (the model's text
-    between two tool calls), and the attempt writing it (a retried call writes again
-    from the start: only what goes past what was sent is sent)."""
+    """The turn answering message `key` as it streams: the text sent of the current
+    piece (the model's text between two tool calls), and the attempt writing it (a
+    retried call writes again from the start: only what goes past what was sent is
+    sent). A resumed stream skips the turn's items up to the questions `after` names:
+    its client has them."""
 
     key: str
+    after: set[str] = field(default_factory=set)
     piece: int = 0
     attempt: int | None = None
     written: str = ""
     sent: str = ""
+    over: bool = False
+    before: list[dict[str, Any]] = field(default_factory=list)  # the client's messages
 
     @property
     def message_id(self) -> str:
@@ -586,73 +592,92 @@ class Reply:
             self.piece += 1
         self.attempt, self.written, self.sent = None, "", ""
 
-    def done(self, encoder: Encoder, text: str) -> tuple[list[Event], bool]:
-        """The end of the reply, completed to the durable `text`; and whether what was
-        sent differs from it (the caller then sends a snapshot with it)."""
+    def done(self, encoder: Encoder, said: Any) -> list[Event]:
+        """The end of the reply, completed to the durable text `said` has; a snapshot
+        with it when what was sent differs."""
+        self.over = True
+        text, result = said.text, {"id": self.key, "seq": said.seq, "text": said.text}
         if not self.sent:
-            return encoder.whole_text(self.message_id, text), False
+            return [*encoder.whole_text(self.message_id, text), *encoder.finished(result)]
         if text.startswith(self.sent):
             rest = text[len(self.sent) :]
             events = encoder.text(self.message_id, rest) if rest else []
-            return [*events, *encoder.text_end()], False
-        if self.sent.strip() == text:
-            return encoder.text_end(), False
-        for message in encoder.messages:
-            if message["id"] == self.message_id:
-                message["content"] = text
-        return encoder.text_end(), True
+            return [*events, *encoder.finished(result)]
+        events = encoder.text_end()
+        if self.sent.strip() != text:
+            for message in encoder.messages:
+                if message["id"] == self.message_id:
+                    message["content"] = text
+            events.append(encoder.messages_snapshot(self.before))
+        return [*events, *encoder.finished(result)]
 
 
 async def chat_stream(
-    s: Services, body: RunAgentInput, encoder: Encoder, handle: Any, key: str, update: Any
+    s: Services, body: RunAgentInput, encoder: Encoder, handle: Any, reply: Reply, update: Any
 ) -> AsyncIterator[Event]:
-    reply = Reply(key)
-    async for kind, item in merged(s.feeds.chat(handle.id), update):
-        if kind == "reply":  # the update answered and the stream never said so
-            for one in reply.done(encoder, item.text)[0]:
-                yield one
-            for one in encoder.finished({"id": key, "seq": item.seq, "text": item.text}):
-                yield one
-            return
-        if kind == "failed":
+    """The turn's items, from the chat's feed; when the feed does not hold the turn (a
+    message answered long ago, sent again), the update's reply."""
+    reply.before = [m.model_dump() for m in body.messages]
+    result = asyncio.ensure_future(update.result()) if update is not None else None
+    if result is not None:  # a client that leaves cancels it: nothing to report then
+        result.add_done_callback(lambda done: done.cancelled() or done.exception())
+    seen, read_to, end = False, -1, None
+    try:
+        async for item in merged(s.feeds.chat(handle.id), result):
+            if item is result:
+                end = await chats.stream_offset(s.client, handle.id)
+            elif item is not CAUGHT_UP:
+                read_to = item.offset
+                if item.data.get("key") != reply.key:
+                    continue
+                seen = True
+                async for one in chat_item(encoder, reply, handle, item):
+                    yield one
+                if reply.over:
+                    return
+            if result is not None and end is not None and not seen and read_to + 1 >= end:
+                for one in reply.done(encoder, result.result()):
+                    yield one
+                return
+    finally:
+        if result is not None:
+            result.cancel()
+
+
+async def chat_item(encoder: Encoder, reply: Reply, handle: Any, item: Any) -> AsyncIterator[Event]:
+    """One item of the turn: a piece of its text, a line, or its end."""
+    data = item.data
+    if reply.after:  # what the resumed client has, up to the last question it answered
+        asked = (
+            question_of(TurnLine.model_validate(data).line) if item.topic == LINES_TOPIC else None
+        )
+        if asked is not None:
+            reply.after.discard(asked.id)
+        return
+    if item.topic == TOKENS_TOPIC:
+        for one in reply.take(encoder, TextChunk.model_validate(data)):
+            yield one
+    elif item.topic == LINES_TOPIC:
+        line = TurnLine.model_validate(data).line
+        for one in chat_line(encoder, reply, line):
+            yield one
+        asked = question_of(line)
+        if asked is not None:
+            pending = await questions_now(handle, asked)
+            if any(q.id == asked.id for q in pending):
+                reply.over = True
+                for one in encoder.interrupted(pending):
+                    yield one
+    elif item.topic == MESSAGES_TOPIC:
+        said = ChatEvent.model_validate(data)
+        if said.kind == "error":
+            reply.over = True
             for one in encoder.close():
                 yield one
-            yield encoder.error(failure_text(item), code="TurnFailed")
-            return
-        if kind == "ended":
-            yield encoder.error(f"chat {handle.id} ended before it answered", code="NotRunning")
-            return
-        data = item.data
-        if item.topic == TOKENS_TOPIC and data.get("key") == key:
-            for one in reply.take(encoder, TextChunk.model_validate(data)):
+            yield encoder.error(said.text, code="TurnFailed")
+        elif said.kind == "reply":
+            for one in reply.done(encoder, said):
                 yield one
-        elif item.topic == LINES_TOPIC and data.get("key") == key:
-            line = TurnLine.model_validate(data).line
-            for one in chat_line(encoder, reply, line):
-                yield one
-            asked = question_of(line)
-            if asked is not None:
-                pending = await questions_now(handle, asked)
-                if any(q.id == asked.id for q in pending):
-                    for one in encoder.interrupted(pending):
-                        yield one
-                    return
-        elif item.topic == MESSAGES_TOPIC and data.get("key") == key:
-            said = ChatEvent.model_validate(data)
-            if said.kind == "error":
-                for one in encoder.close():
-                    yield one
-                yield encoder.error(said.text, code="TurnFailed")
-                return
-            if said.kind == "reply":
-                events, differs = reply.done(encoder, said.text)
-                for one in events:
-                    yield one
-                if differs:
-                    yield encoder.messages_snapshot([m.model_dump() for m in body.messages])
-                for one in encoder.finished({"id": key, "seq": said.seq, "text": said.text}):
-                    yield one
-                return
 
 
 def chat_line(encoder: Encoder, reply: Reply, line: Announcement) -> list[Event]:
@@ -665,43 +690,6 @@ def chat_line(encoder: Encoder, reply: Reply, line: Announcement) -> list[Event]
     if line.kind == "observation" and "tool_result" in data:
         return encoder.tool_result(data["tool_result"])
     return [encoder.said(line)]
-
-
-async def merged(feed: AsyncIterator[Any], update: Any) -> AsyncIterator[tuple[str, Any]]:
-    """The chat's stream items (`item`), and the update's reply (`reply`) or failure
-    (`failed`) once it has one and the stream said nothing of it for a moment; `ended`
-    when the chat's stream ends."""
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-    async def pump() -> None:
-        async for item in feed:
-            await queue.put(("item", item))
-        await queue.put(("ended", None))
-
-    async def answered() -> None:
-        try:
-            result = await update.result()
-        except Exception as exc:
-            await asyncio.sleep(REPLY_GRACE)
-            await queue.put(("failed", exc))
-            return
-        await asyncio.sleep(REPLY_GRACE)
-        await queue.put(("reply", result))
-
-    tasks = [asyncio.ensure_future(pump())]
-    if update is not None:
-        tasks.append(asyncio.ensure_future(answered()))
-    try:
-        while True:
-            yield await queue.get()
-    finally:
-        for task in tasks:
-            task.cancel()
-
-
-# How long the stream has to carry a reply the update already returned (it is published
-# before the update answers; an old message's reply is not in the stream at all).
-REPLY_GRACE = 2.0
 
 
 async def transcript_events(body: RunAgentInput, handle: Any) -> AsyncIterator[Event]:

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from durafact.testing import ScriptedModel
+from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import GOAL, finished, start, waiting_question
 from tests.helpers import drive
-from tests.workflows.test_react import act, final, turns
+from tests.workflows.test_react import DELETED, act, final, turns
 from tests.workflows.test_supervisor import REQUEST, specialist
 
 
@@ -269,3 +269,37 @@ async def test_bad_input_is_a_clear_error_before_any_stream(
         {**base, "threadId": waiting, "resume": unread}, 400
     )
     assert "not a chat" in await error({**base, "threadId": waiting}, 409, door="chats")
+
+
+async def test_a_chats_tool_question_is_an_interrupt_and_the_resumed_turn_runs_the_tool_once(
+    served: Served, model: ScriptedModel
+) -> None:
+    path = f"/tmp/ag-ui-{uuid.uuid4().hex[:8]}"
+
+    def reply(call: Call) -> str | ToolCalls:
+        told = any(m.get("role") == "tool" for m in call.body["messages"])
+        return "Deleted it." if told else ToolCalls([("delete_file", {"path": path})])
+
+    model.reply(reply)
+    settings = {"settings": {"tools": ["delete_file"]}}
+    asked, answered = await agent(
+        served,
+        "chats",
+        new_thread("chat"),
+        [
+            {"message": "Delete the file", "forwardedProps": settings},
+            {"answer": {"approved": True}},
+        ],
+    )
+    (interrupt,) = events(asked)[-1]["outcome"]["interrupts"]
+    call = next(e for e in events(asked) if e["type"] == "TOOL_CALL_START")
+    assert (call["toolCallName"], interrupt["toolCallId"]) == ("delete_file", call["toolCallId"])
+    assert interrupt["reason"] == "tool_approval"
+    # The resumed stream goes on after the question: the result, then the reply.
+    assert types(answered).count("TOOL_CALL_START") == 0
+    result = next(e for e in events(answered) if e["type"] == "TOOL_CALL_RESULT")
+    assert (result["toolCallId"], result["content"]) == (call["toolCallId"], f"deleted {path}")
+    assert text_of(answered) == "Deleted it."
+    roles = [m["role"] for m in done(answered)["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert DELETED.count(path) == 1
