@@ -6,17 +6,23 @@ the API's checks before any stream starts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import subprocess
 import uuid
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
+from playwright.async_api import Browser, Route, expect
 from temporalio.client import Client
 
 from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import GOAL, finished, start, waiting_question
-from tests.helpers import drive
+from tests.helpers import FRONTENDS, drive
 from tests.workflows.test_react import DELETED, act, final, turns
 from tests.workflows.test_supervisor import REQUEST, specialist
 
@@ -303,3 +309,61 @@ async def test_a_chats_tool_question_is_an_interrupt_and_the_resumed_turn_runs_t
     roles = [m["role"] for m in done(answered)["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert DELETED.count(path) == 1
+
+
+async def bundled(where: Path) -> Path:
+    """frontends/ag-ui/app.js bundled by esbuild, as a page loads it."""
+    out = where / "ag-ui.js"
+    process = await asyncio.create_subprocess_exec(
+        str(FRONTENDS / "node_modules" / ".bin" / "esbuild"),
+        "ag-ui/app.js",
+        "--bundle",
+        "--format=esm",
+        f"--outfile={out}",
+        cwd=FRONTENDS,
+        stderr=subprocess.PIPE,
+    )
+    _, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out
+
+
+async def test_the_example_page_runs_a_recipe_asks_a_person_and_attaches_after_a_reload(
+    served: Served, browser: Browser, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.reply(specialist())
+    script = await bundled(tmp_path)
+    context = await browser.new_context(base_url=served.url)
+
+    async def page_files(route: Route) -> None:  # the page, as if served beside the API
+        path = urlsplit(route.request.url).path
+        body = (FRONTENDS / "ag-ui" / "index.html") if path == "/ag-ui" else script
+        kind = "text/html" if path == "/ag-ui" else "text/javascript"
+        await route.fulfill(body=body.read_bytes(), content_type=kind)
+
+    async def with_token(route: Route) -> None:  # what frontends/serve.mjs adds
+        headers = {**route.request.headers, "authorization": f"Bearer {TOKEN}"}
+        await route.continue_(headers=headers)
+
+    await context.route(re.compile(r".*/ag-ui(\.js)?(\?.*)?$"), page_files)
+    await context.route(re.compile(r".*/api/.*"), with_token)
+    page = await context.new_page()
+    try:
+        await page.goto("/ag-ui")
+        await page.get_by_label("Recipe").select_option("route")
+        await page.get_by_label("Goal").fill(REQUEST)
+        await page.get_by_role("button", name="Run").click()
+        await expect(page.locator("#asked")).to_contain_text("Approve the budget report")
+        await page.get_by_role("button", name="Approve").click()
+        await expect(page.locator("li.done")).to_have_text("finished")
+        answer = page.locator("li.text").last
+        await expect(answer).to_contain_text("report from llm:report:")
+        thread = parse_qs(urlsplit(page.url).query)["thread"][0]
+        assert "step: awaiting_approval" in await page.locator("li.step").all_inner_texts()
+
+        await page.reload()  # the same thread: the page attaches and shows what it said
+        await expect(page.locator("li.user")).to_have_text(REQUEST)
+        await expect(page.locator("li.assistant")).to_contain_text("report from llm:report:")
+        await expect(page.locator("#state")).to_contain_text(f'"workflow_id": "{thread}"')
+    finally:
+        await context.close()
