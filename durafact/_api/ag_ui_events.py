@@ -1,6 +1,6 @@
-"""AG-UI's events (protocol 1.0) for what a run or a chat says: pure translation, no
-Temporal, so that every stream of durafact/_api/ag_ui.py says the same thing the same
-way.
+"""AG-UI's events (protocol 1.0) for what a run or a chat says, and how they go on the
+wire (`stream`): translation only, no Temporal, so that every stream of
+durafact/_api/ag_ui_runs.py and ag_ui_chats.py says the same thing the same way.
 
 One `Encoder` per stream. It keeps what the protocol makes a stream keep: the step that
 is open (each recipe status is a step: a new status finishes the one before and starts
@@ -27,9 +27,13 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sse_starlette import EventSourceResponse
+
+from durafact._api.events import PING_SECONDS
 from durafact._core.approval import ApprovalQuestion
 from durafact._core.ledger import Ledger
 from durafact._core.llm import Usage
@@ -289,3 +293,19 @@ class Encoder:
                 self.tool_call(data["tool_call"])
             elif line.kind == "observation" and "tool_result" in data:
                 self.tool_result(data["tool_result"])
+
+
+def question_of(line: Announcement) -> ApprovalQuestion | None:
+    data = (line.data or {}).get("question") if line.kind == "question" else None
+    return ApprovalQuestion.model_validate(data) if data else None
+
+
+def stream(events: AsyncIterator[Event]) -> EventSourceResponse:
+    """The events as Server-Sent Events, each one `data:` line of JSON."""
+
+    async def frames() -> AsyncIterator[dict[str, str]]:
+        async for one in events:
+            yield {"data": json.dumps(one, ensure_ascii=False, separators=(",", ":"))}
+
+    # `\n` ends lines: @ag-ui/client splits events on a blank line written "\n\n".
+    return EventSourceResponse(frames(), ping=PING_SECONDS, sep="\n")

@@ -202,8 +202,11 @@ async def test_a_chat_message_streams_its_reply_in_pieces(
 ) -> None:
     model.pace = 0.01
     thread = new_thread("chat")
-    first, second = await agent(
-        served, "chats", thread, [{"message": "hello there friend"}, {"message": "and again"}]
+    first, second, again = await agent(
+        served,
+        "chats",
+        thread,
+        [{"message": "hello there friend"}, {"message": "and again"}, {}],
     )
     kinds = types(first)
     assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
@@ -215,6 +218,17 @@ async def test_a_chat_message_streams_its_reply_in_pieces(
         ("assistant", "done: hello there friend"),
         ("user", "and again"),
         ("assistant", "done: and again"),
+    ]
+    # The same message again (its id unchanged) gets its reply, and no second turn.
+    assert text_of(again) == "done: and again" and len(model.calls) == 2
+    # A client of its own, with no message, attaches: the transcript.
+    (late,) = await agent(served, "chats", thread, [{}])
+    assert types(late) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert [m["content"] for m in done(late)["messages"]] == [
+        "hello there friend",
+        "done: hello there friend",
+        "and again",
+        "done: and again",
     ]
 
 
