@@ -184,17 +184,28 @@ async def test_a_client_attaching_to_a_finished_run_gets_its_messages_and_its_en
     assert events(run)[-1]["result"] == ran["result"]
 
 
-async def test_a_client_attaching_to_a_waiting_run_gets_its_messages_and_the_question(
-    served: Served, http: httpx.AsyncClient, model: ScriptedModel
+async def test_a_client_attaching_to_a_waiting_run_gets_the_question_and_may_cancel_it(
+    served: Served, model: ScriptedModel, client: Client
 ) -> None:
     model.reply(specialist())
     thread = new_thread("supervisor")
     (first,) = await agent(
         served, "runs", thread, [{"message": REQUEST, "forwardedProps": {"recipe": "route"}}]
     )
-    (late,) = await agent(served, "runs", thread, [{}])
+    late, cancelled = await agent(served, "runs", thread, [{}, {"answer": "cancel"}])
     assert types(late)[2] == "MESSAGES_SNAPSHOT"
+    assert events(late)[2]["messages"][0] == {
+        "id": f"input:{events(late)[1]['snapshot']['run_id']}",
+        "role": "user",
+        "content": REQUEST,
+    }
     assert events(late)[-1]["outcome"] == events(first)[-1]["outcome"]
+    # A cancelled interrupt is a rejection, as `durafact decide --reject` gives it.
+    (interrupt,) = events(first)[-1]["outcome"]["interrupts"]
+    lines = [e["value"]["message"] for e in events(cancelled) if e["type"] == "CUSTOM"]
+    assert f"{interrupt['id']} rejected by ag-ui: cancelled" in lines
+    result = await client.get_workflow_handle(thread).result()
+    assert result["reply"]["approved"] is False
 
 
 async def test_a_chat_message_streams_its_reply_in_pieces(
