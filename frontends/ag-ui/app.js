@@ -1,6 +1,8 @@
 // A recipe run on durafact with AG-UI's HttpAgent: its steps, tool calls and answer as
 // they come, its state, and Approve/Reject when it asks a person. The thread is the
 // page's `?thread=` (the workflow id): reload the page and it attaches to the run.
+// Served at /ag-ui by `DURAFACT_API_TOKEN=... node frontends/serve.mjs DURAFACT_URL`,
+// which bundles it with esbuild and adds the token to its /api/ag-ui requests.
 import { HttpAgent, randomUUID } from "@ag-ui/client";
 
 const $ = (id) => document.getElementById(id);
