@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from temporalio.client import Client
 
+from durafact._api.ag_ui import router as ag_ui
 from durafact._api.ai_sdk import router as ai_sdk
 from durafact._api.approvals import router as approvals
 from durafact._api.chats import router as chats
@@ -69,7 +70,7 @@ def create_app(
     answer_errors_in_one_shape(app)
     app.add_middleware(Guard, sites=Sites(host, allowed_hosts(allow_hosts, None)))
     api = APIRouter(prefix="/api", dependencies=[Depends(require_token), Depends(ids_in_the_path)])
-    for routes in (runs, events, approvals, chats, ai_sdk, one_run):  # one_run last: runs.py
+    for routes in (runs, events, approvals, chats, ai_sdk, ag_ui, one_run):  # one_run: last
         api.include_router(routes)
     app.include_router(api)
     app.include_router(pages)

@@ -134,6 +134,17 @@ def launch_of_command(recipe: Registered, values: dict[str, Any]) -> Launch:
     )
 
 
+def launch_of_text(recipe: Registered, text: str) -> Launch:
+    """The launch of `recipe` on a person's text, as its command takes it (`durafact plan
+    TEXT`): the text fills the command's argument, its options their defaults; Invalid
+    for a recipe that declares no command."""
+    command = recipe.command
+    if command is None:
+        raise Invalid(f"{recipe.name} declares no command, so no text fills its input")
+    values = {option.name: option.default for option in command.options}
+    return launch_of_command(recipe, {**values, command.argument: text})
+
+
 def input_details(value: Any) -> str:
     """The Web UI's details of a run: the start of its input as JSON."""
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
