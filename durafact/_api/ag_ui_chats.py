@@ -15,8 +15,7 @@ from typing import Any
 
 from durafact._api.ag_ui_events import Encoder, Event, arguments_text, question_of
 from durafact._api.ag_ui_runs import questions_now, state
-from durafact._api.ai_sdk import merged  # the feed alongside an update's reply
-from durafact._api.feeds import CAUGHT_UP
+from durafact._api.feeds import CAUGHT_UP, merged
 from durafact._api.services import Services
 from durafact._core.llm import TextChunk
 from durafact._service import chats

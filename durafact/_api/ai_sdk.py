@@ -23,7 +23,6 @@ durafact/_api/feeds.py, which the JSON API and the console use too:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -33,7 +32,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from durafact._api.errors import ApiError
-from durafact._api.feeds import CAUGHT_UP, RunEnd
+from durafact._api.feeds import CAUGHT_UP, RunEnd, merged
 from durafact._api.services import Services, services
 from durafact._core.approval import ApprovalAnswer
 from durafact._service import approvals as answering
@@ -159,30 +158,6 @@ async def chat_turn(
     finally:
         if result is not None:
             result.cancel()
-
-
-async def merged(feed: AsyncIterator[Any], done: asyncio.Future[Any] | None) -> AsyncIterator[Any]:
-    """The feed's items, and `done` itself once it is done (and did not fail)."""
-    following = asyncio.ensure_future(anext(feed))
-    try:
-        while True:
-            waiting = {following, done} if done is not None else {following}
-            finished, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if done is not None and done in finished:
-                if not done.cancelled() and done.exception() is None:
-                    yield done
-                done = None
-                continue
-            try:
-                item = following.result()
-            except StopAsyncIteration:
-                return
-            yield item
-            following = asyncio.ensure_future(anext(feed))
-    finally:
-        following.cancel()
-        with contextlib.suppress(BaseException):
-            await feed.aclose()
 
 
 # --- runs ---------------------------------------------------------------------------

@@ -183,3 +183,27 @@ async def _read_chat(client: Any, chat_id: str) -> AsyncIterator[Any]:
         yield item
         if item.offset + 1 == end:
             yield _SYNCED
+
+
+async def merged(feed: AsyncIterator[Any], done: asyncio.Future[Any] | None) -> AsyncIterator[Any]:
+    """The feed's items, and `done` itself once it is done (and did not fail)."""
+    following = asyncio.ensure_future(anext(feed))
+    try:
+        while True:
+            waiting = {following, done} if done is not None else {following}
+            finished, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if done is not None and done in finished:
+                if not done.cancelled() and done.exception() is None:
+                    yield done
+                done = None
+                continue
+            try:
+                item = following.result()
+            except StopAsyncIteration:
+                return
+            yield item
+            following = asyncio.ensure_future(anext(feed))
+    finally:
+        following.cancel()
+        with contextlib.suppress(BaseException):
+            await feed.aclose()

@@ -9,7 +9,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from durafact._api import create_app
 from durafact._runtime.registry import load_registry
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
-from durafact.testing import ScriptedModel
+from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.helpers import CHROMIUM_ARGS, chromium_path, serving
 from tests.workflows.test_react import delete_file
 
@@ -55,6 +55,17 @@ async def serve_api(
     app = create_app(client, settings, load_registry(entry_points=False), token=token, **options)
     async with build_worker(client, settings, tools=[delete_file]), serving(app) as url:
         yield Served(url, settings, app)
+
+
+def delete_once_told(path: str, done: str = "Deleted it.") -> Callable[[Call], str | ToolCalls]:
+    """A model that asks to delete `path` (the destructive `delete_file`), then, once the
+    conversation holds the tool's answer, says `done`."""
+
+    def reply(call: Call) -> str | ToolCalls:
+        told = any(m.get("role") == "tool" for m in call.body["messages"])
+        return done if told else ToolCalls([("delete_file", {"path": path})])
+
+    return reply
 
 
 @pytest.fixture(scope="module")

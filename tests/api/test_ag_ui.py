@@ -19,8 +19,8 @@ import httpx
 from playwright.async_api import Browser, Route, expect
 from temporalio.client import Client
 
-from durafact.testing import Call, ScriptedModel, ToolCalls
-from tests.api.conftest import TOKEN, Served
+from durafact.testing import ScriptedModel
+from tests.api.conftest import TOKEN, Served, delete_once_told
 from tests.api.test_api import GOAL, finished, start, waiting_question
 from tests.helpers import FRONTENDS, drive
 from tests.workflows.test_react import DELETED, act, final, turns
@@ -307,11 +307,7 @@ async def test_a_chats_tool_question_is_an_interrupt_and_the_resumed_turn_runs_t
 ) -> None:
     path = f"/tmp/ag-ui-{uuid.uuid4().hex[:8]}"
 
-    def reply(call: Call) -> str | ToolCalls:
-        told = any(m.get("role") == "tool" for m in call.body["messages"])
-        return "Deleted it." if told else ToolCalls([("delete_file", {"path": path})])
-
-    model.reply(reply)
+    model.reply(delete_once_told(path))
     settings = {"settings": {"tools": ["delete_file"]}}
     asked, answered = await agent(
         served,

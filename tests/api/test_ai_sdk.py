@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from durafact.testing import Call, ScriptedModel, ToolCalls
-from tests.api.conftest import TOKEN, Served
+from durafact.testing import Call, ScriptedModel
+from tests.api.conftest import TOKEN, Served, delete_once_told
 from tests.helpers import drive, serving
 from tests.workflows.test_react import DELETED
 
@@ -93,11 +93,7 @@ async def test_a_tool_approval_request_is_answered_from_the_client_and_the_tool_
 ) -> None:
     path = f"/tmp/ui-{uuid.uuid4().hex[:8]}"
 
-    def reply(call: Call) -> str | ToolCalls:
-        asked = any(m.get("role") == "tool" for m in call.body["messages"])
-        return "Deleted it." if asked else ToolCalls([("delete_file", {"path": path})])
-
-    model.reply(reply)
+    model.reply(delete_once_told(path))
     chat_id = f"ui-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"settings": {"tools": ["delete_file"]}})
     printed = await drive(

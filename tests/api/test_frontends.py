@@ -18,8 +18,8 @@ import httpx
 import pytest
 from playwright.async_api import Browser, expect
 
-from durafact.testing import Call, ScriptedModel, ToolCalls
-from tests.api.conftest import TOKEN, Served
+from durafact.testing import ScriptedModel
+from tests.api.conftest import TOKEN, Served, delete_once_told
 from tests.helpers import FRONTENDS
 from tests.workflows.test_react import DELETED
 
@@ -72,11 +72,7 @@ async def test_the_usechat_page_approves_a_tool_and_the_tool_runs_once(
 ) -> None:
     path = f"/tmp/page-{uuid.uuid4().hex[:8]}"
 
-    def reply(call: Call) -> str | ToolCalls:
-        told = any(m.get("role") == "tool" for m in call.body["messages"])
-        return "Deleted it." if told else ToolCalls([("delete_file", {"path": path})])
-
-    model.reply(reply)
+    model.reply(delete_once_told(path))
     chat_id = f"page-{uuid.uuid4().hex[:8]}"
     chat = {"id": chat_id, "settings": {"tools": ["delete_file"]}}  # a chat with the tool
     assert (await http.post("/api/chats", json=chat)).status_code == 201
