@@ -24,6 +24,7 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
+from temporalio.worker import Replayer
 
 from durafact._recipes import (
     ChatInput,
@@ -42,6 +43,7 @@ from durafact._runtime.settings import Settings
 from durafact._runtime.versioning import DeploymentConfigError
 from durafact._runtime.worker import build_worker
 from durafact.testing import Call, ScriptedModel, approve, waiting_question
+from tests.cli.test_starter import REQUEST, specialist
 from tests.helpers import DURAFACT_WORKER, ROOT, clean_env, run_command
 
 SWITCH_TIMEOUT = 30.0
@@ -106,14 +108,6 @@ async def next_run(client: Client, handle: WorkflowHandle[Any, Any], after: str)
     return run_id
 
 
-def specialist(call: Call) -> str | dict:
-    if call.schema_name == "Facts":
-        return {"scope": "kitchen", "budget": "3000 EUR", "deadline": "March"}
-    if call.schema_name == "RouteChoice":
-        return {"route": "budget", "reason": "money"}
-    return f"Report {call.activity_id}"
-
-
 @pytest.fixture
 def deployment() -> str:
     return f"shop-{uuid.uuid4().hex[:8]}"
@@ -127,7 +121,7 @@ async def test_a_pinned_run_finishes_on_its_build_while_a_new_run_starts_on_the_
     async def ask(name: str) -> WorkflowHandle[Any, SupervisorResult]:
         return await client.start_workflow(
             SupervisorWorkflow.run,
-            SupervisorRequest(request="Renovate the kitchen for 3000 EUR by March"),
+            SupervisorRequest(request=REQUEST),
             id=f"{name}-{uuid.uuid4().hex[:8]}",
             task_queue=settings.task_queue,
         )
@@ -189,6 +183,10 @@ async def test_a_chat_moves_to_the_new_build_at_its_next_continue_as_new(
     assert replies[0].seq < replies[1].seq < replies[2].seq
     assert set(await builds(client, chat.id, first_run)) == {"A"}
     assert set(await builds(client, chat.id, second_run)) == {"B"}
+    # The run that continued onto B replays on its own code: what moved it is in history.
+    history = await client.get_workflow_handle(chat.id, run_id=first_run).fetch_history()
+    replayer = Replayer(workflows=[], plugins=[DurafactPlugin(env={}, entry_points=False)])
+    await replayer.replay_workflow(history)
     described = await client.get_workflow_handle(chat.id, run_id=second_run).describe()
     info = described.raw_description.workflow_execution_info.versioning_info
     # The new run is pinned to B in turn.
