@@ -20,6 +20,12 @@ configuration mistake is one line and exit code 2, before connecting; so is an u
 profile, payload key or store, or price table, with exit code 1. SIGINT or SIGTERM
 stops polling, lets running activities finish (up to the graceful timeout), closes the
 MCP servers (ending their processes) and exits 0.
+
+`--deployment NAME --build-id ID` (DURAFACT_DEPLOYMENT, DURAFACT_BUILD_ID) make the
+worker the version NAME.ID of a Temporal worker deployment
+(durafact/_runtime/versioning.py): it takes new runs once that version is the
+deployment's current one, and keeps the runs that started on it; one option without the
+other is one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -63,6 +69,18 @@ def parser() -> argparse.ArgumentParser:
         help="an MCP server whose tools workflows name as NAME__TOOL: a command run over "
         "stdio or an http(s) URL (streamable HTTP) (repeatable; also DURAFACT_MCP)",
     )
+    top.add_argument(
+        "--deployment",
+        metavar="NAME",
+        help="the worker deployment this worker is a version of, with --build-id: runs "
+        "start on the deployment's current version and finish on it (also "
+        "DURAFACT_DEPLOYMENT)",
+    )
+    top.add_argument(
+        "--build-id",
+        metavar="ID",
+        help="the version of this worker's code in --deployment (also DURAFACT_BUILD_ID)",
+    )
     return top
 
 
@@ -87,6 +105,15 @@ def describe(plugin: DurafactPlugin, servers: list[McpServer]) -> list[str]:
             else "none (no DURAFACT_PRICES): every cost is unknown"
         ),
     ]
+    if version := plugin.deployment:
+        name, build = version.deployment_name, version.build_id
+        moving = [r.name for r in registry.workflows.values() if r.upgrade_on_continue_as_new]
+        lines += [
+            f"deployment {name}, build {build}: a run starts on the deployment's current "
+            "version and stays on it (make this one current: temporal worker deployment "
+            f"set-current-version --deployment-name {name} --build-id {build})",
+            "  at continue-as-new onto the current version: " + (", ".join(moving) or "none"),
+        ]
     for endpoint in plugin.endpoints.values():
         key = "with a key" if endpoint.api_key else "no key"
         model = f", model {endpoint.model}" if endpoint.model else ""
@@ -100,7 +127,12 @@ async def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         servers = list(configured_servers(args.mcp, os.environ.get("DURAFACT_MCP")).values())
-        plugin = DurafactPlugin(recipes=recipe_modules(args.recipes), mcp=servers)
+        plugin = DurafactPlugin(
+            recipes=recipe_modules(args.recipes),
+            mcp=servers,
+            deployment=args.deployment,
+            build_id=args.build_id,
+        )
         plugin.registry  # noqa: B018 - a registration mistake is one line, before connecting
         settings = Settings.from_env()  # TEMPORAL_* and temporal.toml profiles
         # The configured endpoint, else the embedded stack's local model, as for a

@@ -40,6 +40,12 @@ digest, counters), recent replies by id, the index of answered ids, where each r
 began, the stream's state, and the answers to tool questions remembered for the chat
 (scopes `call` and `chat`; a `tool` one lasts for the run it was given in).
 
+Versions. On workers of a deployment each run of the chat is pinned to the version it
+started on; once a new version is current, the chat continues as new after the next
+turn it answers (the server says so with the task that brings a message), and the next
+run starts on the new version (durafact/_recipes/react_long.py, `next_run_options`). A
+chat that gets no message stays where it is.
+
 Streaming. With `stream` on, the model activity publishes the reply's text as it
 is written to the topic `tokens` (`TextChunk`, keyed by the message id) of the
 workflow's stream (`temporalio.contrib.workflow_streams`); the workflow itself
@@ -106,7 +112,7 @@ from durafact._recipes.react import (
     announce_action,
     announce_observation,
 )
-from durafact._recipes.react_long import history_full
+from durafact._recipes.react_long import history_full, new_version, next_run_options
 from durafact._recipes.recipe import Announcement, RecipeContext, reraise_cancellation
 from durafact._recipes.tool_gate import hold_remembered, remembered
 
@@ -275,6 +281,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
     remember_scopes = ("call", "tool", "chat")
     chat = True
     stoppable = True
+    upgrade_on_continue_as_new = True
 
     @workflow.init
     def __init__(self, input: ChatInput) -> None:
@@ -283,6 +290,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         self.stream = WorkflowStream(prior_state=carried.stream)
         self._input = input
         self._carry = carried.model_copy(update={"stream": None})
+        self._turns_before = carried.turns
         self._carry.starts.append(
             RunStart(run_id=workflow.info().run_id, first_seq=carried.memory.next_seq)
         )
@@ -430,7 +438,7 @@ class ChatWorkflow(ReAct[ChatInput, None]):
             run.specs = await self._list_tools(ctx, run, input)
         ctx.set_status("chatting", f"chat run {self._carry.runs}")
         while True:
-            await workflow.wait_condition(lambda: bool(self._queue) or self._history_full())
+            await workflow.wait_condition(lambda: bool(self._queue) or self._continues())
             if not self._queue:
                 break
             await self._turn(ctx, input, run, self._queue.popleft())
@@ -456,10 +464,18 @@ class ChatWorkflow(ReAct[ChatInput, None]):
         )
         # The budget as a person may have extended it goes on with what was spent.
         budget = ctx.spending.budget
-        workflow.continue_as_new(input.model_copy(update={"carried": carried, "budget": budget}))
+        workflow.continue_as_new(
+            input.model_copy(update={"carried": carried, "budget": budget}),
+            **next_run_options(self.upgrade_on_continue_as_new),
+        )
 
-    def _history_full(self) -> bool:
-        return history_full(self._input.continue_after_events, self._input.continue_after_bytes)
+    def _continues(self) -> bool:
+        """Whether the chat continues as new: its history is full, or a new version of
+        its worker deployment is current and this run has answered a turn (the next
+        run starts on that version; one that started there already stays)."""
+        full = history_full(self._input.continue_after_events, self._input.continue_after_bytes)
+        upgrade = self.upgrade_on_continue_as_new and self._carry.turns > self._turns_before
+        return full or (upgrade and new_version())
 
     async def _turn(self, ctx: RecipeContext, input: ChatInput, run: _Run, p: _Pending) -> None:
         self._carry.turns += 1

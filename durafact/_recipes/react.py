@@ -485,12 +485,13 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         turn = run.first_turn - 1
         for turn in range(run.first_turn, run.settings.max_turns + 1):
             # Between two turns, never within one: no tool call or approval is in flight.
-            if turn > run.first_turn and isinstance(input, ReActInput) and continues(run):
+            upgrade = self.upgrade_on_continue_as_new
+            if turn > run.first_turn and isinstance(input, ReActInput) and continues(run, upgrade):
                 # A waiting note goes into the carried view now: its update then finishes,
                 # as every handler must before the run continues, and the next run's first
                 # call sees it.
                 self._add_notes(ctx, run, turn)
-                await continue_as_new(ctx, input, run, turn - 1)
+                await continue_as_new(ctx, input, run, turn - 1, upgrade)
             run.turn = turn
             ctx.set_status(f"turn:{turn}", f"turn {turn}/{run.settings.max_turns}")
             self._add_notes(ctx, run, turn)
@@ -919,6 +920,7 @@ class ReActWorkflow(ReAct[ReActInput, ReActResult]):
 
     command = REACT
     show_result = staticmethod(show_react)
+    upgrade_on_continue_as_new = True
 
     @workflow.run
     async def run(self, input: ReActInput) -> ReActResult:

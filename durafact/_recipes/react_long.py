@@ -20,15 +20,24 @@ holds (`continue_as_new`). The next run takes it up (`resume`) and names those a
 `run:{run_id}` artifacts (`EarlierRun`), and the answer is linked `based_on` them as
 well as on its own observations. Only a `ReActInput` can carry the loop; a recipe
 with another input stays in one run.
+
+Versions. On a worker of a deployment (durafact/_runtime/versioning.py) every run is
+pinned to the version it started on. A recipe that declares
+`upgrade_on_continue_as_new` (`ReActWorkflow`, `ChatWorkflow`) also continues as new
+between two turns once a new version is current (`new_version`), and its next run
+starts there (`next_run_options`): a long loop moves to new code at a turn's end, never
+within a run, so the change needs no `workflow.patched`, only a carry the new code
+still reads.
 """
 
 from __future__ import annotations
 
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 from durafact._core.ids import earlier_run_id, loop_digest_id, message_id, tools_id
 from durafact._core.llm import Usage
@@ -168,26 +177,48 @@ async def _digest_text(ctx: RecipeContext, run: LongRun, fold: ContextFold) -> s
 # --- continue-as-new ---------------------------------------------------------------------
 
 
-def continues(run: LongRun) -> bool:
+def continues(run: LongRun, upgrade: bool = False) -> bool:
     """Whether a run whose input can carry the loop (a `ReActInput`) continues as new
-    now: its history is full, and this run made at least half of it. A carry near the
-    limits (a long view kept whole, inline without a payload store) would otherwise
-    fill each next run at once and continue on every turn."""
+    now: its history is full, and this run made at least half of it (a carry near the
+    limits, a long view kept whole, inline without a payload store, would otherwise
+    fill each next run at once and continue on every turn); or, for a recipe that
+    upgrades on continue-as-new (`upgrade`), a new version of its worker deployment is
+    current (`new_version`)."""
     events, size = run.settings.continue_after_events, run.settings.continue_after_bytes
     info = workflow.info()
     grown = (
         info.get_current_history_length() - run.start_events >= events // 2
         or info.get_current_history_size() - run.start_bytes >= size // 2
     )
-    return history_full(events, size) and grown
+    return (history_full(events, size) and grown) or (upgrade and new_version())
+
+
+def new_version() -> bool:
+    """Whether the run's worker deployment has a new current (or ramping) version, on
+    which a recipe that upgrades on continue-as-new starts its next run. Always False
+    on an unversioned worker; the server says so with a workflow task, so a run that
+    waits learns it with the next message or answer it gets."""
+    return workflow.info().is_target_worker_deployment_version_changed()
+
+
+def next_run_options(upgrade: bool) -> dict[str, Any]:
+    """`workflow.continue_as_new`'s versioning options: for a recipe that upgrades on
+    continue-as-new, on a versioned worker, the next run starts on the deployment's
+    current version (then stays there, pinned); otherwise it inherits this run's
+    version, Temporal's rule for a pinned run, and an unversioned worker sends what it
+    always sent."""
+    if upgrade and workflow.info().get_current_deployment_version() is not None:
+        return {"initial_versioning_behavior": ContinueAsNewVersioningBehavior.AUTO_UPGRADE}
+    return {}
 
 
 async def continue_as_new(
-    ctx: RecipeContext, input: BaseModel, run: LongRun, turns: int
+    ctx: RecipeContext, input: BaseModel, run: LongRun, turns: int, upgrade: bool = False
 ) -> NoReturn:
     """Continue as new after `turns` turns with `input` (a `ReActInput`), carrying only
     what the next turn needs, once every handler has finished (an answer arriving now
-    is taken in this run; the loop has put the notes waiting to steer it in the view)."""
+    is taken in this run; the loop has put the notes waiting to steer it in the view);
+    with `upgrade`, on the deployment's current version (`next_run_options`)."""
     await workflow.wait_condition(workflow.all_handlers_finished)
     ctx.announce(f"continuing as new after {turns} turns", kind="continue")
     this_run = EarlierRun(
@@ -209,7 +240,10 @@ async def continue_as_new(
     )
     # The budget as a person may have extended it goes on with what was spent.
     budget = ctx.spending.budget
-    workflow.continue_as_new(input.model_copy(update={"loop_carry": carry, "budget": budget}))
+    workflow.continue_as_new(
+        input.model_copy(update={"loop_carry": carry, "budget": budget}),
+        **next_run_options(upgrade),
+    )
 
 
 def resume(ctx: RecipeContext, run: LongRun, carry: ReActCarry) -> list[ToolSpec]:

@@ -758,6 +758,18 @@ class Recipe(Generic[In, Out]):
     """The facts a rejection may correct (`approve --reject --set FIELD=VALUE`): their model."""
     step_agents: ClassVar[bool] = False
     """Each step runs an agent, the child workflow `{id}/{step}`; a note goes to it."""
+    upgrade_on_continue_as_new: ClassVar[bool] = False
+    """How its runs meet a new version of the code, on workers of a deployment
+    (`DurafactPlugin(deployment=..., build_id=...)`, durafact/_runtime/versioning.py).
+    Every run is pinned: it finishes on the version it started on, so a change to the
+    recipe needs no `workflow.patched` for the runs in flight, and a new run starts on
+    the deployment's current version. False (the default): a run that continues as new
+    stays on its version too. True (`ChatWorkflow`, `ReActWorkflow`): a run continues as
+    new at its next turn once a new version is current, and the next run starts on
+    that version; the carried input must still read in the new code. (To move every
+    task of a recipe's runs to the current version instead, declare it
+    `@workflow.defn(versioning_behavior=VersioningBehavior.AUTO_UPGRADE)`: then a change
+    within one run needs `workflow.patched`.)"""
 
     show_result: ClassVar[Callable[[Any, Ledger | None], str] | None] = None
     """How a completed run's result reads on the command line (default: as JSON): a

@@ -14,7 +14,9 @@ activities (`request_model`, `search_source`, `resolve_ref`, `list_tools`,
 `builtins=False`, the recipes of the modules it is given, the sandbox pass-through
 of `durafact`, the handoff of model context in memory
 (durafact/_runtime/handoff.py), and a check at start-up that the namespace has
-durafact's search attributes. It closes its model
+durafact's search attributes; with a deployment and a build id, it makes the worker a
+version of a Temporal worker deployment, on which runs are pinned
+(durafact/_runtime/versioning.py). It closes its model
 clients and MCP sessions when the worker stops. What a worker owns is made in
 durafact/_runtime/worker_kit.py, imported only then, so a client's plugin loads neither
 the model and source activities nor `openai` or the MCP SDK. `durafact-worker`, the
@@ -45,7 +47,13 @@ from pydantic import BaseModel
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import (
+    ReplayerConfig,
+    Worker,
+    WorkerConfig,
+    WorkerDeploymentConfig,
+    WorkflowRunner,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durafact._activities.tools import Tool, ToolCatalog
@@ -67,6 +75,11 @@ from durafact._runtime.settings import (
 )
 from durafact._runtime.stack import LOCAL_MODEL_ID, worker_on
 from durafact._runtime.tracing import TRACE_CONTENT_ENV, interceptors, provider_from_env
+from durafact._runtime.versioning import (
+    DeploymentConfigError,
+    deployment_config,
+    deployment_version,
+)
 
 if TYPE_CHECKING:
     from durafact._activities.mcp import McpServer
@@ -126,10 +139,18 @@ class DurafactPlugin(SimplePlugin):
         tracing: an OpenTelemetry tracer provider for Temporal's spans and a span per
             model and tool call (durafact/_runtime/tracing.py). None: the OTEL_*
             variables; off when none is set.
+        deployment: the worker deployment a worker belongs to, with `build_id` the
+            version of its code (durafact/_runtime/versioning.py): a run starts on the
+            deployment's current version and a recipe's runs are pinned to the version
+            they started on (`Recipe.upgrade_on_continue_as_new`: each run of the chain).
+            None: `DURAFACT_DEPLOYMENT`; neither: the worker is not versioned.
+        build_id: the version of this worker's code within `deployment` (a commit, a
+            release). None: `DURAFACT_BUILD_ID`.
         env: the environment the defaults are read from (None: `os.environ`).
 
     The constructor raises, with a one-line reason: `EndpointError`,
-    `CodecConfigError`, `PayloadConfigError`, `PricesError`, `TracingConfigError`; the
+    `CodecConfigError`, `PayloadConfigError`, `PricesError`, `TracingConfigError`,
+    `DeploymentConfigError` (a build id without a deployment, or the reverse); the
     recipes and MCP servers are read when a worker or replayer first needs them (`registry`):
     `RegistrationError`, `McpConfigError`. A worker with no model endpoint at all is
     `NoModelEndpoint`, a SystemExit: a worker script ends with its one line.
@@ -152,9 +173,12 @@ class DurafactPlugin(SimplePlugin):
         keys: Keyring | None = None,
         check_search_attributes: bool = True,
         tracing: TracerProvider | None = None,
+        deployment: str | None = None,
+        build_id: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if env is None else env
+        self.deployment = deployment_version(deployment, build_id, env)
         modules = recipe_modules(env=env) if recipes is None else recipe_modules(recipes, env={})
         self._registration = (modules, builtins, entry_points, workflows, output_models, tools)
         given = list(mcp) if mcp is not None else None
@@ -239,6 +263,8 @@ class DurafactPlugin(SimplePlugin):
         self._kits.append(kit)
         config["workflows"] = self._with_registered(config.get("workflows"))
         config["activities"] = [*(config.get("activities") or ()), *kit.activities]
+        if self.deployment is not None:
+            config["deployment_config"] = self._deployment_config(config)
         config["workflow_runner"] = with_passthrough(config.get("workflow_runner"))
         # Temporal's tracing interceptor comes from the client when this plugin is on it.
         traced = any(i in self._tracing for i in client.config(active_config=True)["interceptors"])
@@ -299,6 +325,16 @@ class DurafactPlugin(SimplePlugin):
             for interceptor in self._tracing[1:]:  # the GenAI spans name the model
                 interceptor.default_model = LOCAL_MODEL_ID
         log.info("no model endpoint configured: using the embedded local model at %s", local)
+
+    def _deployment_config(self, config: WorkerConfig) -> WorkerDeploymentConfig:
+        """The worker's deployment options: this plugin's version, pinned by default."""
+        assert self.deployment is not None
+        if config.get("deployment_config") is not None or config.get("build_id"):
+            raise DeploymentConfigError(
+                f"the worker has versioning options of its own and DurafactPlugin the "
+                f"deployment {self.deployment.to_canonical_string()}: give only one"
+            )
+        return deployment_config(self.deployment)
 
     def _warn_on_the_stacks_queue(self, client: Any, task_queue: str) -> None:
         """A warning when the embedded stack's worker polls this worker's queue: Temporal

@@ -24,7 +24,8 @@ is not a workflow class, a model or a tool, or two recipes with one workflow typ
 one line, raised before anything starts.
 
 What a recipe declares on its class (its command, whether it takes notes, can be
-stopped, is a chat, has correctable facts or step agents, how its result reads:
+stopped, is a chat, has correctable facts or step agents, moves to a new version of
+the code at continue-as-new, how its result reads:
 `Recipe`'s class variables) is read here, on `Registered`; the command line, the HTTP
 API and the console ask the registry, never a recipe's type name.
 """
@@ -121,6 +122,12 @@ class Registered:
     @property
     def step_agents(self) -> bool:
         return bool(getattr(self.cls, "step_agents", False))
+
+    @property
+    def upgrade_on_continue_as_new(self) -> bool:
+        """Whether its next run after a continue-as-new starts on the worker
+        deployment's current version (every run is pinned to the one it started on)."""
+        return bool(getattr(self.cls, "upgrade_on_continue_as_new", False))
 
     @property
     def correctable(self) -> tuple[str, ...]:

@@ -50,11 +50,14 @@ async def build_worker(
     mcp: Sequence[str | McpServer] = (),
     prices: Prices | None = None,
     workflow_runner: WorkflowRunner | None = None,
+    deployment: str | None = None,
+    build_id: str | None = None,
 ) -> AsyncIterator[Worker]:
     """Run the built-ins, `recipes` modules, `workflows`, and every activity on the
-    settings' task queue and model endpoints (priced by `prices`) while the block runs.
-    Nothing else is read from the environment: no DURAFACT_RECIPES, entry points,
-    DURAFACT_MCP or DURAFACT_PRICES."""
+    settings' task queue and model endpoints (priced by `prices`) while the block runs,
+    as the version `build_id` of `deployment` when both are given. Nothing else is read
+    from the environment: no DURAFACT_RECIPES, entry points, DURAFACT_MCP,
+    DURAFACT_PRICES or DURAFACT_DEPLOYMENT."""
     plugin = DurafactPlugin(
         recipes=recipes,
         entry_points=False,
@@ -65,6 +68,8 @@ async def build_worker(
         endpoints=settings.all_endpoints(),
         model=settings.model,
         prices=prices,
+        deployment=deployment,
+        build_id=build_id,
         env={},
     )
     async with worker_for(client, settings, plugin, workflow_runner) as worker:
