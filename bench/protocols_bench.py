@@ -96,6 +96,39 @@ async def hundred_streams(stack: Stack, url: str) -> str:
     )
 
 
+async def ag_ui(url: str, rounds: int) -> None:
+    """AG-UI's events for a 3-step plan, and its chats' first text parts, as
+    @ag-ui/client's HttpAgent receives them (`ms` since its POST)."""
+    plan = {"message": "Plan", "forwardedProps": {"recipe": "PlanExecuteWorkflow"}}
+    spec = {
+        "url": f"{url}/api/ag-ui/runs",
+        "token": TOKEN,
+        "threadId": f"bench-ag-{uuid.uuid4().hex[:8]}",
+    }
+    printed = await drive("ag_ui.mjs", json.dumps({**spec, "runs": [plan]}))
+    kinds = [line["event"]["type"] for line in printed if "event" in line]
+    print(f"AG-UI events for a 3-step plan: {len(kinds)}: {dict(Counter(kinds))}")
+    firsts = []
+    for _ in range(rounds):
+        chat = {
+            **spec,
+            "url": f"{url}/api/ag-ui/chats",
+            "threadId": f"bench-ag-{uuid.uuid4().hex[:8]}",
+        }
+        printed = await drive("ag_ui.mjs", json.dumps({**chat, "runs": [{"message": "Tell me"}]}))
+        firsts.append(
+            next(
+                line["ms"]
+                for line in printed
+                if line.get("event", {}).get("type") == "TEXT_MESSAGE_CONTENT"
+            )
+        )
+    print(
+        f"AG-UI POST to the first text part, {rounds} new chats: median "
+        f"{statistics.median(firsts):.0f} ms, max {max(firsts):.0f} ms"
+    )
+
+
 async def main(rounds: int) -> None:
     def reply(call: object) -> object:
         return REPLY if "llm:chat" in getattr(call, "activity_id", "") else default_reply(call)  # type: ignore[arg-type]
@@ -113,6 +146,7 @@ async def main(rounds: int) -> None:
             printed = await drive("ai_sdk.mjs", url, TOKEN, "runs", run_id, "send", "Plan", body)
             kinds = Counter(line["chunk"]["type"] for line in printed if "chunk" in line)
             print(f"AI SDK chunks for a 3-step plan: {sum(kinds.values())}: {dict(kinds)}")
+            await ag_ui(url, rounds)
             stack.model.pace = 0.05
             chat_id = f"bench-drop-{uuid.uuid4().hex[:8]}"
             printed = await drive("ai_sdk.mjs", url, TOKEN, "chats", chat_id, "drop", "Tell me")
