@@ -16,17 +16,21 @@ import json
 import textwrap
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from durafact._cli.arguments import since
 from durafact._local.embedded import temporal_binary
 from durafact._recipes import Goal, PlanExecuteWorkflow, SupervisorRequest, SupervisorWorkflow
 from durafact._runtime.codec import data_converter, new_key
+from durafact._runtime.registry import load_registry
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
+from durafact._service.check import runs_filter, runs_to_check
 from durafact.testing import ScriptedModel, default_reply, start_dev_server, waiting_question
 from tests.helpers import ROOT, Run, clean_env, free_port, run_command, starter, with_converter
 from tests.workflows.test_supervisor import specialist
@@ -91,7 +95,15 @@ PATCHED = (
 BROKEN = OUTLINE_FIRST.replace(
     "text = await", "text = await ctx.llm.text(str(int(outline)))\n    text = await"
 )
-VERSIONS = {"v1": OUTLINE_FIRST, "v2": DRAFT_FIRST, "patched": PATCHED, "broken": BROKEN}
+# A wait inserted before the first call: a timer where the run scheduled an activity.
+WAITS = "await workflow.sleep(60)\n" + OUTLINE_FIRST.lstrip("\n")
+VERSIONS = {
+    "v1": OUTLINE_FIRST,
+    "v2": DRAFT_FIRST,
+    "patched": PATCHED,
+    "broken": BROKEN,
+    "waits": WAITS,
+}
 
 
 def write_version(root: Path, module: str, version: str) -> Path:
@@ -131,6 +143,10 @@ def notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     module = f"notes_{uuid.uuid4().hex[:8]}"
     monkeypatch.syspath_prepend(str(write_version(tmp_path, module, "v1")))
     return module
+
+
+def at(text: str) -> datetime:
+    return since(text, "--since")
 
 
 def env_for(server: WorkflowEnvironment, **extra: str) -> dict[str, str]:
@@ -218,41 +234,50 @@ async def test_runs_recorded_with_todays_code_all_match(
         "event_id", "event_type", "recorded", "now", "cause", "error",
     }  # fmt: skip
 
+    run = await check("--recipe", "plan_execute", env=env)
+    assert (run.code, run.out) == (0, "1 run replayed, all match\n"), run.err
+
     # --recipe keeps one recipe's runs (its name or its workflow type); --since keeps the
     # closed runs that closed since then, and every running one; --limit, the first.
-    for options, expected in [
-        (["--recipe", "plan_execute"], ["plan-1"]),
-        (["--recipe", "SupervisorWorkflow"], ["route-1"]),
-        (["--since", "2999-01-01"], ["route-1"]),
-        (["--since", "1d"], ["route-1", "plan-1"]),
-        (["--limit", "1"], ["route-1"]),
+    registry = load_registry(entry_points=False)
+    everything = runs_filter(registry, None)
+    for query, closed_since, limit, expected in [
+        (runs_filter(registry, "plan_execute"), None, 100, ["plan-1"]),
+        (runs_filter(registry, "SupervisorWorkflow"), None, 100, ["route-1"]),
+        (everything, at("2999-01-01"), 100, ["route-1"]),
+        (everything, at("1d"), 100, ["route-1", "plan-1"]),
+        (everything, None, 1, ["route-1"]),
     ]:
-        run = await check(*options, "--json", env=env)
-        assert run.code == 0, run.err
-        report = json.loads(run.out)
-        assert [r["workflow_id"] for r in report["runs"]] == expected, options
-        assert report["more"] is (options[0] == "--limit")
+        found, more = await runs_to_check(client, query, closed_since, limit)
+        assert [e.id for e in found] == expected, (query, closed_since, limit)
+        assert more is (limit == 1)
 
 
 # --- a changed recipe -----------------------------------------------------------------
 
 
-async def test_a_recipe_with_its_hooks_reordered_fails_naming_the_run_and_the_event(
-    server: WorkflowEnvironment, queue: Settings, notes: str, tmp_path: Path
-) -> None:
+@pytest.fixture
+async def note_run(server: WorkflowEnvironment, queue: Settings, notes: str) -> WorkflowHandle:
+    """A NoteWriter run recorded by v1, waiting for its approval."""
     client = server.client
     async with build_worker(client, queue, recipes=[notes]):
         handle = await start_note(client, queue, "durable agents")
     await visible(client, 1)
+    return handle
+
+
+async def test_a_recipe_with_its_hooks_reordered_fails_naming_the_run_and_the_event(
+    server: WorkflowEnvironment, note_run: WorkflowHandle, notes: str, tmp_path: Path
+) -> None:
     v2 = write_version(tmp_path, notes, "v2")
     env = env_for(server)
 
     run = await check("--recipes", notes, env=env, cwd=v2)
     assert run.code == 1, run.err
-    event = await scheduled_event(handle, "llm:outline")
+    event = await scheduled_event(note_run, "llm:outline")
     assert run.out.splitlines() == [
-        f"{handle.id} (NoteWriter, running, run {handle.first_execution_run_id}) diverges at "
-        f"event {event} (ActivityTaskScheduled)",
+        f"{note_run.id} (NoteWriter, running, run {note_run.first_execution_run_id}) diverges "
+        f"at event {event} (ActivityTaskScheduled)",
         "  the run recorded: activity llm:outline (request_model)",
         "  the code now: activity llm:draft",
         "  likely cause: a hook or call added, removed or reordered before it, without "
@@ -264,42 +289,72 @@ async def test_a_recipe_with_its_hooks_reordered_fails_naming_the_run_and_the_ev
     assert run.code == 1
     report = json.loads(run.out)
     assert report["ok"] is False
-    assert report["counts"]["diverges"] == 1
+    assert report["counts"] == {"match": 0, "diverges": 1, "fails": 0, "not_registered": 0}
     [found] = report["runs"]
-    assert found["workflow_id"] == handle.id
-    assert found["outcome"] == "diverges"
+    assert (found["workflow_id"], found["state"], found["outcome"]) == (
+        note_run.id,
+        "RUNNING",
+        "diverges",
+    )
     assert (found["event_id"], found["event_type"]) == (event, "ActivityTaskScheduled")
+    assert (found["recorded"], found["now"]) == (
+        "activity llm:outline (request_model)",
+        "activity llm:draft",
+    )
     assert "'llm:outline' does not match" in found["error"]
 
-    # Code that raises on the run's recorded answers fails, saying where.
+    # The code that recorded it matches.
+    run = await check("--recipes", notes, env=env, cwd=tmp_path / "v1")
+    assert (run.code, run.out) == (0, "1 run replayed, all match\n")
+
+
+async def test_a_wait_inserted_before_a_call_is_named(
+    server: WorkflowEnvironment, note_run: WorkflowHandle, notes: str, tmp_path: Path
+) -> None:
+    waits = write_version(tmp_path, notes, "waits")
+    run = await check("--recipes", notes, env=env_for(server), cwd=waits)
+    assert run.code == 1, run.err
+    event = await scheduled_event(note_run, "llm:outline")
+    assert run.out.splitlines()[0].endswith(f"diverges at event {event} (ActivityTaskScheduled)")
+    assert run.out.splitlines()[1:4] == [
+        "  the run recorded: activity llm:outline (request_model)",
+        "  the code now: a timer (a sleep, or a wait with a timeout)",
+        "  likely cause: a step added, removed or reordered before it, without `workflow.patched`",
+    ]
+
+
+async def test_code_that_raises_on_a_recorded_answer_is_named_with_its_line(
+    server: WorkflowEnvironment, note_run: WorkflowHandle, notes: str, tmp_path: Path
+) -> None:
     broken = write_version(tmp_path, notes, "broken")
     lines = (broken / f"{notes}.py").read_text().splitlines()
     line = next(n for n, text in enumerate(lines, start=1) if "int(outline)" in text)
-    run = await check("--recipes", notes, env=env, cwd=broken)
+    run = await check("--recipes", notes, env=env_for(server), cwd=broken)
     assert run.code == 1, run.err
-    assert run.out.splitlines()[0].endswith(") fails to replay")
-    assert run.out.splitlines()[1].startswith("  the code now: raises ValueError: invalid literal")
-    assert run.out.splitlines()[1].endswith(f"({notes}.py:{line}, in lifecycle)")
+    said = run.out.splitlines()
+    assert said[0].startswith(f"{note_run.id} (NoteWriter, running")
+    assert said[0].endswith(") fails to replay")
+    assert said[1].startswith("  the code now: raises ValueError: invalid literal for int()")
+    assert said[1].endswith(f"({notes}.py:{line}, in lifecycle)")
+    assert said[-1] == "1 run checked: 1 fails to replay"
 
-    # The code that recorded it matches; code that lacks the recipe says so, and fails.
-    run = await check("--recipes", notes, env=env, cwd=tmp_path / "v1")
-    assert (run.code, run.out) == (0, "1 run replayed, all match\n")
-    run = await check(env=env, cwd=v2)
-    assert run.code == 1
-    assert run.out.splitlines()[0].endswith(") is not registered here")
-    assert "register its recipes module" in run.out
-    assert run.out.splitlines()[-1] == "1 run checked: 1 not registered"
+
+async def test_a_run_whose_recipe_is_not_registered_here_is_named(
+    server: WorkflowEnvironment, note_run: WorkflowHandle, tmp_path: Path
+) -> None:
+    run = await check(env=env_for(server), cwd=tmp_path)  # without --recipes
+    assert run.code == 1, run.err
+    said = run.out.splitlines()
+    assert said[0].startswith(f"{note_run.id} (NoteWriter, running")
+    assert said[0].endswith(") is not registered here")
+    assert "register its recipes module (--recipes MODULE" in said[1]
+    assert said[-1] == "1 run checked: 1 not registered"
 
 
 async def test_the_same_change_under_workflow_patched_passes(
-    server: WorkflowEnvironment, queue: Settings, notes: str, tmp_path: Path
+    server: WorkflowEnvironment, note_run: WorkflowHandle, notes: str, tmp_path: Path
 ) -> None:
-    client = server.client
-    async with build_worker(client, queue, recipes=[notes]):
-        await start_note(client, queue, "durable agents")
-    await visible(client, 1)
     patched = write_version(tmp_path, notes, "patched")
-
     run = await check("--recipes", notes, env=env_for(server), cwd=patched)
     assert (run.code, run.out, run.err) == (0, "1 run replayed, all match\n", "")
 
