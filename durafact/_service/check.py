@@ -5,8 +5,9 @@ with the environment's keys, the sandbox).
 
 The runs are the namespace's durafact runs (a `DurafactRecipe`, or a registered workflow
 type): every running one first, since a deploy moves them onto the new code, then the
-most recently closed, which a query (`artifacts`, `result` of a chat) replays too;
-`recipe` keeps one recipe's, `since` the closed ones that closed since then. A history
+most recently closed, which a query (`artifacts`, `result` of a chat) replays too
+(`runs_filter`: all, or one recipe's; `runs_to_check`: the closed ones since a moment,
+and how many in all). A history
 exported to a file (`temporal workflow show --output json`, tests/histories) is checked
 the same way, with no server.
 

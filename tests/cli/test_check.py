@@ -127,16 +127,6 @@ async def server() -> AsyncIterator[WorkflowEnvironment]:
 
 
 @pytest.fixture
-def queue(model: ScriptedModel) -> Settings:
-    return Settings(
-        openai_base_url=model.url,
-        openai_api_key="test",
-        model="scripted",
-        task_queue=f"check-{uuid.uuid4().hex[:8]}",
-    )
-
-
-@pytest.fixture
 def notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The name of this test's recipes module (its own: the test process keeps every
     module it imports), v1 importable by the in-process worker."""
@@ -193,23 +183,23 @@ async def scheduled_event(handle: WorkflowHandle, activity_id: str) -> int:
 
 
 async def test_runs_recorded_with_todays_code_all_match(
-    server: WorkflowEnvironment, queue: Settings, model: ScriptedModel
+    server: WorkflowEnvironment, settings: Settings, model: ScriptedModel
 ) -> None:
     client = server.client
     route = specialist()
     model.reply(lambda call: default_reply(call) if call.schema_name == "Plan" else route(call))
-    async with build_worker(client, queue):
+    async with build_worker(client, settings):
         await client.execute_workflow(
             PlanExecuteWorkflow.run,
             Goal(text="Plan a weekend in Kraków"),
             id="plan-1",
-            task_queue=queue.task_queue,
+            task_queue=settings.task_queue,
         )
         waiting = await client.start_workflow(
             SupervisorWorkflow.run,
             SupervisorRequest(request="Renovate the kitchen for 3000 EUR"),
             id="route-1",
-            task_queue=queue.task_queue,
+            task_queue=settings.task_queue,
         )
         await waiting_question(waiting)
     await visible(client, 2)
@@ -257,11 +247,11 @@ async def test_runs_recorded_with_todays_code_all_match(
 
 
 @pytest.fixture
-async def note_run(server: WorkflowEnvironment, queue: Settings, notes: str) -> WorkflowHandle:
+async def note_run(server: WorkflowEnvironment, settings: Settings, notes: str) -> WorkflowHandle:
     """A NoteWriter run recorded by v1, waiting for its approval."""
     client = server.client
-    async with build_worker(client, queue, recipes=[notes]):
-        handle = await start_note(client, queue, "durable agents")
+    async with build_worker(client, settings, recipes=[notes]):
+        handle = await start_note(client, settings, "durable agents")
     await visible(client, 1)
     return handle
 
@@ -360,7 +350,7 @@ async def test_the_same_change_under_workflow_patched_passes(
 
 
 async def test_a_patch_removed_while_runs_recorded_it_is_named(
-    server: WorkflowEnvironment, queue: Settings, model: ScriptedModel, tmp_path: Path
+    server: WorkflowEnvironment, settings: Settings, model: ScriptedModel, tmp_path: Path
 ) -> None:
     """A run recorded by the patched code, replayed by code without the patch (v1 again,
     say, after a rollback): the marker it recorded has no `workflow.patched` now."""
@@ -369,8 +359,8 @@ async def test_a_patch_removed_while_runs_recorded_it_is_named(
     patched = write_version(tmp_path, module, "patched")
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(patched))
-        async with build_worker(client, queue, recipes=[module]):
-            handle = await start_note(client, queue, "durable agents")
+        async with build_worker(client, settings, recipes=[module]):
+            handle = await start_note(client, settings, "durable agents")
     await visible(client, 1)
 
     run = await check(
@@ -393,7 +383,7 @@ async def test_a_patch_removed_while_runs_recorded_it_is_named(
 
 
 async def test_exported_histories_are_checked_offline(
-    server: WorkflowEnvironment, queue: Settings, notes: str, tmp_path: Path
+    server: WorkflowEnvironment, settings: Settings, notes: str, tmp_path: Path
 ) -> None:
     # Nothing listens at the address: a check of files never connects.
     offline = clean_env(TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}")
@@ -402,8 +392,8 @@ async def test_exported_histories_are_checked_offline(
 
     # A run of this test's own, exported as a user would: `temporal workflow show`.
     client = server.client
-    async with build_worker(client, queue, recipes=[notes]):
-        handle = await start_note(client, queue, "durable agents")
+    async with build_worker(client, settings, recipes=[notes]):
+        handle = await start_note(client, settings, "durable agents")
     exported = tmp_path / "note.json"
     show = await run_command(
         str(temporal_binary()), "workflow", "show", "--workflow-id", handle.id,
@@ -431,14 +421,14 @@ async def test_exported_histories_are_checked_offline(
 
 
 async def test_encrypted_runs_replay_with_the_workers_keys(
-    server: WorkflowEnvironment, queue: Settings
+    server: WorkflowEnvironment, settings: Settings
 ) -> None:
     keys = new_key("k1")
     client = with_converter(server.client, data_converter({"DURAFACT_KEYS": keys}))
-    async with build_worker(client, queue):
+    async with build_worker(client, settings):
         await client.execute_workflow(
             PlanExecuteWorkflow.run, Goal(text="Plan a weekend in Kraków"), id="secret",
-            task_queue=queue.task_queue,
+            task_queue=settings.task_queue,
         )  # fmt: skip
     await visible(server.client, 1)
 
