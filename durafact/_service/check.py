@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,7 +43,7 @@ MATCH = "match"
 DIVERGES = "diverges"
 FAILS = "fails"
 NOT_REGISTERED = "not_registered"
-# How many histories are fetched at once while earlier ones replay.
+# How many histories are fetched ahead of the one that replays.
 FETCHING = 8
 
 
@@ -153,12 +154,10 @@ async def check_runs(
     """The runs `query` finds (`runs_filter`, `runs_to_check`) replayed against this code."""
     executions, more = await runs_to_check(client, query, since, limit)
     sources = [Source(e.id, e.run_id, e.workflow_type, state_name(e)) for e in executions]
-    gate = asyncio.Semaphore(FETCHING)
 
     async def fetch(source: Source) -> WorkflowHistory:
-        async with gate:
-            handle = client.get_workflow_handle(source.workflow_id, run_id=source.run_id)
-            return await handle.fetch_history()
+        handle = client.get_workflow_handle(source.workflow_id, run_id=source.run_id)
+        return await handle.fetch_history()
 
     verdicts = await replay_all(plugin, sources, fetch)
     return Report(verdicts, more)
@@ -215,33 +214,33 @@ async def replay_all(
     history_of: Callable[[Source], Awaitable[WorkflowHistory]],
 ) -> list[Verdict]:
     """Each source's history replayed, in order, unless its workflow type is not
-    registered here; the histories are all asked for at once (`history_of` limits how
-    many it fetches at a time), so that fetching goes on while earlier ones replay."""
+    registered here; the next FETCHING histories are fetched while one replays."""
     registered = plugin.registry.workflows
     verdicts = {
         k: Verdict(source, NOT_REGISTERED, not_registered(source))
         for k, source in enumerate(sources)
         if source.workflow_type not in registered
     }
-    fetches = {
-        k: asyncio.create_task(history_of(source))
-        for k, source in enumerate(sources)
-        if k not in verdicts
-    }
+    replayed = [k for k in range(len(sources)) if k not in verdicts]
+    ahead: deque[asyncio.Task[WorkflowHistory]] = deque()
 
     async def in_order() -> AsyncIterator[WorkflowHistory]:
-        for fetch in fetches.values():
-            yield await fetch
+        for k in replayed:
+            ahead.append(asyncio.create_task(history_of(sources[k])))
+            if len(ahead) > FETCHING:
+                yield await ahead.popleft()
+        while ahead:
+            yield await ahead.popleft()
 
     try:
-        if fetches:
+        if replayed:
             async with replays(plugin, in_order()) as results:
-                at = iter(fetches)
+                at = iter(replayed)
                 async for result in results:
                     k = next(at)
                     verdicts[k] = verdict(sources[k], result.history, result.replay_failure)
     finally:
-        for fetch in fetches.values():
+        for fetch in ahead:
             fetch.cancel()
     return [verdicts[k] for k in range(len(sources))]
 
