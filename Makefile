@@ -70,6 +70,7 @@ bench: $(VENV)/.installed-dev chromium
 	$(BIN)/python -m bench.console_bench
 	$(BIN)/python -m bench.protocols_bench
 	$(BIN)/python -m bench.cli_startup
+	$(BIN)/python -m bench.check_bench
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

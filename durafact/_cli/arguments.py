@@ -31,6 +31,9 @@
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
     durafact artifacts ID [--json]     # every artifact of a run, texts included
+    durafact check [--recipe R] [--since DURATION|DATE] [--limit N] [--json]
+                   [--history FILE ...] [--recipes MODULE[,MODULE...]]
+                                       # before a deploy: replay runs against this code
     durafact serve [--host H] [--port P] [--allow-host HOST ...]
                                        # the HTTP API and web console (127.0.0.1:8000)
     durafact up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
@@ -58,7 +61,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from durafact._cli.output import Failed
@@ -82,6 +85,7 @@ COMMANDS = (
     "steer",
     "resume",
     "artifacts",
+    "check",
     "serve",
     "up",
     "down",
@@ -97,6 +101,7 @@ MEMORY_POLICIES = {
     "prune": WindowPruner,
 }
 DEFAULT_LIMIT = 50  # `list`
+CHECK_LIMIT = 100  # `check`
 MAX_LIMIT = 1000
 DEFAULT_HOST = "127.0.0.1"  # `serve`
 DEFAULT_PORT = 8000
@@ -302,6 +307,7 @@ def parser(registered: Sequence[Command] = ()) -> Parser:
         "runs as run:RUN_ID artifacts); default: the latest",
     )
 
+    add_check_command(commands, [registration])
     add_serve_command(commands, [registration])
     commands.add_parser(
         "up", parents=[registration], help="start the embedded stack in the background"
@@ -455,6 +461,54 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="how long a call fails on one endpoint before it moves to the next (default 2m)",
     )
+
+
+def add_check_command(commands: Any, parents: list[Any]) -> None:
+    check = commands.add_parser(
+        "check",
+        parents=parents,
+        help="before a deploy: replay the runs of the namespace against the recipes registered "
+        "here and name each one this code would break",
+    )
+    check.add_argument("--recipe", help="only this recipe's runs (plan_execute) or workflow type")
+    check.add_argument(
+        "--since",
+        type=lambda text: since(text, "--since"),
+        metavar="DURATION|DATE",
+        help="closed runs only when they closed since then: 12h, 7d, 2026-01-31 (running "
+        "runs are always checked)",
+    )
+    check.add_argument(
+        "--limit",
+        type=int,
+        help=f"at most this many runs, running ones first, 1-{MAX_LIMIT} (default {CHECK_LIMIT})",
+    )
+    check.add_argument(
+        "--history",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="replay these exported histories instead (`temporal workflow show --output "
+        "json`): no server needed",
+    )
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def since(text: str, option: str) -> datetime:
+    """A moment given as how long ago (`12h`, `7d`) or as a date or time (`2026-01-31`,
+    `2026-01-31T08:00`, UTC unless it says otherwise)."""
+    try:
+        return datetime.now(UTC) - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise Failed(
+            f"{option} {text!r}: a duration (30m, 12h, 7d) or a date (2026-01-31)", code=2
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def add_serve_command(commands: Any, parents: list[Any]) -> None:

@@ -21,6 +21,7 @@ from durafact._cli.arguments import MAX_LIMIT, values_of
 from durafact._cli.artifacts import artifacts
 from durafact._cli.budget_options import budget_given
 from durafact._cli.chat import chat, check_chat_args
+from durafact._cli.check import check
 from durafact._cli.commands import (
     approve,
     cancel,
@@ -130,6 +131,8 @@ async def run_command(args: argparse.Namespace, doors: Mapping[str, Any]) -> int
             raise Failed(f"--limit {args.limit}: from 1 to {MAX_LIMIT}", code=2)
         client, settings = await connect()
         return await list_runs(client, *filters, args.limit, args.json)
+    if args.command == "check":
+        return await check(args, connect)
     if args.command == "steer" and (problem := note_problem(args.note)):
         raise Failed(problem, code=2)
     changes = corrections(args.set) if args.command == "approve" else {}

@@ -133,12 +133,17 @@ class Project:
         self.queue = f"docs-{uuid.uuid4().hex[:8]}"
         self.port = str(free_port())
         bin_dir = str(Path(sys.executable).parent)
+        # The checkout's own `durafact` package (a worktree's too, not only the installed
+        # one), and nothing else of the checkout, after the project.
+        checkout = root.parent / "checkout"
+        checkout.mkdir(exist_ok=True)
+        (checkout / "durafact").symlink_to(ROOT / "durafact")
         self.env = clean_env(
             TEMPORAL_ADDRESS=client.service_client.config.target_host,
             DURAFACT_TASK_QUEUE=self.queue,
             OPENAI_BASE_URL=model.url,
             OPENAI_API_KEY="docs",
-            PYTHONPATH=str(root),
+            PYTHONPATH=os.pathsep.join((str(root), str(checkout))),
             PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             COLUMNS="80",
         )
