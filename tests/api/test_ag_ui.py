@@ -16,13 +16,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import pytest
 from playwright.async_api import Browser, Route, expect
 from temporalio.client import Client
 
 from durafact.testing import ScriptedModel
 from tests.api.conftest import TOKEN, Served, delete_once_told
 from tests.api.test_api import GOAL, finished, start, waiting_question
-from tests.helpers import FRONTENDS, drive
+from tests.helpers import FRONTENDS, drive, serving
 from tests.workflows.test_react import DELETED, act, final, turns
 from tests.workflows.test_supervisor import REQUEST, specialist
 
@@ -388,3 +389,22 @@ async def test_the_example_page_runs_a_recipe_asks_a_person_and_attaches_after_a
         await expect(page.locator("#state")).to_contain_text(f'"workflow_id": "{thread}"')
     finally:
         await context.close()
+
+
+async def test_an_event_that_breaks_the_protocol_fails_the_client() -> None:
+    """The check every test above relies on: the driver refuses an event @ag-ui/core's
+    schema does not take (here a text delta without its message id)."""
+
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        started = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+        for event in (started, {"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}):
+            body = f"data: {json.dumps(event)}\n\n".encode()
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async with serving(broken) as url:
+        spec = {"url": url, "token": TOKEN, "threadId": "t", "runs": [{"message": "hi"}]}
+        with pytest.raises(AssertionError, match="breaks the schema"):
+            await drive("ag_ui.mjs", json.dumps(spec))
