@@ -220,12 +220,15 @@ class Ledger(BaseModel):
         """The id of the artifact whose data is this very object (not an equal one)."""
         return self._index.by_object.get(id(data))
 
-    def create(self, artifact_id: str, data: BaseModel) -> Artifact[Any]:
-        """Store `data` under `artifact_id`; the same id again returns the first one."""
+    def create(self, artifact_id: str, data: BaseModel, *, version: int = 1) -> Artifact[Any]:
+        """Store `data` under `artifact_id`; the same id again returns the first one.
+        `version`: what the artifact is at, when it is copied from another run (a fork)."""
         existing = self.artifacts.get(artifact_id)
         if existing is not None:
             return existing
-        artifact = _AnyArtifact(id=artifact_id, type=type(data).__name__, data=data)
+        artifact = _AnyArtifact(
+            id=artifact_id, type=type(data).__name__, version=version, data=data
+        )
         self.artifacts[artifact_id] = artifact
         self._index.add(artifact)
         return artifact

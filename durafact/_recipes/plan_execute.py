@@ -44,12 +44,14 @@ cache serves that prefix instead of reading it again (`plan_messages`).
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Generic, Self, TypeVar, cast
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from durafact._core.forks import Editable, ForkRules, text_field
 from durafact._core.ids import final_id, goal_id, plan_scope, result_id, step_id, text_key
 from durafact._core.ledger import ArtifactRef, Ledger
 from durafact._core.llm import ChatMessage, ContextRef, Usage
@@ -63,6 +65,7 @@ from durafact._recipes.recipe import (
     quote,
     stamp,
     subject_text,
+    type_arguments,
 )
 
 G = TypeVar("G", bound=BaseModel)
@@ -87,6 +90,7 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
 
     recipe_name = "plan_execute"
     settings_model = PlanExecuteSettings
+    forks = True
 
     def settings(self, goal: G) -> PlanExecuteSettings:
         """This run's limits (see `Recipe.settings`)."""
@@ -107,25 +111,29 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
         key = text_key(text)
         ledger.create(goal_id(text), goal)
         ctx.set_status("planning", f"planning: {key}")
-        with ctx.scoped(plan_scope(text)):
-            planned = await self.plan(ctx, goal)
-        if not planned:
-            raise ApplicationError("the plan has no steps", type="EmptyPlan", non_retryable=True)
-        steps = [stamp(step, goal=key, index=i) for i, step in enumerate(planned)]
-        for i, step in enumerate(steps):
-            ledger.create(step_id(text, i), step)
-            ledger.link(step_id(text, i), "from_goal", goal_id(text))
+        # A fork takes the stages it keeps (the plan, the first results) from the run it
+        # was forked from, instead of running them (see `fork_rules`).
+        _, step_type, result_type, _ = type_arguments(type(self), PlanExecute) or (None,) * 4
+        kept_steps = ctx.kept(plan_scope(text), [step_type] if step_type else [])
+        if kept_steps is None:
+            steps = await self._planned(ctx, goal, text, key)
+        else:
+            steps = [artifact.data for artifact in kept_steps]
         ctx.announce(f"planned {len(steps)} step{'' if len(steps) == 1 else 's'}")
 
         results: list[R] = []
         for i, step in enumerate(steps):
             sid = step_id(text, i)
             ctx.set_status(f"executing:{i + 1}/{len(steps)}", f"step {i + 1}/{len(steps)}")
-            with ctx.scoped(sid):
-                result = await self.execute_step(ctx, step, list(results))
-            result = stamp(result, goal=key, index=i)
-            ledger.create(result_id(sid), result)
-            ledger.link(result_id(sid), "executes", sid)
+            kept_result = ctx.kept(sid, [result_type] if result_type else [])
+            if kept_result is None:
+                with ctx.scoped(sid):
+                    result = await self.execute_step(ctx, step, list(results))
+                result = stamp(result, goal=key, index=i)
+                ledger.create(result_id(sid), result)
+                ledger.link(result_id(sid), "executes", sid)
+            else:
+                result = kept_result[0].data
             results.append(result)
             ctx.announce(f"step {i + 1}/{len(steps)} done")
 
@@ -138,6 +146,47 @@ class PlanExecute(Recipe[G, F], Generic[G, S, R, F]):
             ledger.link(fid, "supported_by", result_id(step_id(text, i)))
         ctx.set_status("completed")
         return final
+
+    async def _planned(self, ctx: RecipeContext, goal: G, text: str, key: str) -> list[S]:
+        """The `plan` hook's steps, stamped and stored, each linked to the goal."""
+        with ctx.scoped(plan_scope(text)):
+            planned = await self.plan(ctx, goal)
+        if not planned:
+            raise ApplicationError("the plan has no steps", type="EmptyPlan", non_retryable=True)
+        steps = [stamp(step, goal=key, index=i) for i, step in enumerate(planned)]
+        for i, step in enumerate(steps):
+            ctx.ledger.create(step_id(text, i), step)
+            ctx.ledger.link(step_id(text, i), "from_goal", goal_id(text))
+        return steps
+
+    @classmethod
+    def fork_rules(cls, ledger: Ledger) -> ForkRules | None:
+        """A plan's stages: the plan, each step's execution, the final answer. A step is
+        used first by its own execution, a step's result by the next step's (the last
+        one's by the final answer): a fork reruns from there, and keeps the plan and the
+        results before it. The goal is the input, and nothing uses the final answer: a
+        fork edits neither. Of a run that ended early, what it did not reach neither."""
+        _, step_type, result_type, _ = type_arguments(cls, PlanExecute) or (None,) * 4
+        goals = [artifact.id for artifact in ledger.all() if artifact.id.startswith("goal:")]
+        if step_type is None or result_type is None or not goals:
+            return None
+        key = goals[0].removeprefix("goal:")
+        steps = [step_id(key, i) for i in itertools.takewhile(
+            lambda i: step_id(key, i) in ledger, itertools.count()
+        )]  # fmt: skip
+        done = sum(result_id(sid) in ledger for sid in steps)
+        stages = [plan_scope(key), *steps, final_id(key)]
+        rules = ForkRules(order=stages, made_by={final_id(key): final_id(key)})
+        for i, sid in enumerate(steps):
+            rules.made_by[sid] = plan_scope(key)
+            rules.made_by[result_id(sid)] = sid
+            if i <= done:
+                rules.editable[sid] = Editable(sid, step_type, text_field(step_type))
+            if i < done:
+                rules.editable[result_id(sid)] = Editable(
+                    stages[i + 2], result_type, text_field(result_type)
+                )
+        return rules
 
 
 # --- The ready, LLM-driven PlanExecute --------------------------------------------

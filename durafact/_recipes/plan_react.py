@@ -135,6 +135,9 @@ class PlanReActWorkflow(PlanExecute[PlanReActInput, PlanStep, AgentStepResult, F
 
     recipe_name = "plan_react"
     step_agents = True
+    # Each step's result rests on a child workflow's artifacts, which a fork would have
+    # to copy too: not yet.
+    forks = False
     show_result = staticmethod(show_plan)
 
     @workflow.init

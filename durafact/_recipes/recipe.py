@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterator, Sequence
+import typing
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, TypeVar
@@ -52,6 +53,7 @@ from durafact._core.approval import (
 )
 from durafact._core.budget import Budget
 from durafact._core.commands import Command
+from durafact._core.forks import FORK_ID, FORKED_FROM, Fork, ForkRules
 from durafact._core.ids import (
     CANCELLATION_ID,
     OPAQUE_IDS_MEMO,
@@ -60,7 +62,7 @@ from durafact._core.ids import (
     opaque_id,
     prompt_id,
 )
-from durafact._core.ledger import Ledger
+from durafact._core.ledger import Artifact, Ledger
 from durafact._core.llm import (
     FALLBACK_AFTER,
     ArtifactSpan,
@@ -377,6 +379,8 @@ class RecipeContext(Approvals):
         self._recipe_marked = False
         self._upserted_usage: Usage | None = None
         self._calls_in_scope = 0
+        # The run a fork was forked from, and what it keeps of it (see `kept`).
+        self.fork: Fork | None = None
 
     def _sent_once(self, message: ChatMessage) -> ChatMessage:
         """`message`, or, when an earlier call of this run sent its long content whole,
@@ -404,6 +408,55 @@ class RecipeContext(Approvals):
             f"{instead_of} kept failing",
             kind=FALLBACK,
         )
+
+    def start_fork(self, fork: Fork | None) -> None:
+        """Make this run the `fork` its input names (None: it is no fork): its origin
+        becomes the artifact `fork`, and its lifecycle takes the kept stages (`kept`)."""
+        self.fork = fork
+        if fork is not None:
+            self.ledger.create(FORK_ID, fork.origin())
+            kept = f"; kept {', '.join(fork.kept)}" if fork.kept else ""
+            self.announce(
+                f"forked from {fork.workflow_id} (run {fork.run_id}): rerunning from "
+                f"{fork.rerun_from}{kept}",
+                kind="fork",
+            )
+
+    def kept(self, stage: str, models: Iterable[type[BaseModel]]) -> list[Artifact[Any]] | None:
+        """In a fork, the artifacts the forked run's `stage` made (the edits applied), put
+        into this run's ledger with their ids, versions and links, each as the one of
+        `models` its type names: the lifecycle takes them instead of running the stage,
+        so no model call is made for them. None when the stage runs: this run is no fork,
+        or the fork reruns it."""
+        fork = self.fork
+        if fork is None or stage not in fork.stages:
+            return None
+        recorded = fork.stages[stage]
+        by_name = {model.__name__: model for model in models}
+        made = []
+        for artifact in recorded.all():
+            model = by_name.get(artifact.type)
+            if model is None:
+                raise ApplicationError(
+                    f"the fork keeps {artifact.id}, a {artifact.type}, which {stage} does not "
+                    f"make here ({', '.join(by_name) or 'nothing'})",
+                    type="InvalidFork",
+                    non_retryable=True,
+                )
+            data = (
+                artifact.data
+                if isinstance(artifact.data, model)
+                else model.model_validate(artifact.data)
+            )
+            made.append(self.ledger.create(artifact.id, data, version=artifact.version))
+        for link in recorded.links:
+            if link.target in self.ledger:
+                self.ledger.link(link.source, link.relation, link.target)
+        for artifact in made:
+            if artifact.id in fork.edited:
+                self.ledger.link(artifact.id, FORKED_FROM, FORK_ID)
+        self.announce(f"{stage}: kept from {fork.workflow_id} ({_count(len(made), 'artifact')})")
+        return made
 
     def temporal_id(self, readable: str) -> str:
         """The id Temporal stores for an activity or child workflow named `readable`: the
@@ -626,6 +679,21 @@ class RecipeContext(Approvals):
         return updates
 
 
+def type_arguments(cls: type, base: type) -> tuple[Any, ...]:
+    """The types `cls` gives the generic `base` (`PlanExecute[Goal, PlanStep, ...]`), or
+    () when it does not give them all: the first subscripted `base` among its classes."""
+    for klass in cls.__mro__:
+        for origin in getattr(klass, "__orig_bases__", ()):
+            if typing.get_origin(origin) is base:
+                found = typing.get_args(origin)
+                return found if all(isinstance(a, type) for a in found) else ()
+    return ()
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def run_cancelled(exc: BaseException) -> bool:
     """Whether `exc` is Temporal's cancellation of this run (directly, or as the cause
     of an activity or child that it cancelled)."""
@@ -679,6 +747,14 @@ class RecipeSettings(BaseModel):
         default=FALLBACK_AFTER,
         gt=timedelta(0),
         description="How long a call fails on one endpoint before it moves to the next.",
+    )
+    fork: Fork | None = Field(
+        default=None,
+        # Left out of the input when None: a run that is no fork sends what it always did.
+        exclude_if=lambda fork: fork is None,
+        description="Set by `durafact fork` (durafact/_service/forks.py): the finished run this "
+        "one is forked from, and the artifacts it keeps of it. Its recipe must fork "
+        "(`Recipe.forks`).",
     )
 
     @field_validator("endpoints")
@@ -770,6 +846,10 @@ class Recipe(Generic[In, Out]):
     task of a recipe's runs to the current version instead, declare it
     `@workflow.defn(versioning_behavior=VersioningBehavior.AUTO_UPGRADE)`: then a change
     within one run needs `workflow.patched`.)"""
+    forks: ClassVar[bool] = False
+    """A finished run can be forked from an edited artifact (`durafact fork`): the
+    recipe says how its runs are built (`fork_rules`), and its lifecycle takes a kept
+    stage's artifacts (`RecipeContext.kept`) instead of running it."""
 
     show_result: ClassVar[Callable[[Any, Ledger | None], str] | None] = None
     """How a completed run's result reads on the command line (default: as JSON): a
@@ -794,6 +874,7 @@ class Recipe(Generic[In, Out]):
         ctx = self._ctx
         try:
             limits = self.settings(input)
+            ctx.start_fork(input.fork if isinstance(input, RecipeSettings) else None)
             ctx.spending.start(limits.budget)
             ctx.endpoints, ctx.fallback_after = limits.endpoints, limits.fallback_after
             return await self.lifecycle(ctx, input)
@@ -820,6 +901,14 @@ class Recipe(Generic[In, Out]):
 
     async def lifecycle(self, ctx: RecipeContext, input: In) -> Out:
         raise NotImplementedError(f"{type(self).__name__} defines no lifecycle")
+
+    @classmethod
+    def fork_rules(cls, ledger: Ledger) -> ForkRules | None:
+        """How the run whose artifacts are `ledger` was built: its stages, the stage that
+        made each artifact, and what a fork may edit (durafact/_core/forks.py); None
+        when a run of this recipe cannot be forked. Read outside the workflow, by
+        `durafact fork`, only when the recipe `forks`."""
+        return None
 
     def settings(self, input: In) -> RecipeSettings:
         """This run's limits: `input` when it is a `settings_model`, else its defaults."""

@@ -98,6 +98,7 @@ from durafact._core.arithmetic import (
     plain,
     unsupported_numbers,
 )
+from durafact._core.forks import Editable, ForkRules
 from durafact._core.grounding import grounding_issues
 from durafact._core.ids import (
     calc_id,
@@ -109,6 +110,7 @@ from durafact._core.ids import (
     insufficient_id,
     rejected_id,
     research_answer_id,
+    resolved_id,
     select_scope,
     text_key,
     turn_id,
@@ -369,6 +371,7 @@ class Research(Recipe[In, Out]):
 
     recipe_name = "research"
     settings_model = ResearchSettings
+    forks = True
 
     def settings(self, request: In) -> ResearchSettings:
         """This run's limits (see `Recipe.settings`)."""
@@ -440,45 +443,72 @@ class Research(Recipe[In, Out]):
             "researching",
             f"researching {quote(request.question)} in {_count(len(request.sources), 'source')}",
         )
-        refs = await fan_out_sources(
-            ctx,
-            request.question,
-            sources=request.sources,
-            owner_id=turn,
-            limit=limits.limit,
-            on_start=lambda source: ctx.announce(f"searching {source}"),
-            on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
-        )
+        # A fork takes each stage it keeps from the run it was forked from, instead of
+        # running it (`fork_rules`): the same artifacts, ids and links, and no call.
+        kept = ctx.kept("search", STAGE_MODELS["search"])
+        if kept is None:
+            refs = await fan_out_sources(
+                ctx,
+                request.question,
+                sources=request.sources,
+                owner_id=turn,
+                limit=limits.limit,
+                on_start=lambda source: ctx.announce(f"searching {source}"),
+                on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
+            )
+        else:
+            refs = [artifact.typed(SourceRef) for artifact in _of(kept, SourceRef)]
         if not refs:
             return await insufficient("search", "no source found anything for the question")
 
-        with ctx.scoped(select_scope(turn)):
-            choice = await self.choose(ctx, request, refs)
-        chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
+        kept = ctx.kept("select", STAGE_MODELS["select"])
+        if kept is None:
+            with ctx.scoped(select_scope(turn)):
+                choice = await self.choose(ctx, request, refs)
+            chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
+        else:
+            by_id = {ref.id: ref for ref in refs}
+            picked = [i for a in _of(kept, RefSelection) for i in a.data.ref_ids if i in by_id]
+            chosen = [by_id[i] for i in picked]
         if not chosen:
             return await insufficient("select", "no search result looked relevant")
 
-        ctx.announce(f"reading {_count(len(chosen), 'document')}")
-        read = await asyncio.gather(
-            *(materialize_doc(ctx, ref, max_chars=limits.max_doc_chars) for ref in chosen)
-        )
-        docs = [doc.typed(Doc) for doc in read if doc is not None]
+        kept = ctx.kept("resolve", STAGE_MODELS["resolve"])
+        if kept is None:
+            ctx.announce(f"reading {_count(len(chosen), 'document')}")
+            read = await asyncio.gather(
+                *(materialize_doc(ctx, ref, max_chars=limits.max_doc_chars) for ref in chosen)
+            )
+            docs = [doc.typed(Doc) for doc in read if doc is not None]
+        else:
+            read_ids = [resolved_id(ref.id) for ref in chosen]
+            docs = [ledger.get(i).typed(Doc) for i in read_ids if i in ledger]
         if not docs:
             return await insufficient("resolve", "none of the chosen documents could be read")
 
-        with ctx.scoped(evidence_scope(turn)):
-            drafts = await self.extract(ctx, request, docs)
-        evidence = _keep_grounded(ctx, turn, docs, drafts)
+        kept = ctx.kept("evidence", STAGE_MODELS["evidence"])
+        if kept is None:
+            with ctx.scoped(evidence_scope(turn)):
+                drafts = await self.extract(ctx, request, docs)
+            evidence = _keep_grounded(ctx, turn, docs, drafts)
+        else:
+            evidence = _of(kept, Evidence)
         turns.advance(ledger)
         if not evidence:
             return await insufficient(
                 "evidence", "no quote from the documents answers the question"
             )
 
-        with ctx.scoped(claims_scope(turn)):
-            stated = await self.state_claims(ctx, request, evidence, docs)
-        calculations = _calculate(ctx, turn, stated.calculations)
-        claims = _keep_backed(ctx, turn, request.question, stated.claims, evidence, calculations)
+        kept = ctx.kept("claims", STAGE_MODELS["claims"])
+        if kept is None:
+            with ctx.scoped(claims_scope(turn)):
+                stated = await self.state_claims(ctx, request, evidence, docs)
+            calculations = _calculate(ctx, turn, stated.calculations)
+            claims = _keep_backed(
+                ctx, turn, request.question, stated.claims, evidence, calculations
+            )
+        else:
+            claims = _of(kept, Claim)
         if not claims:
             return await insufficient("claims", "no claim was backed by the evidence")
 
@@ -489,6 +519,71 @@ class Research(Recipe[In, Out]):
         answer = _keep_answer(ctx, turn, request.question, written, claims, calcs)
         turns.advance(ledger)
         return await self.finish(ctx, request, answer)
+
+    @classmethod
+    def fork_rules(cls, ledger: Ledger) -> ForkRules | None:
+        """Research's stages (`STAGES`), each artifact the one of the stage that made it.
+        A fork edits a document (its `text`; the quotes are taken again), a quote (its
+        `quote`, or removes it; the claims are stated again) or a claim (its `text`, or
+        removes it; the answer is written again), and keeps every stage before."""
+        if ledger.find(ResearchTurn) is None:
+            return None
+        rules = ForkRules(order=list(STAGES), made_by={})
+        for artifact in ledger.all():
+            stage = _stage_of(artifact)
+            if stage is not None:
+                rules.made_by[artifact.id] = stage
+            if artifact.type == "Doc":
+                rules.editable[artifact.id] = Editable("evidence", Doc, "text")
+            elif artifact.type == "Evidence":
+                rules.editable[artifact.id] = Editable("claims", Evidence, "quote", removable=True)
+            elif artifact.type == "Claim":
+                rules.editable[artifact.id] = Editable("answer", Claim, "text", removable=True)
+        return rules
+
+
+# The stages of a research run, in order, and the models of what each makes.
+STAGES = ("search", "select", "resolve", "evidence", "claims", "answer")
+STAGE_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
+    "search": (SourceSpec, SourceRef, SourceFailure),
+    "select": (RefSelection,),
+    "resolve": (Doc, SourceFailure),
+    "evidence": (Evidence, Rejection),
+    "claims": (Calculation, Claim, Rejection),
+    "answer": (ResearchAnswer, Rejection),
+}
+# Which stage a rejection was made by, by what it rejected.
+REJECTED_BY = {
+    "evidence": "evidence",
+    "calculation": "claims",
+    "claim": "claims",
+    "answer": "answer",
+}
+
+
+def _stage_of(artifact: Artifact[Any]) -> str | None:
+    """The stage that made `artifact`; None for what the lifecycle makes from the input
+    (the turn) and what no stage is (an ending, a prompt, a fork's origin)."""
+    if artifact.type == "SourceFailure":
+        return "search" if artifact.typed(SourceFailure).data.stage == "search" else "resolve"
+    if artifact.type == "Rejection":
+        return REJECTED_BY[artifact.typed(Rejection).data.stage]
+    return next(
+        (stage for stage, models in STAGE_MODELS.items() if artifact.type in _names(models)),
+        None,
+    )
+
+
+def _names(models: tuple[type[BaseModel], ...]) -> set[str]:
+    return {model.__name__ for model in models}
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _of(artifacts: list[Artifact[Any]], model: type[M]) -> list[Artifact[M]]:
+    """The artifacts of `model` among `artifacts` (what a fork kept of a stage), typed."""
+    return [artifact.typed(model) for artifact in artifacts if artifact.type == model.__name__]
 
 
 # --- What the lifecycle checks and computes, in code ------------------------------------

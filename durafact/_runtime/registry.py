@@ -46,6 +46,7 @@ from pydantic import BaseModel
 
 from durafact._activities.tools import Tool
 from durafact._core.commands import Command
+from durafact._core.forks import ForkRules
 from durafact._core.ledger import Ledger
 from durafact._core.llm import type_path
 
@@ -128,6 +129,17 @@ class Registered:
         """Whether its next run after a continue-as-new starts on the worker
         deployment's current version (every run is pinned to the one it started on)."""
         return bool(getattr(self.cls, "upgrade_on_continue_as_new", False))
+
+    @property
+    def forks(self) -> bool:
+        """Whether a finished run can be forked from an edited artifact (`durafact fork`)."""
+        return bool(getattr(self.cls, "forks", False))
+
+    def fork_rules(self, ledger: Ledger) -> ForkRules | None:
+        """How the run whose artifacts are `ledger` was built, as the recipe says
+        (`Recipe.fork_rules`); None when the recipe does not fork, or not that run."""
+        rules = getattr(self.cls, "fork_rules", None)
+        return rules(ledger) if self.forks and rules is not None else None
 
     @property
     def correctable(self) -> tuple[str, ...]:

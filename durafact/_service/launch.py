@@ -249,12 +249,13 @@ async def start_run(
     *,
     attach: bool = True,
     started_by: str | None = None,
+    memo: dict[str, Any] | None = None,
 ) -> Started:
     """Start the launch; `model_deadline` is how long its model calls may retry, instead
-    of the recipe's default. With `attach`, a run holding the id is the one to follow;
-    without, Refused. NotRegistered, with the fix, when the worker refuses its type
-    (durafact/_service/registration.py)."""
-    memo: dict[str, Any] = {}
+    of the recipe's default; `memo`, what the run's memo holds besides. With `attach`, a
+    run holding the id is the one to follow; without, Refused. NotRegistered, with the
+    fix, when the worker refuses its type (durafact/_service/registration.py)."""
+    memo = dict(memo or {})
     if encrypts(client.data_converter):
         # Encrypted payloads: ids built from the goal's text must not leak it either.
         memo[OPAQUE_IDS_MEMO] = True
