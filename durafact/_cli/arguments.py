@@ -30,6 +30,8 @@
     durafact steer ID NOTE [--wait]    # a person's note for a running agent or chat
     durafact result ID [--json] [--recipes MODULE[,MODULE...]]
     durafact resume ID [--no-wait] [--json]   # a failed run goes on where it stopped
+    durafact fork ID --set ARTIFACT=VALUE ... | --edit ARTIFACT | --drop ARTIFACT ...
+                     [--id ID] [--no-wait] [--json]   # a what-if: reruns what depends on it
     durafact artifacts ID [--json]     # every artifact of a run, texts included
     durafact check [--recipe R] [--since DURATION|DATE] [--limit N] [--json]
                    [--history FILE ...] [--recipes MODULE[,MODULE...]]
@@ -84,6 +86,7 @@ COMMANDS = (
     "cancel",
     "steer",
     "resume",
+    "fork",
     "artifacts",
     "check",
     "serve",
@@ -294,6 +297,8 @@ def parser(registered: Sequence[Command] = ()) -> Parser:
     again.add_argument("id")
     again.add_argument("--no-wait", action="store_true", help="print the new run and return")
     again.add_argument("--json", action="store_true", help="print one JSON object, no progress")
+
+    add_fork_command(commands, [registration])
 
     artifacts = commands.add_parser(
         "artifacts", help="every artifact of a run, running or closed, with its text and links"
@@ -509,6 +514,39 @@ def since(text: str, option: str) -> datetime:
             f"{option} {text!r}: a duration (30m, 12h, 7d) or a date (2026-01-31)", code=2
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def add_fork_command(commands: Any, parents: list[Any]) -> None:
+    fork = commands.add_parser(
+        "fork",
+        parents=parents,
+        help="a what-if from a finished run: a new run with an artifact edited, which keeps "
+        "what was made before it and reruns only what depends on it",
+    )
+    fork.add_argument("id", help="the finished run")
+    fork.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="ARTIFACT=VALUE",
+        help="an artifact's new value: its text (a step, a result, a quote, a claim), or a "
+        "JSON object of the fields to change (repeatable)",
+    )
+    fork.add_argument(
+        "--edit", metavar="ARTIFACT", help="edit the artifact's JSON in $EDITOR (or $VISUAL)"
+    )
+    fork.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="ARTIFACT",
+        help="leave the artifact out (a quote, a claim; repeatable)",
+    )
+    fork.add_argument(
+        "--id", dest="new_id", help="the new run's workflow id (default: ID-fork-XXXXXXXX)"
+    )
+    fork.add_argument("--no-wait", action="store_true", help="print the new run and return")
+    fork.add_argument("--json", action="store_true", help="print one JSON object, no progress")
 
 
 def add_serve_command(commands: Any, parents: list[Any]) -> None:

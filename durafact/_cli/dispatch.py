@@ -33,6 +33,7 @@ from durafact._cli.commands import (
     status,
 )
 from durafact._cli.endpoint_options import endpoints_given
+from durafact._cli.fork import fork, fork_edits
 from durafact._cli.launch import launch_of_type, start
 from durafact._cli.listing import amount, list_runs, name_filter
 from durafact._cli.output import Failed, note, say
@@ -135,6 +136,11 @@ async def run_command(args: argparse.Namespace, doors: Mapping[str, Any]) -> int
         return await check(args, connect)
     if args.command == "steer" and (problem := note_problem(args.note)):
         raise Failed(problem, code=2)
+    if args.command == "fork":
+        edits = fork_edits(args.set, args.edit, args.drop)
+        registry = registry_of(args)
+        client, settings = await connect()
+        return await fork(client, settings, registry, args, edits)
     changes = corrections(args.set) if args.command == "approve" else {}
     if changes and not args.reject:
         check_new_limits(changes)

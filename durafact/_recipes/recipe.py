@@ -415,10 +415,9 @@ class RecipeContext(Approvals):
         self.fork = fork
         if fork is not None:
             self.ledger.create(FORK_ID, fork.origin())
-            kept = f"; kept {', '.join(fork.kept)}" if fork.kept else ""
             self.announce(
-                f"forked from {fork.workflow_id} (run {fork.run_id}): rerunning from "
-                f"{fork.rerun_from}{kept}",
+                f"forked from {fork.workflow_id} (run {fork.run_id}): "
+                f"{_count(len(fork.kept), 'stage')} kept, rerunning from {fork.rerun_from}",
                 kind="fork",
             )
 
@@ -455,7 +454,7 @@ class RecipeContext(Approvals):
         for artifact in made:
             if artifact.id in fork.edited:
                 self.ledger.link(artifact.id, FORKED_FROM, FORK_ID)
-        self.announce(f"{stage}: kept from {fork.workflow_id} ({_count(len(made), 'artifact')})")
+        self.announce(f"kept {stage} from {fork.workflow_id} ({_count(len(made), 'artifact')})")
         return made
 
     def temporal_id(self, readable: str) -> str:
