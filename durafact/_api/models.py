@@ -99,6 +99,11 @@ class ArtifactView(BaseModel):
     version: int
     text: str = Field(description="Its `text` field, else its data as JSON.")
     data: Any
+    fork_value: str | None = Field(
+        default=None,
+        description="What a fork of this closed run may set it to, as it is now: its text, "
+        "else its JSON (`POST /api/runs/{id}/fork`); None: a fork cannot edit it.",
+    )
 
 
 class Artifacts(BaseModel):
@@ -113,6 +118,25 @@ class Artifacts(BaseModel):
 class ProvenanceView(BaseModel):
     tree: Any = Field(description="The artifact and, under `children`, what it rests on.")
     rendered: str = Field(description="The same tree as text, as `durafact research` prints it.")
+
+
+class ForkRun(Body):
+    set: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Artifact id -> its new value: text for an artifact with a text (a step, a "
+        "result, a quote, a claim), else an object of the fields to change.",
+    )
+    drop: list[str] = Field(
+        default_factory=list, description="Artifacts to leave out (a quote, a claim)."
+    )
+    id: str | None = Field(default=None, description="The fork's workflow id (default: a new one).")
+
+
+class RunForked(RunStarted):
+    forked_from: str = Field(description="The run it was forked from.")
+    forked_run_id: str = Field(description="That run's run id.")
+    rerun_from: str = Field(description="The first stage the fork runs again.")
+    kept: list[str] = Field(description="The stages taken from the run it was forked from.")
 
 
 class CancelRequest(Body):

@@ -1,5 +1,5 @@
 """`/api/runs`: start any registered recipe, list runs, read one (status, result,
-usage, artifacts, provenance), cancel it, steer its agent. Each route presents an
+usage, artifacts, provenance), cancel it, steer its agent, fork a closed one. Each route presents an
 operation of the service layer (durafact/_service/), as the command line does: a run
 started here goes through the same checks, search attributes, memo and summary as
 `durafact start`, but an id in use is refused (409) instead of attached to. What a run
@@ -22,10 +22,12 @@ from durafact._api.models import (
     ArtifactView,
     Canceled,
     CancelRequest,
+    ForkRun,
     Note,
     ProvenanceView,
     RecipeType,
     RunDetail,
+    RunForked,
     RunPage,
     RunRow,
     RunStarted,
@@ -37,6 +39,7 @@ from durafact._core.llm import Usage
 from durafact._core.steer import NoteQueued, note_problem
 from durafact._service import cancel as cancelling
 from durafact._service import listing
+from durafact._service.forks import fork_run, fork_values
 from durafact._service.inputs import (
     MAX_INPUT_DEPTH,
     check_path_id,
@@ -246,13 +249,22 @@ async def artifacts(workflow_id: str, s: Annotated[Services, Depends(services)])
     """Every artifact of the run, running or closed (a closed run's is read by a worker
     replaying it), with its text, and the links between them."""
     description, ledger = await read_ledger(s.client, workflow_id)
+    recipe = s.registry.get(description.workflow_type)
+    editable = fork_values(recipe, description, ledger)
     return Artifacts(
         id=workflow_id,
         run_id=description.run_id,
         type=description.workflow_type,
         state=state_name(description),
         artifacts=[
-            ArtifactView(id=a.id, type=a.type, version=a.version, text=a.text(), data=a.data)
+            ArtifactView(
+                id=a.id,
+                type=a.type,
+                version=a.version,
+                text=a.text(),
+                data=a.data,
+                fork_value=editable.get(a.id),
+            )
             for a in ledger.all()
         ],
         links=ledger.links,
@@ -271,6 +283,48 @@ async def provenance(
     the evidence, the documents and the `source:...` they were found in."""
     tree = await provenance_of(s.client, workflow_id, artifact)
     return ProvenanceView(tree=tree.model_dump(mode="json"), rendered=tree.render())
+
+
+@router.post(
+    "/runs/{workflow_id:path}/fork",
+    status_code=201,
+    response_model=RunForked,
+    summary="Fork a closed run from edited artifacts",
+    responses={
+        400: {"description": "an artifact a fork cannot change, or a value that does not fit"},
+        404: {"description": "no such run"},
+        409: {"description": "the run still runs, its recipe does not fork, or the id is in use"},
+    },
+)
+async def fork(
+    workflow_id: str, body: ForkRun, response: Response, s: Annotated[Services, Depends(services)]
+) -> RunForked:
+    """`durafact fork`: a new run of the same recipe and input that keeps every artifact
+    made upstream of the edits (no model call) and reruns only what depends on them; its
+    ledger links each edited artifact `forked_from` the artifact `fork`, which names this
+    run. Which artifacts a fork may change: `fork_value` in the run's artifacts."""
+    forked = await fork_run(
+        s.client,
+        s.settings,
+        s.registry,
+        workflow_id,
+        body.set,
+        body.drop,
+        new_id=body.id,
+        started_by="the HTTP API",
+    )
+    new_id, run = forked.workflow_id, forked.started
+    response.headers["Location"] = f"/api/runs/{quote(new_id, safe='')}"
+    return RunForked(
+        id=new_id,
+        run_id=run.run_id,
+        type=run.description.workflow_type,
+        ui_url=s.settings.workflow_url(new_id, run.run_id),
+        forked_from=workflow_id,
+        forked_run_id=forked.fork.run_id,
+        rerun_from=forked.fork.rerun_from,
+        kept=forked.fork.kept,
+    )
 
 
 @router.post(

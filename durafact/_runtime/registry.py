@@ -25,7 +25,7 @@ one line, raised before anything starts.
 
 What a recipe declares on its class (its command, whether it takes notes, can be
 stopped, is a chat, has correctable facts or step agents, moves to a new version of
-the code at continue-as-new, how its result reads:
+the code at continue-as-new, forks, how its result reads:
 `Recipe`'s class variables) is read here, on `Registered`; the command line, the HTTP
 API and the console ask the registry, never a recipe's type name.
 """

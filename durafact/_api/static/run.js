@@ -1,7 +1,8 @@
 // A run's page: its status, live progress (SSE, resumed with Last-Event-ID), the
 // questions it waits on, a PlanReAct run's step agents, Cancel with a reason, a note to
 // a running agent (the update `steer`), and once it ends the result, the artifacts and
-// the provenance trees from the result down to its sources.
+// the provenance trees from the result down to its sources, and "Fork from here" on an
+// artifact a fork may change (`durafact fork`: a new run that reruns what depends on it).
 import {
   api,
   badge,
@@ -138,17 +139,20 @@ async function loadArtifacts() {
     out.get(link.source).push(link);
   }
   $("artifacts-card").hidden = ledger.artifacts.length === 0;
+  // Drawn again when the run ends: what a person opened stays open.
+  const opened = new Set([...$("artifacts").querySelectorAll("details[open]")].map((d) => d.dataset.id));
   $("artifacts").replaceChildren(
     ...ledger.artifacts.map((a) =>
       h(
         "details",
-        { class: "artifact" },
+        { class: "artifact", "data-id": a.id, open: opened.has(a.id) },
         h("summary", {}, a.id, " ", h("span", { class: "muted" }, `${a.type} v${a.version}`)),
         h("pre", { class: "text" }, a.text),
         ...(out.get(a.id) || []).map((l) => h("p", { class: "link" }, `${l.relation} → ${l.target}`)),
         out.has(a.id)
           ? h("button", { type: "button", onclick: () => showTree(a.id).catch(showProblem) }, "What it rests on")
           : null,
+        a.fork_value === null || a.fork_value === undefined ? null : forkFrom(a),
       ),
     ),
   );
@@ -191,6 +195,49 @@ function node(tree) {
   );
   const children = tree.children.length ? h("ul", {}, tree.children.map(node)) : null;
   return h("li", { "data-artifact": tree.id }, label, children);
+}
+
+// "Fork from here": the artifact's value (its text, else its JSON) to edit, and a button
+// that starts the fork (POST /api/runs/{id}/fork) and opens its page.
+function forkFrom(artifact) {
+  const value = h("textarea", { rows: 3, "aria-label": `New value of ${artifact.id}` });
+  value.value = artifact.fork_value;
+  const outcome = h("p", { class: "outcome", role: "status" });
+  const form = h(
+    "form",
+    {
+      class: "steer-form",
+      hidden: true,
+      onsubmit: (event) => startFork(event, artifact.id, value, outcome),
+    },
+    value,
+    h("div", { class: "buttons" }, h("button", { type: "submit" }, "Start the fork")),
+    outcome,
+  );
+  const open = h("button", { type: "button" }, "Fork from here");
+  open.addEventListener("click", () => {
+    form.hidden = false;
+    open.hidden = true;
+    value.focus();
+  });
+  return h("div", { class: "fork" }, open, form);
+}
+
+async function startFork(event, artifactId, value, outcome) {
+  event.preventDefault();
+  const button = event.target.querySelector("button");
+  button.disabled = true;
+  outcome.className = "outcome";
+  outcome.textContent = "Starting the fork…";
+  try {
+    const body = { set: { [artifactId]: value.value } };
+    const forked = await api(`${runPath(id)}/fork`, { method: "POST", body });
+    location.assign(runLink(forked.id));
+  } catch (error) {
+    outcome.textContent = error.message;
+    outcome.className = "outcome refused";
+    button.disabled = false;
+  }
 }
 
 function read(artifactId) {
