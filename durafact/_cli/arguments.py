@@ -520,8 +520,8 @@ def add_fork_command(commands: Any, parents: list[Any]) -> None:
     fork = commands.add_parser(
         "fork",
         parents=parents,
-        help="a what-if from a finished run: a new run with an artifact edited, which keeps "
-        "what was made before it and reruns only what depends on it",
+        help="a what-if: a finished run again with an artifact edited, rerunning only what "
+        "depends on it",
     )
     fork.add_argument("id", help="the finished run")
     fork.add_argument(
