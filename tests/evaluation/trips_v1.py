@@ -35,6 +35,7 @@ PLAN_PROMPT = "{days} cities for: {text}"
 
 @workflow.defn
 class TripPlanner(PlanExecute[Trip, Day, DayPlan, Itinerary]):
+    recipe_name = "trips"  # what `durafact eval --recipe trips` selects
     plan_prompt = PLAN_PROMPT
 
     @workflow.run
