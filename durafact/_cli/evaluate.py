@@ -118,12 +118,24 @@ def document(report: EvalReport) -> dict[str, Any]:
         **report.model_dump(mode="json"),
         "totals": {
             "runs": len(report.runs),
+            "changed_outputs": sum(not run.identical for run in report.runs if not run.skipped),
             "replayed": report.count("recording"),
             "sent": report.count("model"),
             "not_sent": report.count("not sent"),
-            "sent_usage": report.usage("model").model_dump(mode="json"),
-            "replayed_usage": report.usage("recording").model_dump(mode="json"),
+            "sent_usage": usage_totals(report.usage("model")),
+            "replayed_usage": usage_totals(report.usage("recording")),
         },
+    }
+
+
+def usage_totals(usage: Usage) -> dict[str, Any]:
+    """Every count, zeros too; the cost None when not every call was priced."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "cost": None if usage.cost is None else f"{usage.cost:f}",
+        "currency": usage.currency,
     }
 
 

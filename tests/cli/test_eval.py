@@ -122,6 +122,7 @@ async def test_a_changed_planner_prompt_sends_only_the_changed_calls_and_their_d
         "cost": "0.000150",
         "currency": "USD",
     }
+    assert report["totals"]["changed_outputs"] == 1
 
 
 async def test_the_text_report_names_each_changed_call_and_shows_both_outputs(
