@@ -2,16 +2,19 @@
 
     python -m bench.eval_bench [--runs 10] [--days 5]
 
-Records `--runs` trips of the test suite's trip planner (tests/evaluation/trips_v1.py:
-one planning call for the cities, then one call per day, each seeing the days before
+Records `--runs` trips of the root app's trip planner (workflows/trips.py, as
+tests/evaluation/trips_v1.py registers it: one planning call for the cities, then for
+each day the app's `forecast` activity and one model call, which sees the days before
 it) on a real dev server with the scripted model, then evaluates them in this process
-(durafact/_service/evaluation.py, its own dev server included) against the second
-version, whose planner prompt changed (trips_v2.py). The scripted model answers the
-changed prompt with the same cities but one, the (i mod days)-th for trip i: the
-planning call is sent, and so is every day from the changed city on (each sees the
-days before it); the days before it are the same requests as recorded. Printed: model
-calls answered from the recording and sent, the tokens and cost of the sent ones, and
-what re-running every call would have cost, on PRICES.
+(durafact/_service/evaluation.py, its own dev server included): once with nothing
+changed, once against the second version, whose planner prompt changed
+(tests/evaluation/trips_v2.py). The scripted model answers the changed prompt with the
+same cities but one, the (i mod days)-th for trip i: the planning call is sent, and so
+is every day from the changed city on (each sees the days before it); the days before
+it are the same requests as recorded. The new city's forecast is not in the recording,
+so the activities run live (`--live-tools`). Printed: model calls answered from the
+recording and sent, the tokens and cost of the sent ones, and what re-running every
+call would have cost, on PRICES.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from durafact._core.prices import ModelPrice, Prices
 from durafact._runtime.worker import build_worker
 from durafact._service.evaluation import EvalOptions, evaluate
 from durafact.testing import Call
-from tests.evaluation.trips_v1 import Trip
+from workflows.trips import Trip
 
 V1 = "tests.evaluation.trips_v1"
 V2 = "tests.evaluation.trips_v2"
@@ -75,7 +78,7 @@ async def main(runs: int, days: int) -> None:
         took_unchanged = time.monotonic() - started
         plugin = stack.model.plugin(recipes=[V2], prices=PRICES)
         started = time.monotonic()
-        report = await evaluate(stack.client, plugin, ids, EvalOptions())
+        report = await evaluate(stack.client, plugin, ids, EvalOptions(live_tools=True))
         took = time.monotonic() - started
         sent_here = len(stack.model.calls) - before
     replayed, sent = report.usage("recording"), report.usage("model")

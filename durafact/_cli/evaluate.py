@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -36,6 +37,8 @@ from durafact._service.evaluation import DEFAULT_TIMEOUT, EvalOptions, closed_ru
 Connect = Callable[[], Awaitable[tuple[Any, Any]]]
 # The side-by-side output: at most this wide, whatever the terminal.
 WIDEST = 160
+# An activity id an encrypted run keeps opaque (durafact/_core/ids.py, `opaque_id`).
+OPAQUE = re.compile(r"[a-z_]+:[0-9a-f]{20}")
 
 
 async def eval_runs(args: argparse.Namespace, connect: Connect) -> int:
@@ -158,9 +161,10 @@ def show_run(run: RunEval) -> None:
         say(f"  not re-run: {run.skipped}")
         return
     say(f"  {calls_line(run.count('recording'), run.count('model'), run.count('not sent'))}")
+    names = readable_names(run.calls)
     for call in run.calls:
         if call.answered != "recording":
-            say(f"  {call_line(call)}")
+            say(f"  {call_line(call, names)}")
     for dropped in run.dropped:
         say(f"  {dropped}: no longer made")
     if run.tools.replayed or run.tools.missing:
@@ -194,11 +198,20 @@ def calls_line(replayed: int, sent: int, not_sent: int) -> str:
     return f"{total} model call{'' if total == 1 else 's'}: {', '.join(parts)}"
 
 
-def call_line(call: CallEval) -> str:
+def call_line(call: CallEval, names: dict[str, str]) -> str:
     verb = "sent" if call.answered == "model" else "not sent"
     why = ", ".join(call.reasons) or "changed"
-    because = f": {', '.join(call.because)}" if call.because else ""
-    return f"{call.activity_id}: {verb}, {why} changed{because}"
+    because = [names.get(name, name) for name in call.because]
+    after = f": {', '.join(because)}" if because else ""
+    return f"{names.get(call.activity_id, call.activity_id)}: {verb}, {why} changed{after}"
+
+
+def readable_names(calls: list[CallEval]) -> dict[str, str]:
+    """The Web UI summary of each call whose activity id is opaque (an encrypted run's,
+    `llm:` and a hash): what a person can tell apart."""
+    return {
+        c.activity_id: c.summary for c in calls if OPAQUE.fullmatch(c.activity_id) and c.summary
+    }
 
 
 def show_usage(label: str, usage: Usage) -> None:

@@ -33,7 +33,14 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from durafact._activities.llm import ModelActivities, render_messages
-from durafact._core.evals import CallEval, RequestView, ToolCounts, same_model, why_changed
+from durafact._core.evals import (
+    CallEval,
+    Reason,
+    RequestView,
+    ToolCounts,
+    same_model,
+    why_changed,
+)
 from durafact._core.ids import prompt_id
 from durafact._core.llm import LLMRequest, LLMResponse, ResolvedContext
 from durafact._core.prices import Prices
@@ -125,7 +132,7 @@ class Book:
         """A recorded call that sent `key` to `model`: the same call when it did, else
         the first not used yet, else any."""
         found = [c for c in self._by_key.get(key, []) if same_model(model, c.recorded_model)]
-        if same in found:
+        if any(c is same for c in found):
             return same
         fresh = [c for c in found if id(c) not in self._used]
         chosen = (fresh or found or [None])[0]
@@ -277,12 +284,7 @@ class RecordedModel:
                 usage = self.prices.priced(usage, found.response.model, model)
             self._log(book, run_id, entry.model_copy(update={"usage": usage}))
             return found.response
-        new = RequestView.of(request, context, model)
-        reasons, because = why_changed(
-            same.recorded if same else None, same.replayed if same else None, new
-        )
-        if same is not None and (same.response is None or same.recorded is None):
-            reasons = reasons or ["unrecorded"]
+        reasons, because = self._why(same, RequestView.of(request, context, model))
         if book is not None and "upstream" in reasons and not because:
             because = [c for c in book.changed_before(info.workflow_id) if c != info.activity_id]
         entry = entry.model_copy(update={"reasons": reasons, "because": because})
@@ -301,6 +303,17 @@ class RecordedModel:
             book, run_id, entry.model_copy(update={"answered": "model", "usage": response.usage})
         )
         return response
+
+    @staticmethod
+    def _why(same: RecordedCall | None, new: RequestView) -> tuple[list[Reason], list[str]]:
+        """Why `new` got no recorded answer (see `why_changed`): `unrecorded` when the
+        same call's context could not be read again, or it has no answer."""
+        if same is not None and same.recorded is None:
+            return ["unrecorded"], []
+        reasons, because = why_changed(
+            same.recorded if same else None, same.replayed if same else None, new
+        )
+        return reasons or ["unrecorded"], because
 
     def _log(self, book: Book | None, run_id: str, entry: CallEval) -> None:
         if book is not None:

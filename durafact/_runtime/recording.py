@@ -221,7 +221,10 @@ def failure_line(exc: BaseException) -> str:
         node = node.__cause__
     found = node or exc
     kind = found.type if isinstance(found, ApplicationError) and found.type else None
-    return one_line(f"{kind or type(found).__name__}: {found}")
+    kind = kind or type(found).__name__
+    text = str(found)
+    # A recipe that fails a run with an error's words says its type already.
+    return one_line(text if text.startswith(f"{kind}: ") else f"{kind}: {text}")
 
 
 async def _values(converter: DataConverter, payloads: Sequence[Payload]) -> list[Any]:

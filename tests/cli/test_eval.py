@@ -2,10 +2,11 @@
 scripted model, re-run by the command on a dev server of its own with the current code,
 and the calls that reach the scripted model counted.
 
-The recipe is a trip planner (tests/evaluation/trips_v1.py): one planning call for the
-cities, then one call per city, each seeing the days before it. Its second version
-(trips_v2.py) changes the planner's prompt, and the scripted model answers that prompt
-with another third city (tests/evaluation/__init__.py)."""
+The recipe is the root app's trip planner (tests/evaluation/trips_v1.py): one planning
+call for the cities, then for each city the app's `forecast` activity and one model
+call, which sees the days before it. Its second version (trips_v2.py) changes the
+planner's prompt, and the scripted model answers that prompt with another third city
+(tests/evaluation/__init__.py), whose forecast the recording does not have."""
 
 from __future__ import annotations
 
@@ -24,9 +25,17 @@ from durafact._runtime.worker import build_worker
 from durafact._service.evaluation import EvalOptions, evaluate
 from durafact.testing import ScriptedModel
 from tests.evaluation import NEW_CITIES, RECORDED_CITIES, trips
-from tests.evaluation.trips_v1 import Trip
-from tests.helpers import ROOT, SCRIPTED_PRICES, Run, clean_env, starter, with_converter
+from tests.helpers import (
+    ROOT,
+    SCRIPTED_PRICES,
+    Run,
+    clean_env,
+    scripted_cost,
+    starter,
+    with_converter,
+)
 from tests.workflows.test_plan_react import GOAL, act, final, script
+from workflows.trips import Trip
 
 V1 = "tests.evaluation.trips_v1"
 V2 = "tests.evaluation.trips_v2"
@@ -81,7 +90,10 @@ async def test_with_nothing_changed_every_model_request_is_answered_from_the_rec
     assert report["totals"]["replayed"] == 4 and report["totals"]["sent"] == 0
     [rerun] = report["runs"]
     assert rerun["identical"] and rerun["new_output"] == rerun["old_output"]
-    assert json.loads(rerun["new_output"]) == {"days": [f"a day in {c}" for c in RECORDED_CITIES]}
+    assert rerun["new_output"] == "\n".join(
+        f"day {n}: a day in {city}" for n, city in enumerate(RECORDED_CITIES, 1)
+    )
+    assert rerun["tools"]["replayed"] == 3  # the forecasts
 
 
 async def test_a_changed_planner_prompt_sends_only_the_changed_calls_and_their_dependants(
@@ -91,8 +103,8 @@ async def test_a_changed_planner_prompt_sends_only_the_changed_calls_and_their_d
     before = len(model.calls)
 
     run = await durafact_eval(
-        workflow_id, "--recipes", V2, "--score", "tests.evaluation.scores:days_kept", "--json",
-        env=eval_env(client, model),
+        workflow_id, "--recipes", V2, "--live-tools", "--score",
+        "tests.evaluation.scores:days_kept", "--json", env=eval_env(client, model),
     )  # fmt: skip
 
     assert run.code == 0, run.err
@@ -111,15 +123,17 @@ async def test_a_changed_planner_prompt_sends_only_the_changed_calls_and_their_d
     why = {c["activity_id"]: (c["reasons"], c["because"]) for c in rerun["calls"]}
     assert why[PLAN] == (["prompt"], [])
     assert why["llm:step:Baltic coast:2"] == (["upstream"], [PLAN])
-    assert json.loads(rerun["new_output"]) == {"days": [f"a day in {c}" for c in NEW_CITIES]}
+    assert rerun["new_output"] == "\n".join(
+        f"day {n}: a day in {city}" for n, city in enumerate(NEW_CITIES, 1)
+    )
     assert not rerun["identical"]
     assert rerun["score"] == pytest.approx(2 / 3)
-    # What the two new calls used, at SCRIPTED_PRICES: 10 + 18 words in, 4 + 4 out.
+    # What the two new calls used (the scripted model counts words): 10 + 23 in, 4 + 4 out.
     assert report["totals"]["sent_usage"] == {
-        "prompt_tokens": 28,
+        "prompt_tokens": 33,
         "completion_tokens": 8,
-        "total_tokens": 36,
-        "cost": "0.000150",
+        "total_tokens": 41,
+        "cost": f"{scripted_cost(33, 0, 8):f}",
         "currency": "USD",
     }
     assert report["totals"]["changed_outputs"] == 1
@@ -130,7 +144,9 @@ async def test_the_text_report_names_each_changed_call_and_shows_both_outputs(
 ) -> None:
     workflow_id = await recorded_trip(client, settings, model)
 
-    run = await durafact_eval(workflow_id, "--recipes", V2, env=eval_env(client, model))
+    run = await durafact_eval(
+        workflow_id, "--recipes", V2, "--live-tools", env=eval_env(client, model)
+    )
 
     assert run.code == 0, run.err
     assert run.out.splitlines() == [
@@ -140,16 +156,32 @@ async def test_the_text_report_names_each_changed_call_and_shows_both_outputs(
         "  4 model calls: 2 answered from the recording, 2 sent to the model",
         f"  {PLAN}: sent, prompt changed",
         f"  llm:step:Baltic coast:2: sent, upstream changed: {PLAN}",
-        "  new calls: 36 tokens (28 in; 8 out); cost: 0.00015 USD",
+        "  new calls: 41 tokens (33 in; 8 out); cost: 0.0001625 USD",
         "  output changed (old | new):",
-        "    {                                    | {",
-        '      "days": [                          |   "days": [',
-        '        "a day in Gdańsk",               |     "a day in Gdańsk",',
-        '        "a day in Toruń",                |     "a day in Toruń",',
-        '        "a day in Poznań"                |     "a day in Kraków"',
-        "      ]                                  |   ]",
-        "    }                                    | }",
+        "    day 1: a day in Gdańsk               | day 1: a day in Gdańsk",
+        "    day 2: a day in Toruń                | day 2: a day in Toruń",
+        "    day 3: a day in Poznań               | day 3: a day in Kraków",
     ]
+
+
+async def test_a_tool_answer_the_recording_lacks_is_not_made_up(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    """The new third city's forecast is not in the recording: without --live-tools the
+    activity fails, and with it the re-run, which the report says."""
+    workflow_id = await recorded_trip(client, settings, model)
+
+    run = await durafact_eval(workflow_id, "--recipes", V2, "--json", env=eval_env(client, model))
+
+    assert run.code == 0, run.err
+    [rerun] = json.loads(run.out)["runs"]
+    assert rerun["tools"] == {"replayed": 2, "missing": 1, "live": False}
+    assert rerun["new_end"].startswith(
+        "failed: NotRecorded: forecast with this input is not in the recording (["
+    )
+    assert rerun["new_end"].endswith("); --live-tools runs it")
+    assert rerun["new_output"] is None
+    assert rerun["dropped"] == ["llm:step:Baltic coast:2"]
 
 
 async def test_offline_reports_the_changed_calls_and_sends_nothing(
@@ -184,7 +216,7 @@ async def test_runs_of_a_recipe_closed_since_a_time_are_found_by_the_recipe(
     workflow_id = await recorded_trip(client, settings, model)
 
     run = await durafact_eval(
-        "--recipe", "trips", "--since", "1h", "--limit", "1", "--recipes", V1, "--offline",
+        "--recipe", "TripPlanner", "--since", "1h", "--limit", "1", "--recipes", V1, "--offline",
         "--json", env=eval_env(client, model),
     )  # fmt: skip
 
@@ -209,12 +241,22 @@ async def test_an_encrypted_run_is_read_with_this_machines_keys_and_only_with_th
     keyed = await durafact_eval(
         workflow_id, "--recipes", V1, "--json", env=eval_env(client, model, DURAFACT_KEYS=key)
     )
+    changed = await durafact_eval(
+        workflow_id, "--recipes", V2, "--live-tools", env=eval_env(client, model, DURAFACT_KEYS=key)
+    )
     keyless = await durafact_eval(workflow_id, "--recipes", V1, env=eval_env(client, model))
 
     assert keyed.code == 0, keyed.err
-    assert len(model.calls) == before
     [rerun] = json.loads(keyed.out)["runs"]
     assert rerun["identical"] and len(rerun["calls"]) == 4
+    assert len(model.calls) == before + 2  # the second eval's plan and third day
+    # Its activity ids are opaque (a hash): the report names the calls by their summaries.
+    assert changed.code == 0, changed.err
+    assert [line for line in changed.out.splitlines() if ": sent, " in line] == [
+        "  request model: plan:Baltic coast: sent, prompt changed",
+        "  request model: step:Baltic coast:2: sent, upstream changed: request model: "
+        "plan:Baltic coast",
+    ]
     assert keyless.code == 2 and keyless.out == ""
     assert keyless.err_lines == [
         f"starter: run {workflow_id}: payload is encrypted with key 'k1', but no keys are "

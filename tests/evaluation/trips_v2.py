@@ -3,20 +3,28 @@
 
 from temporalio import workflow
 
-from tests.evaluation import trips_v1
-from tests.evaluation.trips_v1 import Cities, Itinerary, Trip
+from activities.weather import forecast
+from durafact import RecipeContext
+from workflows import trips
+from workflows.trips import Cities, Day, Itinerary, Trip
 
 PLAN_PROMPT = "{days} cities worth a whole day each, for: {text}"
 
 
 @workflow.defn
-class TripPlanner(trips_v1.TripPlanner):
-    plan_prompt = PLAN_PROMPT
+class TripPlanner(trips.TripPlanner):
+    show_result = staticmethod(trips.TripPlanner.show_result)
 
     @workflow.run
     async def run(self, trip: Trip) -> Itinerary:
         return await self.execute(trip)
 
+    async def plan(self, ctx: RecipeContext, trip: Trip) -> list[Day]:
+        prompt = PLAN_PROMPT.format(days=trip.days, text=trip.text)
+        cities = await ctx.llm.structured(Cities, prompt)
+        return [Day(city=city) for city in cities.cities[: trip.days]]
+
 
 RECIPES = [TripPlanner]
 OUTPUT_MODELS = [Cities]
+ACTIVITIES = [forecast]
