@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,7 +161,7 @@ class Book:
         return True
 
 
-def book_of(recording: Recording, capture: Capture, asked: Any) -> Book:
+def book_of(recording: Recording, capture: Capture, asked: Callable[[LLMRequest], str]) -> Book:
     """The recording's model calls, each with what it sent (its context as the replay
     read it) and what the current code sent in its place; `asked(request)` is the model
     the evaluation's worker asks for a request."""
@@ -171,34 +171,39 @@ def book_of(recording: Recording, capture: Capture, asked: Any) -> Book:
     for one in recording.activities:
         if one.activity_type != MODEL_ACTIVITY or not one.args:
             continue
-        request = with_prompts(LLMRequest.model_validate(one.args[0]), prompts)
-        response = (
-            LLMResponse.model_validate(one.result)
-            if one.completed and one.result is not None
-            else None
-        )
         where = (one.workflow_id, one.activity_id)
         seen = capture.seen(*where, counts[where])
         counts[where] += 1
+        request = with_prompts(LLMRequest.model_validate(one.args[0]), prompts)
+        response = LLMResponse.model_validate(one.result) if one.completed else None
         call = RecordedCall(*where, one.summary, request, response)
-        context = seen.recorded if seen else None
-        if (
-            context is None
-            and not any(m.references() for m in request.messages)
-            and not (request.conversation and request.conversation.count)
-        ):
-            context = ResolvedContext(texts=tuple(() for _ in request.messages), turns=None)
+        context = seen.recorded if seen else without_context(request)
         if context is not None:
             call.key = request_key(request, context)
             call.recorded = RequestView.of(request, context, call.recorded_model)
         if seen is not None:
             call.replayed = RequestView.of(seen.request, seen.context, asked(seen.request))
         calls.append(call)
-    activities: dict[str, list[Any]] = defaultdict(list)
+    return Book(recording, capture, calls, other_answers(recording))
+
+
+def without_context(request: LLMRequest) -> ResolvedContext | None:
+    """The empty context of a request that names none; None for one that does (its
+    texts are only known where the replay read them)."""
+    conversation = request.conversation is not None and request.conversation.count > 0
+    if conversation or any(message.references() for message in request.messages):
+        return None
+    return ResolvedContext(texts=tuple(() for _ in request.messages), turns=None)
+
+
+def other_answers(recording: Recording) -> dict[str, list[Any]]:
+    """The recorded results of the activities other than the model's, by
+    `activity_key` (type and input), in order."""
+    answers: dict[str, list[Any]] = defaultdict(list)
     for one in recording.activities:
         if one.activity_type not in (MODEL_ACTIVITY, *ALWAYS_LIVE) and one.completed:
-            activities[activity_key(one.activity_type, one.args)].append(one.result)
-    return Book(recording, capture, calls, dict(activities))
+            answers[activity_key(one.activity_type, one.args)].append(one.result)
+    return dict(answers)
 
 
 def model_requests(recording: Recording) -> dict[str, dict[str, list[LLMRequest]]]:
