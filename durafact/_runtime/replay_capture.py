@@ -1,5 +1,6 @@
 """What each model call of a recorded run saw, read by replaying its history with the
-current code (Temporal's `Replayer`, in this process, no server).
+current code (Temporal's `Replayer` with `DurafactPlugin`, in this process, no server:
+durafact/_runtime/replay.py).
 
 A model request names its context by reference (artifact ids, a conversation span),
 and only the workflow's state at the moment of the call says what those references
@@ -19,16 +20,15 @@ reads (`Recipe.show_result`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import workflow
-from temporalio.converter import DataConverter
+from temporalio.client import WorkflowHistory
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
-    Replayer,
     StartActivityInput,
     WorkflowInboundInterceptor,
     WorkflowInterceptorClassInput,
@@ -38,8 +38,9 @@ from temporalio.worker import (
 from durafact._core.ledger import Ledger
 from durafact._core.llm import LLMRequest, ResolvedContext
 from durafact._runtime.handoff import MODEL_ACTIVITY, resolve
-from durafact._runtime.plugin import with_passthrough
+from durafact._runtime.plugin import DurafactPlugin
 from durafact._runtime.recording import RecordedRun, failure_line
+from durafact._runtime.replay import replays
 
 
 @dataclass
@@ -59,8 +60,8 @@ class Capture:
     calls: dict[tuple[str, str], list[Seen]] = field(default_factory=lambda: defaultdict(list))
     ledgers: dict[str, Ledger] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
-    # The recorded requests of the history being replayed, by activity id, in order.
-    recorded: dict[str, list[LLMRequest]] = field(default_factory=dict)
+    # The recorded requests not met yet, by run id and activity id, in order.
+    recorded: dict[str, dict[str, list[LLMRequest]]] = field(default_factory=dict)
 
     def seen(self, workflow_id: str, activity_id: str, n: int = 0) -> Seen | None:
         found = self.calls.get((workflow_id, activity_id), [])
@@ -70,21 +71,20 @@ class Capture:
 async def replay_runs(
     runs: Sequence[RecordedRun],
     requests: dict[str, dict[str, list[LLMRequest]]],
-    workflows: Sequence[type],
-    converter: DataConverter,
+    plugin: DurafactPlugin,
 ) -> Capture:
-    """Replay each recorded run with `workflows` (the current code); `requests` are the
-    recorded model requests of each run, by run id and activity id."""
-    capture = Capture()
-    replayer = Replayer(
-        workflows=list(workflows),
-        data_converter=converter,
-        interceptors=[CaptureInterceptor(capture)],
-        workflow_runner=with_passthrough(None),
-    )
-    for run in runs:
-        capture.recorded = {aid: list(found) for aid, found in requests.get(run.run_id, {}).items()}
-        result = await replayer.replay_workflow(run.history, raise_on_replay_failure=False)
+    """Replay each recorded run with `plugin`'s workflows (the current code), converter
+    and sandbox (durafact/_runtime/replay.py); `requests` are the recorded model requests
+    of each run, by run id and activity id."""
+    capture = Capture(recorded={run: dict(calls) for run, calls in requests.items()})
+
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        for run in runs:
+            yield run.history
+
+    async with replays(plugin, histories(), [CaptureInterceptor(capture)]) as results:
+        done = [result async for result in results]
+    for run, result in zip(runs, done, strict=True):
         if result.replay_failure is not None:
             capture.failures[run.workflow_id] = failure_line(result.replay_failure)
     return capture
@@ -123,7 +123,8 @@ class _Outbound(WorkflowOutboundInterceptor):
 
     def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
         request = input.args[0] if input.args else None
-        recorded = self._capture.recorded.get(input.activity_id or "")
+        run = self._capture.recorded.get(workflow.info().run_id, {})
+        recorded = run.get(input.activity_id or "")
         reader = workflow.instance()
         if (
             input.activity == MODEL_ACTIVITY

@@ -101,7 +101,7 @@ async def evaluate(
     recordings = [await recording_of(client, registry, wid) for wid in dict.fromkeys(workflow_ids)]
     with tempfile.TemporaryDirectory(prefix="durafact-eval-") as directory:
         async with test_server(Path(directory)) as env:
-            runs = await rerun_all(env.client, client, plugin, recordings, options)
+            runs = await rerun_all(env.client, plugin, recordings, options)
     return EvalReport(model=plugin.model, offline=options.offline, runs=runs)
 
 
@@ -121,14 +121,9 @@ async def recording_of(client: Client, registry: Registry, workflow_id: str) -> 
 
 
 async def rerun_all(
-    env: Client,
-    recorded: Client,
-    plugin: DurafactPlugin,
-    recordings: list[Recording],
-    options: EvalOptions,
+    env: Client, plugin: DurafactPlugin, recordings: list[Recording], options: EvalOptions
 ) -> list[RunEval]:
-    """Each recording re-run on a worker of `plugin`'s registry in `env`; the recorded
-    histories are replayed with `recorded`'s converter."""
+    """Each recording re-run on a worker of `plugin`'s registry in `env`."""
     registry = plugin.registry
     mcp = configured_servers([], os.environ.get("DURAFACT_MCP"))
     kit = WorkerKit(env, registry, mcp, {}, plugin.endpoints, plugin.model, plugin.prices)
@@ -136,9 +131,7 @@ async def rerun_all(
         books = {}
         for recording in recordings:
             if not recording.outside:
-                books[recording.first.workflow_id] = await book_for(
-                    recording, registry, recorded, kit
-                )
+                books[recording.first.workflow_id] = await book_for(recording, plugin, kit)
         answers = RecordedModel(kit.models, Books(books.values()), options.offline, plugin.prices)
         async with eval_worker(env, registry, kit, answers, options.live_tools):
             limit = asyncio.Semaphore(AT_ONCE)
@@ -155,13 +148,11 @@ async def rerun_all(
         await kit.close()
 
 
-async def book_for(
-    recording: Recording, registry: Registry, recorded: Client, kit: WorkerKit
-) -> Book:
+async def book_for(recording: Recording, plugin: DurafactPlugin, kit: WorkerKit) -> Book:
     """The recording, with what each of its model calls saw (its history replayed with
-    the current code)."""
+    the current code: `plugin`'s registry, converter and sandbox)."""
     requests = model_requests(recording)
-    capture = await replay_runs(recording.runs, requests, registry.classes, recorded.data_converter)
+    capture = await replay_runs(recording.runs, requests, plugin)
     return book_of(recording, capture, kit.models.model_for)
 
 

@@ -305,7 +305,7 @@ BAD_INPUT = [
     (["x", "--since", "2d"], "starter: --since goes with --recipe, not with run ids"),
     (
         ["--recipe", "trips", "--since", "last week"],
-        "starter: --since 'last week': a time ago (30m, 12h, 2d) or a date (2026-01-31)",
+        "starter: --since 'last week': a duration (30m, 12h, 7d) or a date (2026-01-31)",
     ),
     (["--recipe", "a b"], "starter: --recipe 'a b': letters, digits, '_', '.', ':' and '-' only"),
     (["x", "--score", "no"], "starter: --score 'no': MODULE:FUNCTION, e.g. my_evals:score"),
