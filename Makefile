@@ -64,6 +64,7 @@ bench: $(VENV)/.installed-dev chromium
 	$(BIN)/python -m bench.react_bench
 	$(BIN)/python -m bench.prefix_bench
 	$(BIN)/python -m bench.budget_bench
+	$(BIN)/python -m bench.eval_bench
 	$(BIN)/python -m bench.scale_out_bench
 	$(BIN)/python -m bench.chat_bench
 	$(BIN)/python -m bench.throughput_bench

@@ -200,6 +200,24 @@ def render_turn(turn: ChatTurn) -> dict[str, Any]:
     return message
 
 
+def render_messages(messages: list[ChatMessage], context: ResolvedContext) -> list[dict[str, Any]]:
+    """The chat messages a request sends: each message with the texts its references
+    resolved to (`context`, in message order), then the conversation's turns."""
+    rendered: list[dict[str, Any]] = []
+    for message, resolved in zip(messages, context.texts, strict=True):
+        texts = list(resolved)
+        content = texts.pop(0).text if message.content_from else message.content
+        cited = [f"[{t.id}] {t.text}" for t in texts]
+        parts = ([content] if content else []) + cited
+        # Separate: the content and the first text make one message, each later text
+        # one more (see ChatMessage.separate).
+        whole = len(parts) - len(cited) + 1 if message.separate else len(parts)
+        for text in ["\n\n".join(parts[:whole]), *parts[whole:]]:
+            rendered.append({"role": message.role, "content": text})
+    rendered += [render_turn(turn) for turn in context.turns or ()]
+    return rendered
+
+
 def tool_calls_of(message: Any) -> list[ToolCall]:
     """The function calls in a completion's message (other kinds are not ours to run)."""
     calls = []
@@ -429,38 +447,28 @@ class ModelActivities:
         handle = self._temporal.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
         return await handle.query("context_messages", conversation, result_type=list[ChatTurn])
 
-    async def _render(
-        self, messages: list[ChatMessage], conversation: ArtifactSpan | None = None
-    ) -> list[dict[str, Any]]:
+    async def resolve(self, request: LLMRequest) -> ResolvedContext:
+        """The texts `request` names (each message's references, and its conversation's
+        turns): handed over when this call's workflow scheduled it in this worker process
+        (durafact/_runtime/handoff.py), else read with the workflow's queries."""
         info = activity.info()
-        # The context, when this call's workflow scheduled it in this worker process
-        # (durafact/_runtime/handoff.py); otherwise ask the workflow.
         run_id = info.workflow_run_id or ""
         handed = self._handed(run_id, info.activity_id) if self._handed else None
         if handed:
-            resolved = [list(texts) for texts in handed.texts]
+            texts = handed.texts
         else:
-            refs = [message.references() for message in messages]
+            refs = [message.references() for message in request.messages]
             found = iter(await asyncio.gather(*(self._context_texts(r) for r in refs if r)))
-            resolved = [list(next(found)) if r else [] for r in refs]
-        rendered: list[dict[str, Any]] = []
-        for message, texts in zip(messages, resolved, strict=True):
-            content = texts.pop(0).text if message.content_from else message.content
-            cited = [f"[{t.id}] {t.text}" for t in texts]
-            parts = ([content] if content else []) + cited
-            # Separate: the content and the first text make one message, each later text
-            # one more (see ChatMessage.separate).
-            whole = len(parts) - len(cited) + 1 if message.separate else len(parts)
-            for text in ["\n\n".join(parts[:whole]), *parts[whole:]]:
-                rendered.append({"role": message.role, "content": text})
+            texts = tuple(tuple(next(found)) if r else () for r in refs)
+        conversation = request.conversation
+        turns = None
         if conversation is not None and conversation.count:
             turns = (
                 handed.turns
                 if handed and handed.turns is not None
-                else await self._context_messages(conversation)
+                else tuple(await self._context_messages(conversation))
             )
-            rendered += [render_turn(turn) for turn in turns]
-        return rendered
+        return ResolvedContext(texts=texts, turns=turns)
 
     async def _tool_schemas_for(self, names: list[str]) -> list[dict[str, Any]]:
         key = tuple(names)
@@ -549,18 +557,27 @@ class ModelActivities:
 
     @activity.defn(name="request_model")
     async def request_model(self, request: LLMRequest) -> LLMResponse:
-        response = await self._answer(request)
+        return await self.answer(request, await self.resolve(request))
+
+    async def answer(self, request: LLMRequest, context: ResolvedContext) -> LLMResponse:
+        """The model's answer to `request`, whose references `context` resolves (see
+        `resolve`), priced by the worker's table."""
+        response = await self._answer(request, context)
         usage = response.usage.model_copy(update={"cost": None})
         if self._prices is not None:
             asked = self._model_for(request, response.endpoint)
             usage = self._prices.priced(usage, response.model, asked)
         return response.model_copy(update={"usage": usage})
 
+    def model_for(self, request: LLMRequest) -> str:
+        """The model `request` asks its first endpoint for."""
+        return self._model_for(request, (request.endpoint or DEFAULT_ENDPOINT).lower())
+
     def _model_for(self, request: LLMRequest, endpoint: str) -> str:
         """The model a request asks `endpoint` for: its own, the endpoint's, the worker's."""
         return request.model or self._models.get(endpoint, self._default_model)
 
-    async def _answer(self, request: LLMRequest) -> LLMResponse:
+    async def _answer(self, request: LLMRequest, context: ResolvedContext) -> LLMResponse:
         """The model's answer to `request`, with the tokens the endpoint reported."""
         info = activity.info()
         endpoint = self._endpoint_for(request, info)
@@ -570,7 +587,7 @@ class ModelActivities:
         output_type = self._output_type(request.output_type) if request.output_type else None
         tools = await self._tool_schemas_for(request.tools) if request.tools else []
         tools = [*tools, *(tool_schema(spec) for spec in request.tool_specs)]
-        messages = await self._render(request.messages, request.conversation)
+        messages = render_messages(request.messages, context)
         kwargs: dict[str, Any] = {
             "model": self._model_for(request, endpoint),
             # Lets the endpoint's logs (and the tests' scripted server) tie a request to

@@ -36,6 +36,9 @@
     durafact check [--recipe R] [--since DURATION|DATE] [--limit N] [--json]
                    [--history FILE ...] [--recipes MODULE[,MODULE...]]
                                        # before a deploy: replay runs against this code
+    durafact eval ID ... | --recipe R [--since D] [--limit N]   # closed runs on the current code
+                  [--offline] [--live-tools] [--score MODULE:FUNCTION] [--timeout DURATION]
+                  [--json] [--recipes MODULE[,MODULE...]]
     durafact serve [--host H] [--port P] [--allow-host HOST ...]
                                        # the HTTP API and web console (127.0.0.1:8000)
     durafact up [--recipes MODULE[,MODULE...]]   # the embedded stack, in the background
@@ -89,6 +92,7 @@ COMMANDS = (
     "fork",
     "artifacts",
     "check",
+    "eval",
     "serve",
     "up",
     "down",
@@ -105,6 +109,7 @@ MEMORY_POLICIES = {
 }
 DEFAULT_LIMIT = 50  # `list`
 CHECK_LIMIT = 100  # `check`
+EVAL_LIMIT = 10  # `eval --recipe`
 MAX_LIMIT = 1000
 DEFAULT_HOST = "127.0.0.1"  # `serve`
 DEFAULT_PORT = 8000
@@ -313,6 +318,7 @@ def parser(registered: Sequence[Command] = ()) -> Parser:
     )
 
     add_check_command(commands, [registration])
+    add_eval_command(commands, [registration])
     add_serve_command(commands, [registration])
     commands.add_parser(
         "up", parents=[registration], help="start the embedded stack in the background"
@@ -498,6 +504,54 @@ def add_check_command(commands: Any, parents: list[Any]) -> None:
         "json`): no server needed",
     )
     check.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_eval_command(commands: Any, parents: list[Any]) -> None:
+    evaluation = commands.add_parser(
+        "eval",
+        parents=parents,
+        help="re-run closed runs on the current code: what a change does to them",
+    )
+    evaluation.add_argument("ids", nargs="*", metavar="ID", help="closed runs to re-run")
+    evaluation.add_argument(
+        "--recipe", metavar="R", help="instead of ids: the last closed runs of this recipe"
+    )
+    evaluation.add_argument(
+        "--since",
+        type=lambda text: since(text, "--since"),
+        metavar="D",
+        help="with --recipe: closed since a time ago (2d, 12h) or a date (2026-01-31)",
+    )
+    evaluation.add_argument(
+        "--limit",
+        type=int,
+        default=EVAL_LIMIT,
+        metavar="N",
+        help=f"with --recipe: at most this many runs, 1-{MAX_LIMIT} (default %(default)s)",
+    )
+    evaluation.add_argument(
+        "--offline",
+        action="store_true",
+        help="send no request to a model: a changed one is reported, and answered with the "
+        "recorded answer of the same call",
+    )
+    evaluation.add_argument(
+        "--live-tools",
+        action="store_true",
+        help="run tool calls and source reads for real (default: their recorded answers)",
+    )
+    evaluation.add_argument(
+        "--score",
+        metavar="MODULE:FUNCTION",
+        help="rate each new output against the old: FUNCTION(old, new) returns a number",
+    )
+    evaluation.add_argument(
+        "--timeout",
+        type=lambda text: duration(text, "--timeout"),
+        metavar="DURATION",
+        help="how long one re-run may take (default 10m)",
+    )
+    evaluation.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def since(text: str, option: str) -> datetime:

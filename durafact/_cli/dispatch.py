@@ -134,6 +134,10 @@ async def run_command(args: argparse.Namespace, doors: Mapping[str, Any]) -> int
         return await list_runs(client, *filters, args.limit, args.json)
     if args.command == "check":
         return await check(args, connect)
+    if args.command == "eval":
+        from durafact._cli.evaluate import eval_runs
+
+        return await eval_runs(args, connect)
     if args.command == "steer" and (problem := note_problem(args.note)):
         raise Failed(problem, code=2)
     if args.command == "fork":

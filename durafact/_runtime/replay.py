@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from temporalio.client import WorkflowHistory
 from temporalio.runtime import Runtime, TelemetryConfig
-from temporalio.worker import Replayer, WorkflowReplayResult
+from temporalio.worker import Interceptor, Replayer, WorkflowReplayResult
 
 from durafact._runtime.plugin import DurafactPlugin
 
@@ -45,12 +45,19 @@ class ReplayWarnings(logging.Filter):
 
 @contextlib.asynccontextmanager
 async def replays(
-    plugin: DurafactPlugin, histories: AsyncIterator[WorkflowHistory]
+    plugin: DurafactPlugin,
+    histories: AsyncIterator[WorkflowHistory],
+    interceptors: Sequence[Interceptor] = (),
 ) -> AsyncIterator[AsyncIterator[WorkflowReplayResult]]:
     """Each of `histories` replayed in turn with `plugin`'s workflows, converter and
-    sandbox: a result per history, its `replay_failure` None when it replays."""
+    sandbox (and `interceptors`, which see the replayed workflows): a result per
+    history, its `replay_failure` None when it replays."""
     replayer = Replayer(
-        workflows=[], plugins=[plugin], namespace=NAMESPACE, runtime=quiet_runtime()
+        workflows=[],
+        plugins=[plugin],
+        namespace=NAMESPACE,
+        runtime=quiet_runtime(),
+        interceptors=interceptors,
     )
     logger = logging.getLogger(SDK_LOGGER)
     quiet = ReplayWarnings()

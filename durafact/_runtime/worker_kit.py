@@ -65,7 +65,7 @@ class WorkerKit:
             name: endpoint_client(endpoint) for name, endpoint in endpoints.items()
         }
         self.handoff = Handoff()
-        models = ModelActivities(
+        self.models = ModelActivities(
             self.clients[DEFAULT_ENDPOINT],
             client,
             model,
@@ -76,16 +76,17 @@ class WorkerKit:
             models={n: e.model for n, e in endpoints.items() if e.model},
             prices=prices,
         )
-        sources = SourceActivities(endpoints=self.clients)
-        tools = ToolActivities(catalog)
+        self.sources = SourceActivities(endpoints=self.clients)
+        self.tools = ToolActivities(catalog)
+        self.chat = ChatActivities(client)
         self.activities: list[Callable[..., Any]] = [
-            models.request_model,
-            sources.search_source,
-            sources.resolve_ref,
-            tools.list_tools,
-            tools.bind_tool_call,
-            tools.call_tool,
-            ChatActivities(client).read_reply,
+            self.models.request_model,
+            self.sources.search_source,
+            self.sources.resolve_ref,
+            self.tools.list_tools,
+            self.tools.bind_tool_call,
+            self.tools.call_tool,
+            self.chat.read_reply,
             *registry.activities.values(),
         ]
 

@@ -9,7 +9,8 @@ Temporal client, the settings and the registry; typed results; domain errors
 - describe, usage, recipe status, progress, step agents: runs.py; troubles: troubles.py;
 - pending, decide (and approve): approvals.py;
 - cancel: cancel.py; steer: steering.py; a chat's messages and stop: chats.py;
-- ledger, provenance: ledger.py; fork a finished run from an edited artifact: forks.py.
+- ledger, provenance: ledger.py; fork a finished run from an edited artifact: forks.py;
+- eval (closed runs re-run on the current code, recorded answers reused): evaluation.py.
 
 Only this layer and the registry know the recipes (durafact/_recipes/): a front door
 asks the registry what a recipe declares (`Recipe.command`, `steerable`, `chat`, ...),

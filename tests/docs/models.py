@@ -201,3 +201,11 @@ def readme(model: ScriptedModel) -> None:
         return default_reply(call)
 
     model.reply(reply)
+
+
+def eval_trips(model: ScriptedModel) -> None:
+    """docs/operations/deploy.md: three cities for a trip, and another third city for the
+    planner's changed prompt (tests/evaluation/__init__.py); "a day in CITY" for a day."""
+    from tests.evaluation import trips
+
+    model.reply(trips)
