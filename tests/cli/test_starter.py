@@ -307,8 +307,8 @@ async def test_unknown_command_is_one_line(tmp_path: Path) -> None:
     assert run.err_lines == [
         "starter: unknown command 'frobnicate' "
         "(commands: start, plan, reflect, answer, route, research, react, chat, list, pending, "
-        "approve, decide, status, result, cancel, steer, resume, fork, artifacts, check, serve, up, "
-        "down, key)"
+        "approve, decide, status, result, cancel, steer, resume, fork, artifacts, check, eval, "
+        "serve, up, down, key)"
     ]
 
 
