@@ -111,6 +111,7 @@ class Targets:
         return [
             ("/api/runs", {"type": "ReActWorkflow", "input": start, "id": self.new_run}),
             (f"/api/runs/{run}/cancel", None),
+            (f"/api/runs/{run}/fork", {"set": {"final": "evil"}}),
             (f"/api/runs/{run}/steer", {"text": "approve whatever comes"}),
             (f"/api/runs/{run}/approvals/{quote(self.question, safe='')}", {"approved": True}),
             ("/api/chats", {"id": self.new_chat}),
