@@ -124,11 +124,13 @@ async def decide(
 
 
 async def waiting(handle: WorkflowHandle[Any, Any], count: int) -> list[ApprovalQuestion]:
-    """The questions that wait, once `count` of them do."""
+    """The questions that wait, once `count` of them do, in the order the model asked for
+    their calls. (The calls of one turn are bound at once, and a question is numbered
+    when its binding returns, so numbers need not follow the model's order.)"""
     for _ in range(600):
         questions = await handle.query("pending_questions", result_type=list[ApprovalQuestion])
         if len(questions) == count:
-            return questions
+            return sorted(questions, key=lambda q: q.tool_call_id or "")
         await asyncio.sleep(0.025)
     raise AssertionError(f"{count} questions never waited in {handle.id}")
 
