@@ -91,10 +91,11 @@ async def chat(body: UIRequest, s: Annotated[Services, Depends(services)]) -> St
         handle, _ = await chats.open_chat(s.client, s.settings, s.registry, body.id, settings)
         update = await chats.submit_message(handle, sent)
         return stream(chat_turn(s, body.id, sent.id or update.id, update))
-    answered = await answer_approvals(s, body.id, last)
+    answers = approval_answers(last)
     key = (last.get("metadata") or {}).get("message")
     if not isinstance(key, str):
         raise ApiError(400, "BadRequest", "the assistant message has no durafact metadata")
+    answered = await answer_approvals(s, body.id, answers)
     return stream(chat_turn(s, body.id, key, after=answered))
 
 
@@ -185,7 +186,7 @@ async def run(body: UIRequest, s: Annotated[Services, Depends(services)]) -> Str
             s.client, s.settings, launch, body.id, attach=False, started_by=ANSWERED_BY
         )
         return stream(run_stream(s, body.id, started.run_id, recipe.name))
-    answered = await answer_approvals(s, body.id, last)
+    answered = await answer_approvals(s, body.id, approval_answers(last))
     description = await describe(s.client.get_workflow_handle(body.id))
     return stream(run_stream(s, body.id, description.run_id, description.workflow_type, answered))
 
@@ -218,29 +219,54 @@ async def run_stream(
 # --- what both share ----------------------------------------------------------------
 
 
-async def answer_approvals(s: Services, workflow_id: str, message: dict[str, Any]) -> set[str]:
-    """Answer each approval response the assistant `message` holds, by the update
-    `decide` (as `durafact approve --question` does): the ids answered."""
-    answers = [
+def approval_answers(message: dict[str, Any]) -> list[ApprovalAnswer]:
+    """The approval responses the assistant `message` holds, as answers, each checked
+    before any is sent: the question it answers and `approved` as a JSON boolean (a gate
+    never reads "false" or 0 as a yes)."""
+    responses = [
         part["approval"]
         for part in message.get("parts") or []
-        if part.get("state") == "approval-responded" and isinstance(part.get("approval"), dict)
+        if isinstance(part, dict)
+        and part.get("state") == "approval-responded"
+        and isinstance(part.get("approval"), dict)
     ]
-    if not answers:
+    if not responses:
         raise ApiError(
             400,
             "BadRequest",
             "the last message is neither a user message nor holds an approval response",
         )
-    for approval in answers:
-        answer = ApprovalAnswer(
-            question_id=str(approval.get("id")),
-            approved=bool(approval.get("approved")),
-            reason=str(approval.get("reason") or ""),
-            by=ANSWERED_BY,
+    answers = []
+    for response in responses:
+        question, approved, reason = (response.get(k) for k in ("id", "approved", "reason"))
+        if not isinstance(question, str) or not question:
+            raise ApiError(400, "BadRequest", "an approval response needs the id it answers")
+        if not isinstance(approved, bool):
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the approval response to {question} needs approved: true or false",
+            )
+        if reason is not None and not isinstance(reason, str):
+            raise ApiError(
+                400, "BadRequest", f"the approval response to {question}: reason is text"
+            )
+        answers.append(
+            ApprovalAnswer(
+                question_id=question, approved=approved, reason=reason or "", by=ANSWERED_BY
+            )
         )
+    return answers
+
+
+async def answer_approvals(
+    s: Services, workflow_id: str, answers: list[ApprovalAnswer]
+) -> set[str]:
+    """Each of `answers` given by the update `decide` (as `durafact approve --question`
+    does): the ids answered."""
+    for answer in answers:
         await answering.decide(s.client, s.registry, workflow_id, answer)
-    return {str(approval.get("id")) for approval in answers}
+    return {str(answer.question_id) for answer in answers}
 
 
 def text_of(message: dict[str, Any]) -> str:

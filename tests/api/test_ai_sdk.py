@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.client import Client
 
+from durafact._core.approval import ApprovalQuestion
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served, delete_once_told
 from tests.helpers import drive, serving
@@ -114,6 +116,90 @@ async def test_a_tool_approval_request_is_answered_from_the_client_and_the_tool_
     assert tool_part["approval"]["approved"] is True
     assert text(message).endswith("Deleted it.")
     assert len(chat_calls(model)) == 2
+
+
+async def approval_requested(
+    http: httpx.AsyncClient, body: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """POST `body` and read its stream up to the first tool approval request: that
+    request, and the reply's metadata (which names the turn)."""
+    metadata: dict[str, Any] = {}
+    async with http.stream("POST", "/api/ai-sdk/chats", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            metadata = chunk.get("messageMetadata", metadata)
+            if chunk["type"] == "tool-approval-request":
+                return chunk, metadata
+    raise AssertionError("the stream ended without an approval request")
+
+
+async def test_an_approval_response_that_is_not_a_json_boolean_answers_nothing_and_runs_nothing(
+    served: Served, model: ScriptedModel, http: httpx.AsyncClient, client: Client
+) -> None:
+    """As an attacker (or a careless client) would post it, by hand: a "false" that a
+    truthiness test would read as a yes, a 0, a null, no id. Each is refused before any
+    answer is sent, also beside a well-formed one; a JSON false rejects."""
+    path = f"/tmp/ui-{uuid.uuid4().hex[:8]}"
+    model.reply(delete_once_told(path))
+    chat_id = f"ui-{uuid.uuid4().hex[:8]}"
+    user = {"id": f"m-{chat_id}", "role": "user", "parts": [{"type": "text", "text": "Delete"}]}
+    body = {"id": chat_id, "messages": [user], "settings": {"tools": ["delete_file"]}}
+    asked, metadata = await approval_requested(http, body)
+    question = asked["approvalId"]
+
+    def responding(*approvals: dict[str, Any]) -> dict[str, Any]:
+        parts = [
+            {
+                "type": "tool-delete_file",
+                "toolCallId": asked["toolCallId"],
+                "state": "approval-responded",
+                "approval": approval,
+            }
+            for approval in approvals
+        ]
+        reply = {"id": "a", "role": "assistant", "metadata": metadata, "parts": parts}
+        return {"id": chat_id, "messages": [user, reply]}
+
+    bad = [
+        {"id": question, "approved": "false"},
+        {"id": question, "approved": "true"},
+        {"id": question, "approved": 0},
+        {"id": question, "approved": 1},
+        {"id": question, "approved": None},
+        {"id": question},
+        {"approved": True},
+        {"id": 7, "approved": True},
+        {"id": question, "approved": True, "reason": {"why": "fine"}},
+    ]
+    for approval in bad:
+        refused = await http.post("/api/ai-sdk/chats", json=responding(approval))
+        assert refused.status_code == 400, approval
+    mixed = await http.post(
+        "/api/ai-sdk/chats",
+        json=responding({"id": question, "approved": True}, {"id": question, "approved": "no"}),
+    )
+    assert mixed.status_code == 400
+    assert "needs approved: true or false" in mixed.json()["error"]["message"]
+    handle = client.get_workflow_handle(chat_id)
+    waiting = await handle.query("pending_questions", result_type=list[ApprovalQuestion])
+    assert [q.id for q in waiting] == [question]  # still asked: nothing answered it
+
+    rejected = await http.post(
+        "/api/ai-sdk/chats", json=responding({"id": question, "approved": False})
+    )
+    assert rejected.status_code == 200
+    said = "".join(
+        json.loads(line[6:]).get("delta", "")
+        for line in rejected.text.splitlines()
+        if line.startswith("data: {")
+    )
+    assert said == "Deleted it."  # the model's next turn, told the call was not approved
+    told = [m for m in model.calls[-1].body["messages"] if m["role"] == "tool"]
+    assert told and "not approved" in told[-1]["content"]
+    assert path not in DELETED
 
 
 async def test_a_run_streams_its_progress_as_data_parts_and_its_answer_as_text(
