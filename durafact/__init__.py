@@ -60,13 +60,8 @@ if TYPE_CHECKING:
         ReflectionWorkflow,
         Review,
     )
-    from durafact._recipes.research import (
-        Research,
-        ResearchInput,
-        ResearchResult,
-        ResearchSettings,
-        ResearchWorkflow,
-    )
+    from durafact._recipes.research import Research, ResearchWorkflow
+    from durafact._recipes.research_models import ResearchInput, ResearchResult, ResearchSettings
     from durafact._recipes.router import Router
     from durafact._recipes.supervisor import SupervisorRequest, SupervisorResult, SupervisorWorkflow
     from durafact._runtime.plugin import DurafactPlugin
@@ -91,7 +86,7 @@ _HOMES = {
     "ReActSettings": "durafact._recipes.react",
     "ReActOutcome": "durafact._recipes.react",
     "Research": "durafact._recipes.research",
-    "ResearchSettings": "durafact._recipes.research",
+    "ResearchSettings": "durafact._recipes.research_models",
     "Router": "durafact._recipes.router",
     "ApprovalGate": "durafact._recipes.approval_gate",
     "ApprovalPolicy": "durafact._core.approval",
@@ -129,8 +124,8 @@ _HOMES = {
     "PlanReActInput": "durafact._recipes.plan_react",
     "PlanReActResult": "durafact._recipes.plan_react",
     "ResearchWorkflow": "durafact._recipes.research",
-    "ResearchInput": "durafact._recipes.research",
-    "ResearchResult": "durafact._recipes.research",
+    "ResearchInput": "durafact._recipes.research_models",
+    "ResearchResult": "durafact._recipes.research_models",
     "ChatWorkflow": "durafact._recipes.chat",
     "ChatInput": "durafact._recipes.chat",
     "ChatSend": "durafact._recipes.chat",

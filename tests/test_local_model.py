@@ -44,7 +44,8 @@ from durafact._recipes import (
     plan_execute,
 )
 from durafact._recipes.chat import TOKENS_TOPIC, ChatInput, ChatReply, ChatSend, ChatWorkflow
-from durafact._recipes.research import ClaimSet, EvidenceSet, ResearchAnswer
+from durafact._recipes.research import EvidenceSet
+from durafact._recipes.research_models import ClaimSet, ResearchAnswer
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
 from tests.helpers import LOCAL_MODEL, free_port, run_to_ledger

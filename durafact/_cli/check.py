@@ -15,6 +15,7 @@ from typing import Any
 
 from durafact._cli.arguments import CHECK_LIMIT, MAX_LIMIT
 from durafact._cli.output import Failed, say, say_json
+from durafact._core.text import counted
 from durafact._runtime.registry import recipe_modules
 from durafact._service.check import (
     DIVERGES,
@@ -98,22 +99,18 @@ def lines(verdict: Verdict) -> list[str]:
     return found
 
 
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def summary(report: Report) -> str:
     total = len(report.verdicts)
     if not total:
         return "no runs to check"
     if report.ok:
-        return f"{plural(total, 'run')} replayed, all match"
+        return f"{counted(total, 'run')} replayed, all match"
     counts = [
         f"{count} {COUNTED[outcome][count != 1]}"
         for outcome in (DIVERGES, FAILS, NOT_REGISTERED, MATCH)
         if (count := report.count(outcome))
     ]
-    return f"{plural(total, 'run')} checked: {', '.join(counts)}"
+    return f"{counted(total, 'run')} checked: {', '.join(counts)}"
 
 
 def document(report: Report) -> dict[str, Any]:

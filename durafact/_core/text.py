@@ -85,6 +85,11 @@ def indent(text: str, first: str) -> str:
     return "\n".join([first + lines[0], *((rest + line).rstrip() or rest for line in lines[1:])])
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` and `noun`, plural unless one: "1 stage", "3 stages"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def assignments(changes: Mapping[str, str]) -> str:
     """Corrected facts as a person wrote them: `budget=5000, deadline=May`."""
     return ", ".join(f"{field}={value}" for field, value in changes.items())

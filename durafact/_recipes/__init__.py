@@ -70,8 +70,8 @@ from durafact._recipes.reflection import (
     ReflectionWorkflow,
     Review,
 )
-from durafact._recipes.research import (
-    AnswerDraft,
+from durafact._recipes.research import AnswerDraft, EvidenceSet, Research, ResearchWorkflow
+from durafact._recipes.research_models import (
     AnswerText,
     Calculation,
     CalculationRequest,
@@ -80,15 +80,12 @@ from durafact._recipes.research import (
     ClaimSet,
     Evidence,
     EvidenceDraft,
-    EvidenceSet,
     RefChoice,
-    Research,
     ResearchAnswer,
     ResearchInput,
     ResearchResult,
     ResearchSettings,
     ResearchTurn,
-    ResearchWorkflow,
 )
 from durafact._recipes.router import Router, Task, keyword_route
 from durafact._recipes.sources import fan_out_sources, materialize_doc

@@ -105,7 +105,7 @@ from durafact._core.ids import (
 from durafact._core.ledger import ArtifactRef, Ledger
 from durafact._core.llm import ContextRef, Usage
 from durafact._core.ready_commands import ANSWER
-from durafact._core.text import indent, shorten
+from durafact._core.text import counted, indent, shorten
 from durafact._recipes.recipe import (
     Recipe,
     RecipeContext,
@@ -243,7 +243,7 @@ class AnswerFlow(Recipe[In, Out]):
         unavailable = sum(item.source_status != "ready" for item in items)
         ctx.set_status(
             "answering",
-            f"answering {_count(len(items), 'item')}"
+            f"answering {counted(len(items), 'item')}"
             + (f" ({unavailable} without a source)" if unavailable else ""),
         )
         results = await engine.run(list(questions), items, ctx)
@@ -264,7 +264,7 @@ class AnswerFlow(Recipe[In, Out]):
     ) -> Mapping[str, Any]:
         self._round += 1
         stage = answer_stage(self._round)
-        ctx.announce(f"round {self._round}: {stage.split(':')[0]} {_count(len(items), 'item')}")
+        ctx.announce(f"round {self._round}: {stage.split(':')[0]} {counted(len(items), 'item')}")
         with ctx.scoped(stage):
             values = await self.generate(ctx, items, repairs, previous)
         if isinstance(values, Mapping):  # anything else fails the run in the engine
@@ -290,7 +290,7 @@ class AnswerFlow(Recipe[In, Out]):
     async def _review(
         self, ctx: RecipeContext, pairs: list[tuple[AnswerItem, Any]]
     ) -> Mapping[str, Any]:
-        ctx.announce(f"round {self._round}: review {_count(len(pairs), 'item')}")
+        ctx.announce(f"round {self._round}: review {counted(len(pairs), 'item')}")
         with ctx.scoped(review_scope(self._round)):
             verdicts = await self.review(ctx, pairs)
         if isinstance(verdicts, Mapping):  # anything else leaves the round unresolved
@@ -335,10 +335,6 @@ class AnswerFlow(Recipe[In, Out]):
         latest = self._latest.get(item.id)
         if latest is not None:
             ledger.link(oid, "based_on" if result.status == "accepted" else "last_attempt", latest)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 SHOWN_IDS = 20  # item ids an announcement lists; a batch of thousands names the first
@@ -667,8 +663,8 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
         refs: list[ContextRef] = []
         if repairs is None:
             refs = [question_id(i) for i in ids]
-            prompt = f"Answer each of the {_count(len(ids), 'question')} given as context."
-            summary = f"request model: answer {_count(len(ids), 'question')}"
+            prompt = f"Answer each of the {counted(len(ids), 'question')} given as context."
+            summary = f"request model: answer {counted(len(ids), 'question')}"
         else:
             lines = []
             for i in ids:
@@ -689,10 +685,10 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
                         )
                 lines.append(f"- {i}: " + "; ".join(notes or ["rejected"]))
             prompt = (
-                f"Your answers to {_count(len(ids), 'question')} were rejected or missing. "
+                f"Your answers to {counted(len(ids), 'question')} were rejected or missing. "
                 "Answer only these questions again and fix every issue:\n" + "\n".join(lines)
             )
-            summary = f"request model: repair {_count(len(ids), 'answer')}"
+            summary = f"request model: repair {counted(len(ids), 'answer')}"
         output = await ctx.llm.structured(
             BatchAnswers, prompt, system=GENERATOR, context=refs, summary=summary
         )
@@ -724,10 +720,10 @@ class AnswerFlowWorkflow(AnswerFlow[AnswerBatchInput, AnswerFlowResult]):
         try:
             output = await ctx.llm.structured(
                 Verdicts,
-                f"Judge the {_count(len(ids), 'answer')} given as context.",
+                f"Judge the {counted(len(ids), 'answer')} given as context.",
                 system=REVIEWER,
                 context=refs,
-                summary=f"request model: review {_count(len(ids), 'answer')}",
+                summary=f"request model: review {counted(len(ids), 'answer')}",
             )
         except ActivityError as exc:
             reraise_cancellation(exc)

@@ -80,7 +80,7 @@ from durafact._core.llm import (
     type_path,
 )
 from durafact._core.sources import DEFAULT_ENDPOINT
-from durafact._core.text import shorten
+from durafact._core.text import counted, shorten
 from durafact._core.tools import ToolSpec
 from durafact._recipes.approvals import AWAITING_APPROVAL, Approvals
 from durafact._recipes.spending import OVER_BUDGET, Spending, spent_of, with_spent
@@ -417,7 +417,7 @@ class RecipeContext(Approvals):
             self.ledger.create(FORK_ID, fork.origin())
             self.announce(
                 f"forked from {fork.workflow_id} (run {fork.run_id}): "
-                f"{_count(len(fork.kept), 'stage')} kept, rerunning from {fork.rerun_from}",
+                f"{counted(len(fork.kept), 'stage')} kept, rerunning from {fork.rerun_from}",
                 kind="fork",
             )
 
@@ -454,7 +454,7 @@ class RecipeContext(Approvals):
         for artifact in made:
             if artifact.id in fork.edited:
                 self.ledger.link(artifact.id, FORKED_FROM, FORK_ID)
-        self.announce(f"kept {stage} from {fork.workflow_id} ({_count(len(made), 'artifact')})")
+        self.announce(f"kept {stage} from {fork.workflow_id} ({counted(len(made), 'artifact')})")
         return made
 
     def temporal_id(self, readable: str) -> str:
@@ -687,10 +687,6 @@ def type_arguments(cls: type, base: type) -> tuple[Any, ...]:
                 found = typing.get_args(origin)
                 return found if all(isinstance(a, type) for a in found) else ()
     return ()
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def run_cancelled(exc: BaseException) -> bool:

@@ -82,283 +82,56 @@ structured model call per hook, skills matched per call.
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Callable
-from decimal import Decimal
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from temporalio import workflow
 
-from durafact._core.arithmetic import (
-    PLACEHOLDER,
-    Operation,
-    column_values,
-    compute,
-    plain,
-    unsupported_numbers,
-)
 from durafact._core.forks import Editable, ForkRules
-from durafact._core.grounding import grounding_issues
 from durafact._core.ids import (
-    calc_id,
-    choice_id,
-    claim_id,
     claims_scope,
-    evidence_id,
     evidence_scope,
     insufficient_id,
-    rejected_id,
     research_answer_id,
     resolved_id,
     select_scope,
     text_key,
     turn_id,
 )
-from durafact._core.ledger import Artifact, ArtifactRef, Ledger, ProvenanceNode
-from durafact._core.llm import ContextRef, Usage
+from durafact._core.ledger import Artifact, Ledger
+from durafact._core.llm import ContextRef
 from durafact._core.ready_commands import RESEARCH
 from durafact._core.skills import Skill, match_skills
-from durafact._core.sources import Doc, SourceError, SourceFailure, SourceRef, SourceSpec
-from durafact._core.status_machine import StatusMachine
-from durafact._core.text import indent, not_blank, one_line
-from durafact._recipes.recipe import Recipe, RecipeContext, RecipeSettings, quote
-from durafact._recipes.sources import fan_out_sources, materialize_doc, source_spec
-
-TurnStatus = Literal["researching", "answerable", "answered", "insufficient"]
-Stage = Literal["search", "select", "resolve", "evidence", "claims"]
-
-# Claim and answer issue codes.
-UNKNOWN_DOC = "UNKNOWN_DOC"
-NO_SUPPORT = "NO_SUPPORT"
-UNKNOWN_CALCULATION = "UNKNOWN_CALCULATION"
-UNSUPPORTED_NUMBER = "UNSUPPORTED_NUMBER"
-
-CALC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
-
-
-# --- Input, what hooks return, and the artifacts ---------------------------------------
-
-
-class ResearchSettings(RecipeSettings):
-    """The limits of a Research run: how much to read."""
-
-    limit: int = Field(default=8, ge=1, le=20, description="Refs kept after ranking.")
-    max_docs: int = Field(default=4, ge=1, le=10, description="Refs that may be read.")
-    max_doc_chars: int = Field(default=20_000, ge=200, description="Longer documents are cut.")
-
-
-class ResearchInput(ResearchSettings):
-    """A question, the sources to research it in, and how much to read."""
-
-    question: Annotated[str, not_blank("question")]
-    sources: list[SourceSpec] = Field(min_length=1)
-    skills: list[Skill] = Field(
-        default_factory=list, description="Loaded skills (`load_skills`) hooks may match."
-    )
-
-    @field_validator("sources")
-    @classmethod
-    def _distinct(cls, value: list[SourceSpec]) -> list[SourceSpec]:
-        ids = [spec.source_id for spec in value]
-        twice = sorted({i for i in ids if ids.count(i) > 1})
-        if twice:
-            raise ValueError(f"two sources are named {twice[0]!r}")
-        return value
-
-
-class RefChoice(BaseModel):
-    """What `choose` returns: the refs to read."""
-
-    ref_ids: list[str] = Field(description="Ids of the search results to read, best first.")
-    reason: str = Field(description="One sentence: why these.")
-
-
-class EvidenceDraft(BaseModel):
-    """One quote `extract` proposes; kept only if it is verbatim in its document."""
-
-    doc_id: str = Field(description="The id of the document the quote is from.")
-    quote: str = Field(description="A passage of a few words copied verbatim from that document.")
-    point: str = Field(description="What the quote shows, in one short sentence.")
-
-
-class CalculationRequest(BaseModel):
-    """A number `state_claims` names; code computes it."""
-
-    name: str = Field(description="A short name; claims write {{name}} where the value goes.")
-    op: Operation
-    column: str = Field(description="The column to compute over (any column for count).")
-    row_ids: list[str] = Field(description="The ids of exactly the table rows to use.")
-    unit: str = Field(description="The value's unit or currency, e.g. EUR; empty if none.")
-
-
-class ClaimDraft(BaseModel):
-    text: str = Field(
-        description="One sentence. A computed value is written {{name}}, never as a number."
-    )
-    evidence_ids: list[str] = Field(description="Ids of the evidence that supports it.")
-    calculation: str | None = Field(description="The name of the calculation it states, if any.")
-
-
-class ClaimSet(BaseModel):
-    """What `state_claims` returns: claims, and the calculations they name."""
-
-    claims: list[ClaimDraft]
-    calculations: list[CalculationRequest]
-
-
-class AnswerText(BaseModel):
-    """What `write_answer` returns (or just the text): computed values as {{name}}."""
-
-    text: str
-    skills: list[str] = Field(default_factory=list, description="Skills the hook used.")
-
-
-class ResearchTurn(BaseModel):
-    """The lifecycle artifact `turn:{turn}`; `EvaluateTurn` moves its status."""
-
-    query_id: str
-    question: str
-    status: TurnStatus = "researching"
-
-
-class RefSelection(BaseModel):
-    """`choice:{turn}`: the refs that will be read."""
-
-    query_id: str
-    ref_ids: list[str]
-    reason: str
-    fallback: bool = Field(
-        default=False,
-        description="The model chose nothing that exists: these are the best refs by score.",
-    )
-
-
-class Evidence(BaseModel):
-    """`evidence:{turn}:{n}`: a quote that occurs verbatim in its document."""
-
-    query_id: str
-    doc_id: str
-    quote: str
-    point: str
-
-
-class Calculation(BaseModel):
-    """`calc:{turn}:{name}`: a number computed in code from exact table cells."""
-
-    query_id: str
-    name: str
-    op: Operation
-    column: str
-    row_ids: list[str]
-    row_keys: list[str]
-    source_ids: list[str]
-    value: str
-    unit: str = ""
-    rounded: bool = Field(default=False, description="A mean cut to a few decimal places.")
-    at: list[str] = Field(default_factory=list, description="The rows holding a min or max.")
-
-    def display(self) -> str:
-        shown = f"{self.value} {self.unit}".strip()
-        return f"{shown} (rounded)" if self.rounded else shown
-
-    def description(self) -> str:
-        """What was computed, without the value."""
-        rows = ", ".join(self.row_keys)
-        what = "number of rows" if self.op == "count" else f"{self.op} of column {self.column!r}"
-        sources = ", ".join(self.source_ids)
-        return f"the {what} over {len(self.row_keys)} row(s) ({rows}) of source {sources}"
-
-
-class Claim(BaseModel):
-    """`claim:{turn}:{n}`: a statement that cites its evidence and calculations."""
-
-    query_id: str
-    text: str = Field(description="As the hook wrote it: computed values are {{name}}.")
-    evidence_ids: list[str]
-    calculation_ids: list[str] = Field(default_factory=list)
-
-
-class Rejection(BaseModel):
-    """`rejected:{stage}:{turn}:{n}`: what a check refused, and why."""
-
-    query_id: str
-    stage: Literal["evidence", "calculation", "claim", "answer"]
-    issues: list[str]
-    item: dict[str, Any]
-
-
-class ResearchAnswer(BaseModel):
-    """`answer:{turn}`: the final text, with the exact computed values in it."""
-
-    query_id: str
-    question: str
-    text: str
-    claim_ids: list[str]
-    calculation_ids: list[str] = Field(default_factory=list)
-    skills: list[str] = Field(default_factory=list, description="Skills the answer hook used.")
-    composed: bool = Field(default=False, description="True when code composed it from the claims.")
-
-
-class Insufficient(BaseModel):
-    """`insufficient:{turn}`: no source has the answer, and where the search ran dry."""
-
-    query_id: str
-    stage: Stage
-    reason: str
-
-
-class ResearchResult(BaseModel):
-    """The ending and the answer text (None when insufficient), with references to the
-    claims, evidence and calculations behind it: their texts are stored in history once,
-    from the calls that made them. Read them, and the provenance down to the sources,
-    from the run's ledger (the `artifacts` query, or `python starter.py artifacts ID`):
-    `result.provenance(ledger)`."""
-
-    question: str
-    turn: str
-    status: Literal["answered", "insufficient"]
-    answer: str | None = None
-    reason: str | None = None
-    usage: Usage
-    claims: list[ArtifactRef] = Field(default_factory=list)
-    evidence: list[ArtifactRef] = Field(default_factory=list)
-    calculations: list[ArtifactRef] = Field(default_factory=list)
-
-    @property
-    def answer_id(self) -> str:
-        return research_answer_id(self.turn)
-
-    def provenance(self, ledger: Ledger) -> ProvenanceNode | None:
-        """Answer -> claims -> evidence and calculations -> docs -> refs -> sources."""
-        if self.answer_id not in ledger:
-            return None
-        return ledger.provenance(self.answer_id)
-
-
-class EvaluateTurn(StatusMachine[ResearchTurn]):
-    """researching -> answerable -> answered | insufficient, from the ledger alone;
-    each transition is handed to `set_status(status, message)`."""
-
-    artifact_type = ResearchTurn
-    terminal = frozenset({"answered", "insufficient"})
-
-    def __init__(self, set_status: Callable[[str, str], None]) -> None:
-        super().__init__()
-        self.set_status = set_status
-
-    def next_status(self, ledger: Ledger, key: str) -> str | None:
-        if any(a.data.query_id == key for a in ledger.find_all(ResearchAnswer)):
-            return "answered"
-        if any(a.data.query_id == key for a in ledger.find_all(Insufficient)):
-            return "insufficient"
-        if any(a.data.query_id == key for a in ledger.find_all(Evidence)):
-            return "answerable"
-        return None
-
-    def on_transition(self, ledger: Ledger, key: str, old: str, new: str) -> None:
-        self.set_status(new, f"research status: {old} -> {new}")
-
+from durafact._core.sources import Doc, SourceFailure, SourceRef, SourceSpec
+from durafact._core.text import counted, indent, one_line
+from durafact._recipes.recipe import Recipe, RecipeContext, quote
+from durafact._recipes.research_checks import (
+    calculate,
+    keep_answer,
+    keep_backed,
+    keep_choice,
+    keep_grounded,
+)
+from durafact._recipes.research_models import (
+    AnswerText,
+    Calculation,
+    Claim,
+    ClaimSet,
+    EvaluateTurn,
+    Evidence,
+    EvidenceDraft,
+    Insufficient,
+    RefChoice,
+    RefSelection,
+    Rejection,
+    ResearchAnswer,
+    ResearchInput,
+    ResearchResult,
+    ResearchSettings,
+    ResearchTurn,
+    Stage,
+)
+from durafact._recipes.sources import fan_out_sources, materialize_doc
 
 # --- The lifecycle -------------------------------------------------------------------
 
@@ -441,7 +214,7 @@ class Research(Recipe[In, Out]):
         ledger.create(turn_id(turn), ResearchTurn(query_id=turn, question=request.question))
         ctx.set_status(
             "researching",
-            f"researching {quote(request.question)} in {_count(len(request.sources), 'source')}",
+            f"researching {quote(request.question)} in {counted(len(request.sources), 'source')}",
         )
         # A fork takes each stage it keeps from the run it was forked from, instead of
         # running it (`fork_rules`): the same artifacts, ids and links, and no call.
@@ -454,7 +227,7 @@ class Research(Recipe[In, Out]):
                 owner_id=turn,
                 limit=limits.limit,
                 on_start=lambda source: ctx.announce(f"searching {source}"),
-                on_count=lambda source, n: ctx.announce(f"{source}: {_count(n, 'hit')}"),
+                on_count=lambda source, n: ctx.announce(f"{source}: {counted(n, 'hit')}"),
             )
         else:
             refs = [artifact.typed(SourceRef) for artifact in _of(kept, SourceRef)]
@@ -465,7 +238,7 @@ class Research(Recipe[In, Out]):
         if kept is None:
             with ctx.scoped(select_scope(turn)):
                 choice = await self.choose(ctx, request, refs)
-            chosen = _keep_choice(ctx, turn, refs, choice, limits.max_docs)
+            chosen = keep_choice(ctx, turn, refs, choice, limits.max_docs)
         else:
             by_id = {ref.id: ref for ref in refs}
             picked = [i for a in _of(kept, RefSelection) for i in a.data.ref_ids if i in by_id]
@@ -475,7 +248,7 @@ class Research(Recipe[In, Out]):
 
         kept = ctx.kept("resolve", STAGE_MODELS["resolve"])
         if kept is None:
-            ctx.announce(f"reading {_count(len(chosen), 'document')}")
+            ctx.announce(f"reading {counted(len(chosen), 'document')}")
             read = await asyncio.gather(
                 *(materialize_doc(ctx, ref, max_chars=limits.max_doc_chars) for ref in chosen)
             )
@@ -490,7 +263,7 @@ class Research(Recipe[In, Out]):
         if kept is None:
             with ctx.scoped(evidence_scope(turn)):
                 drafts = await self.extract(ctx, request, docs)
-            evidence = _keep_grounded(ctx, turn, docs, drafts)
+            evidence = keep_grounded(ctx, turn, docs, drafts)
         else:
             evidence = _of(kept, Evidence)
         turns.advance(ledger)
@@ -503,10 +276,8 @@ class Research(Recipe[In, Out]):
         if kept is None:
             with ctx.scoped(claims_scope(turn)):
                 stated = await self.state_claims(ctx, request, evidence, docs)
-            calculations = _calculate(ctx, turn, stated.calculations)
-            claims = _keep_backed(
-                ctx, turn, request.question, stated.claims, evidence, calculations
-            )
+            calculations = calculate(ctx, turn, stated.calculations)
+            claims = keep_backed(ctx, turn, request.question, stated.claims, evidence, calculations)
         else:
             claims = _of(kept, Claim)
         if not claims:
@@ -516,7 +287,7 @@ class Research(Recipe[In, Out]):
         calcs = [ledger.get(k).typed(Calculation).data for k in used]
         with ctx.scoped(research_answer_id(turn)):
             written = await self.write_answer(ctx, request, claims, calcs)
-        answer = _keep_answer(ctx, turn, request.question, written, claims, calcs)
+        answer = keep_answer(ctx, turn, request.question, written, claims, calcs)
         turns.advance(ledger)
         return await self.finish(ctx, request, answer)
 
@@ -584,268 +355,6 @@ M = TypeVar("M", bound=BaseModel)
 def _of(artifacts: list[Artifact[Any]], model: type[M]) -> list[Artifact[M]]:
     """The artifacts of `model` among `artifacts` (what a fork kept of a stage), typed."""
     return [artifact.typed(model) for artifact in artifacts if artifact.type == model.__name__]
-
-
-# --- What the lifecycle checks and computes, in code ------------------------------------
-
-
-def _keep_choice(
-    ctx: RecipeContext,
-    turn: str,
-    refs: list[Artifact[SourceRef]],
-    choice: RefChoice,
-    max_docs: int,
-) -> list[Artifact[SourceRef]]:
-    """The chosen refs that exist, once each, at most `max_docs`; stored as `choice:{turn}`.
-
-    When the model chose none that exist, the best `max_docs` by score are read instead
-    (`fallback`), as the Router falls back to keywords: a weak model that picks nothing
-    must not end a run whose search found the answer."""
-    by_id = {ref.id: ref for ref in refs}
-    picked = list(dict.fromkeys(i for i in choice.ref_ids if i in by_id))
-    unknown = [i for i in choice.ref_ids if i not in by_id]
-    if unknown:
-        ctx.announce(f"ignored unknown ref ids: {', '.join(unknown)}", kind="warning")
-    fallback = not picked and bool(refs)
-    if fallback:  # `refs` come ranked by score (fan_out_sources)
-        picked = [ref.id for ref in refs[:max_docs]]
-        ctx.announce(
-            f"the model chose no search result: reading the {len(picked)} best by score (fallback)",
-            kind="warning",
-        )
-    if len(picked) > max_docs:
-        ctx.announce(f"{len(picked)} refs chosen; reading {max_docs}")
-        picked = picked[:max_docs]
-    if picked:
-        cid = choice_id(turn)
-        reason = "the best by score (fallback)" if fallback else choice.reason
-        selection = RefSelection(query_id=turn, ref_ids=picked, reason=reason, fallback=fallback)
-        ctx.ledger.create(cid, selection)
-        for rid in picked:
-            ctx.ledger.link(cid, "chooses", rid)
-    return [by_id[i] for i in picked]
-
-
-def _keep_grounded(
-    ctx: RecipeContext, turn: str, docs: list[Artifact[Doc]], drafts: list[EvidenceDraft]
-) -> list[Artifact[Evidence]]:
-    """The quotes that occur verbatim in their own document, as `evidence:{turn}:{n}`."""
-    ledger = ctx.ledger
-    texts = {doc.id: doc.data.text for doc in docs}
-    kept: list[Artifact[Evidence]] = []
-    rejected = 0
-    for draft in drafts:
-        if draft.doc_id not in texts:
-            issues = [UNKNOWN_DOC]
-        else:
-            found = grounding_issues(draft.point, draft.quote, texts[draft.doc_id])
-            issues = [i.code for i in found]
-        if issues:
-            rejected += 1
-            _reject(ctx, turn, "evidence", rejected, issues, draft)
-            continue
-        eid = evidence_id(turn, len(kept) + 1)
-        ledger.create(
-            eid, Evidence(query_id=turn, doc_id=draft.doc_id, quote=draft.quote, point=draft.point)
-        )
-        ledger.link(eid, "quoted_from", draft.doc_id)
-        kept.append(ledger.get(eid).typed(Evidence))
-    ctx.announce(
-        f"evidence: {len(kept)} kept"
-        + (f", {rejected} rejected (not verbatim in its document)" if rejected else "")
-    )
-    return kept
-
-
-def _calculate(
-    ctx: RecipeContext, turn: str, requests: list[CalculationRequest]
-) -> dict[str, Artifact[Calculation]]:
-    """Each named calculation computed from the exact cells of its rows, by name."""
-    done: dict[str, Artifact[Calculation]] = {}
-    rejected = 0
-    for request in requests:
-        try:
-            calculation = _compute(ctx, turn, request, done)
-        except ValueError as exc:
-            rejected += 1
-            _reject(ctx, turn, "calculation", rejected, [str(exc)], request)
-            ctx.announce(f"calculation {request.name!r} refused: {exc}", kind="warning")
-            continue
-        kid = calc_id(turn, calculation.name)
-        ctx.ledger.create(kid, calculation)
-        for row in calculation.row_ids:
-            ctx.ledger.link(kid, "computed_from", row)
-        done[calculation.name] = ctx.ledger.get(kid).typed(Calculation)
-        ctx.announce(
-            f"computed {calculation.name} = {calculation.op}({calculation.column}) over "
-            f"{_count(len(calculation.row_ids), 'row')}"
-        )
-    return done
-
-
-def _compute(
-    ctx: RecipeContext, turn: str, request: CalculationRequest, done: dict[str, Any]
-) -> Calculation:
-    if not CALC_NAME.fullmatch(request.name):
-        raise ValueError(f"the name {request.name!r} is not a short identifier")
-    if request.name in done:
-        raise ValueError(f"a calculation named {request.name!r} already exists")
-    row_ids = list(dict.fromkeys(request.row_ids))
-    if not row_ids:
-        raise ValueError("no rows named")
-    docs: list[Doc] = []
-    for rid in row_ids:
-        artifact = ctx.ledger.artifacts.get(rid)
-        doc = artifact.typed(Doc).data if artifact is not None and artifact.type == "Doc" else None
-        if doc is None or doc.fields is None:
-            raise ValueError(f"{rid} is not a table row that was read")
-        docs.append(doc)
-    if request.op == "count":
-        values = [Decimal(0)] * len(docs)
-    else:
-        try:
-            values = [
-                column_values(
-                    [doc.fields or {}], request.column, decimal_comma=_decimal_comma(ctx, doc)
-                )[0]
-                for doc in docs
-            ]
-        except SourceError as exc:
-            raise ValueError(str(exc)) from None
-    value, rounded = compute(request.op, values)
-    at: list[str] = []
-    if request.op in ("min", "max"):
-        at = [doc.uid for doc, v in zip(docs, values, strict=True) if v == value]
-    return Calculation(
-        query_id=turn,
-        name=request.name,
-        op=request.op,
-        column=request.column,
-        row_ids=row_ids,
-        row_keys=[doc.uid for doc in docs],
-        source_ids=list(dict.fromkeys(doc.source_id for doc in docs)),
-        value=plain(value),
-        unit=request.unit.strip(),
-        rounded=rounded,
-        at=at,
-    )
-
-
-def _decimal_comma(ctx: RecipeContext, doc: Doc) -> bool:
-    spec = source_spec(ctx, doc.source_id)
-    return bool(spec and spec.decimal_comma)
-
-
-def _keep_backed(
-    ctx: RecipeContext,
-    turn: str,
-    question: str,
-    drafts: list[ClaimDraft],
-    evidence: list[Artifact[Evidence]],
-    calculations: dict[str, Artifact[Calculation]],
-) -> list[Artifact[Claim]]:
-    """The claims that cite a valid support and state no number it does not hold."""
-    ledger = ctx.ledger
-    quotes = {e.id: e.data.quote for e in evidence}
-    kept: list[Artifact[Claim]] = []
-    rejected = 0
-    for draft in drafts:
-        issues: list[str] = []
-        cited = list(dict.fromkeys(i for i in draft.evidence_ids if i in quotes))
-        names = list(dict.fromkeys(PLACEHOLDER.findall(draft.text)))
-        if draft.calculation and draft.calculation not in names:
-            names.append(draft.calculation)
-        unknown = [n for n in names if n not in calculations]
-        if unknown:
-            issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
-        if not cited and not names:
-            issues.append(NO_SUPPORT)
-        loose = unsupported_numbers(draft.text, " ".join([question, *(quotes[i] for i in cited)]))
-        if loose:
-            issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
-        if issues:
-            rejected += 1
-            _reject(ctx, turn, "claim", rejected, issues, draft)
-            continue
-        cid = claim_id(turn, len(kept) + 1)
-        calc_ids = [calculations[n].id for n in names]
-        ledger.create(
-            cid,
-            Claim(query_id=turn, text=draft.text, evidence_ids=cited, calculation_ids=calc_ids),
-        )
-        for target in [*cited, *calc_ids]:
-            ledger.link(cid, "supported_by", target)
-        kept.append(ledger.get(cid).typed(Claim))
-    ctx.announce(
-        f"claims: {len(kept)} kept"
-        + (f", {rejected} rejected" if rejected else "")
-        + (f"; {_count(len(calculations), 'calculation')}" if calculations else "")
-    )
-    return kept
-
-
-def _keep_answer(
-    ctx: RecipeContext,
-    turn: str,
-    question: str,
-    written: str | AnswerText,
-    claims: list[Artifact[Claim]],
-    calcs: list[Calculation],
-) -> ResearchAnswer:
-    """`answer:{turn}`: the text with the exact values in it, or the claims themselves
-    when the text adds a number of its own or names an unknown placeholder."""
-    ledger = ctx.ledger
-    draft = AnswerText(text=written) if isinstance(written, str) else written
-    by_name = {c.name: c for c in calcs}
-    quotes = [ledger.get(e).typed(Evidence).data.quote for c in claims for e in c.data.evidence_ids]
-    support = " ".join([question, *(c.data.text for c in claims), *quotes])
-    issues = []
-    unknown = [n for n in PLACEHOLDER.findall(draft.text) if n not in by_name]
-    if unknown:
-        issues.append(f"{UNKNOWN_CALCULATION}: {', '.join(unknown)}")
-    loose = unsupported_numbers(draft.text, support)
-    if loose:
-        issues.append(f"{UNSUPPORTED_NUMBER}: {', '.join(loose)}")
-    if not draft.text.strip():
-        issues.append("EMPTY_ANSWER")
-    text = draft.text
-    if issues:
-        _reject(ctx, turn, "answer", 1, issues, draft)
-        text = " ".join(c.data.text for c in claims)
-    stated = set(PLACEHOLDER.findall(text))
-    text = PLACEHOLDER.sub(lambda m: by_name[m[1]].display(), text).strip()
-    for calc in calcs:
-        if calc.name not in stated:  # the value is always in the answer, exactly
-            text += f"\n{calc.display()}: {calc.description()}, computed in code."
-    aid = research_answer_id(turn)
-    answer = ResearchAnswer(
-        query_id=turn,
-        question=question,
-        text=text,
-        claim_ids=[c.id for c in claims],
-        calculation_ids=[calc_id(turn, c.name) for c in calcs],
-        skills=draft.skills,
-        composed=bool(issues),
-    )
-    ledger.create(aid, answer)
-    for claim in claims:
-        ledger.link(aid, "supported_by", claim.id)
-    ledger.link(aid, "answers", turn_id(turn))
-    return answer
-
-
-def _reject(
-    ctx: RecipeContext, turn: str, stage: str, n: int, issues: list[str], item: BaseModel
-) -> None:
-    ctx.ledger.create(
-        rejected_id(stage, turn, n),
-        Rejection(query_id=turn, stage=stage, issues=issues, item=item.model_dump()),  # type: ignore[arg-type]
-    )
-    ctx.announce(f"rejected {stage} {n}: {'; '.join(issues)}", kind="warning")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 # --- The ready, LLM-driven Research -----------------------------------------------------
@@ -949,7 +458,7 @@ class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
         return await ctx.llm.structured(
             RefChoice,
             f"Question: {request.question}\n\nChoose at most {max_docs} of the "
-            f"{_count(len(refs), 'search result')} to read.",
+            f"{counted(len(refs), 'search result')} to read.",
             system=_system(
                 SELECTOR.format(n=max_docs),
                 match_skills(request.skills, SELECT_SITUATION),
@@ -964,10 +473,10 @@ class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
         found = await ctx.llm.structured(
             EvidenceSet,
             f"Question: {request.question}\n\nQuote the evidence from the "
-            f"{_count(len(docs), 'document')} given as context.",
+            f"{counted(len(docs), 'document')} given as context.",
             system=_system(EXTRACTOR, match_skills(request.skills, EVIDENCE_SITUATION)),
             context=[doc.id for doc in docs],
-            summary=f"request model: extract evidence from {_count(len(docs), 'doc')}",
+            summary=f"request model: extract evidence from {counted(len(docs), 'doc')}",
         )
         return found.evidence
 
@@ -980,14 +489,14 @@ class ResearchWorkflow(Research[ResearchInput, ResearchResult]):
     ) -> ClaimSet:
         rows = [doc.id for doc in docs if doc.data.fields is not None]
         context: list[ContextRef] = [e.id for e in evidence] + rows
-        table = f" and {_count(len(rows), 'table row')}" if rows else ""
+        table = f" and {counted(len(rows), 'table row')}" if rows else ""
         return await ctx.llm.structured(
             ClaimSet,
             f"Question: {request.question}\n\nState the claims that answer it from the "
-            f"{_count(len(evidence), 'evidence item')}{table} given as context.",
+            f"{counted(len(evidence), 'evidence item')}{table} given as context.",
             system=_system(CLAIMER, match_skills(request.skills, CLAIMS_SITUATION)),
             context=context,
-            summary=f"request model: state claims from {_count(len(evidence), 'evidence')}",
+            summary=f"request model: state claims from {counted(len(evidence), 'evidence')}",
         )
 
     async def write_answer(

@@ -38,7 +38,7 @@ from durafact._recipes import (
 )
 from durafact._recipes.react import ReActResult
 from durafact._recipes.recipe import RECIPE_ATTRIBUTE
-from durafact._recipes.research import ResearchResult
+from durafact._recipes.research_models import ResearchResult
 from durafact._runtime.registry import load_registry
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker

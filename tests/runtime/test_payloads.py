@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporalio.converter import StorageDriverClaim, StorageDriverStoreContext
 
 from durafact._recipes import PlanExecuteResult
-from durafact._recipes.research import ResearchResult
+from durafact._recipes.research_models import ResearchResult
 from durafact._runtime.codec import ENCODING, data_converter, new_key
 from durafact._runtime.payloads import (
     DEFAULT_THRESHOLD,

@@ -22,8 +22,8 @@ from durafact._core.arithmetic import compute, numbers_in, unsupported_numbers
 from durafact._core.ledger import Artifact, Ledger, ProvenanceNode
 from durafact._core.sources import Doc, SourceFailure, SourceRef, SourceSpec
 from durafact._recipes.recipe import STATUS_ATTRIBUTE, RecipeContext
-from durafact._recipes.research import (
-    COMPUTED_SITUATION,
+from durafact._recipes.research import COMPUTED_SITUATION, Research, ResearchWorkflow
+from durafact._recipes.research_models import (
     Calculation,
     Claim,
     ClaimDraft,
@@ -34,12 +34,10 @@ from durafact._recipes.research import (
     RefChoice,
     RefSelection,
     Rejection,
-    Research,
     ResearchAnswer,
     ResearchInput,
     ResearchResult,
     ResearchTurn,
-    ResearchWorkflow,
 )
 
 # The workflow sandbox re-imports this module for the recipe defined here; the test

@@ -14,7 +14,8 @@ import pytest
 from temporalio.client import Client
 
 from durafact._core.sources import SourceSpec
-from durafact._recipes.research import Insufficient, Rejection, ResearchInput, ResearchWorkflow
+from durafact._recipes.research import ResearchWorkflow
+from durafact._recipes.research_models import Insufficient, Rejection, ResearchInput
 from durafact._runtime.settings import Settings
 from durafact.testing import ScriptedModel
 from tests.scripted_research import SAMPLE_DOCS, SAMPLE_PRICES, SUM_QUESTION, sum_script
