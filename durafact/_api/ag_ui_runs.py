@@ -5,17 +5,15 @@ state; a run started now is followed from its first line; one attached to gets a
 end); a resumed one goes on after the question it answered. A question still pending
 ends the stream with an interrupt; the run's end is its answer as text, then
 `RUN_FINISHED` (`RUN_ERROR` for a failure, the `cancelled` outcome for a cancellation).
+Its answer and ledger come with the feed's end, read once for every stream that follows
+the run.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
-
-from pydantic import TypeAdapter
 
 from durafact._api.ag_ui_events import Encoder, Event, ledger_view, question_of, usage_view
 from durafact._api.feeds import RunEnd
@@ -101,7 +99,7 @@ async def live(
             if isinstance(item, RunEnd):
                 if item.state == "CONTINUED_AS_NEW":
                     break
-                async for one in ended(s, encoder, handle, description, item):
+                for one in ended(encoder, description, item):
                     yield one
                 return
             for one in encoder.line(item):
@@ -131,28 +129,18 @@ async def questions_now(
         return [asked] if asked else []
 
 
-async def ended(
-    s: Services, encoder: Encoder, handle: Any, description: Any, end: RunEnd
-) -> AsyncIterator[Event]:
+def ended(encoder: Encoder, description: Any, end: RunEnd) -> list[Event]:
     if end.state == "CANCELED":
-        for one in encoder.cancelled():
-            yield one
-        return
+        return encoder.cancelled()
     if end.state != "COMPLETED":
-        for one in encoder.close():
-            yield one
-        yield encoder.error(end.failure or f"the run ended {end.state}", code=end.state)
-        return
-    ledger = await ledger_of(handle)
-    for one in encoder.whole_text(
-        f"answer:{description.run_id}", answer_text(s, description, end, ledger)
-    ):
-        yield one
+        failure = end.failure or f"the run ended {end.state}"
+        return [*encoder.close(), encoder.error(failure, code=end.state)]
     usage = usage_of(end.result)
-    for one in encoder.delta(usage=usage_view(usage), ledger=ledger_view(ledger)):
-        yield one
-    for one in encoder.finished(end.result, usage):
-        yield one
+    return [
+        *encoder.whole_text(f"answer:{description.run_id}", end.answer),
+        *encoder.delta(usage=usage_view(usage), ledger=ledger_view(end.ledger)),
+        *encoder.finished(end.result, usage),
+    ]
 
 
 async def replayed(
@@ -170,12 +158,9 @@ async def replayed(
             lines.append(item)
     encoder.replay(lines)
     before = await input_messages(s, handle, description)
-    ledger = None
     if end is not None and end.state == "COMPLETED":
-        ledger = await ledger_of(handle)
-        text = answer_text(s, description, end, ledger)
         encoder.messages.append(
-            {"id": f"answer:{description.run_id}", "role": "assistant", "content": text}
+            {"id": f"answer:{description.run_id}", "role": "assistant", "content": end.answer}
         )
     yield encoder.messages_snapshot(before)
     if end is None:
@@ -185,7 +170,7 @@ async def replayed(
             yield one
     if end.state == "COMPLETED":
         usage = usage_of(end.result)
-        for one in encoder.delta(usage=usage_view(usage), ledger=ledger_view(ledger)):
+        for one in encoder.delta(usage=usage_view(usage), ledger=ledger_view(end.ledger)):
             yield one
         for one in encoder.finished(end.result, usage):
             yield one
@@ -220,19 +205,6 @@ def usage_of(result: Any) -> Usage | None:
         return Usage.model_validate(found) if isinstance(found, dict) else None
     except ValueError:
         return None
-
-
-def answer_text(s: Services, description: Any, end: RunEnd, ledger: Any) -> str:
-    """A completed run's answer as text: as its recipe shows it (`show_result`, with the
-    ledger's texts), else its result as JSON."""
-    recipe = s.registry.get(description.workflow_type)
-    if recipe is not None and recipe.result_type is not None:
-        with contextlib.suppress(Exception):  # a result of another shape: shown as JSON
-            value = TypeAdapter(recipe.result_type).validate_python(end.result)
-            shown = recipe.shown(value, ledger)
-            if shown:
-                return shown
-    return json.dumps(end.result, ensure_ascii=False, indent=2)
 
 
 async def input_messages(s: Services, handle: Any, description: Any) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ durafact/_api/feeds.py, which the JSON API and the console use too:
   reply streams as text parts; each model call is a step (a retried call resets its
   step); tool calls and results are tool parts, with the artifact in `toolMetadata`;
   a run's status and other lines are `data-status` and `data-progress` parts, and its
-  answer is text.
+  answer is text, as `durafact result` shows it (the feed's `RunEnd.answer`).
 - A question for a person is a tool approval request (`approvalId` is the question's
   id; another kind of question is a `data-question` part), and the stream ends there.
   POST with the assistant message last, holding the SDK's approval responses, answers
@@ -403,30 +403,13 @@ class Parts:
                     {"type": "error", "errorText": item.failure},
                     self.finish("error"),
                 ]
-            return [*self.text(answer_text(item.result), whole=True), *self.ending("stop")]
+            return [*self.text(item.answer, whole=True), *self.ending("stop")]
         line = item.model_dump(mode="json")
         if item.data:
             return self.line(line)
         kind = "data-status" if item.kind == "status" else "data-progress"
         part = {"type": kind, "data": {k: line[k] for k in ("seq", "kind", "message", "status")}}
         return [*self.opening(), part]
-
-
-def answer_text(result: Any) -> str:
-    """A run's answer as text: its `text`, `answer` or `reply` (a text, or a model that
-    holds one: PlanExecute's `answer.text`), else its JSON."""
-    found = said_text(result)
-    return found if found is not None else json.dumps(result, ensure_ascii=False, indent=2)
-
-
-def said_text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        for name in ("text", "answer", "reply"):
-            if (found := said_text(value.get(name))) is not None:
-                return found
-    return None
 
 
 def stream(chunks: AsyncIterator[Any]) -> StreamingResponse:

@@ -3,7 +3,8 @@ that follows it: the one event source of the JSON API's SSE, the AI SDK's stream
 AG-UI's (durafact/_api/events.py, ai_sdk.py, ag_ui.py).
 
 A run's feed asks the run's `progress` query for what it announced (one poll every
-`POLL_INTERVAL` for all its followers), then, once it closed, how it ended (`RunEnd`).
+`POLL_INTERVAL` for all its followers), then, once it closed, how it ended (`RunEnd`:
+its answer as text, read with its ledger once for all).
 A chat's feed reads the chat's workflow stream (topics `messages`, `tokens`, `lines`)
 from what the chat still holds. A feed starts with its first follower and stops when
 the last one leaves: a client that disconnects costs nothing, and a hundred clients on
@@ -18,10 +19,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from durafact._runtime.registry import Registry
+from durafact._core.ledger import Ledger
+from durafact._runtime.registry import Registered, Registry
 from durafact._service import chats
 from durafact._service.errors import failure_text
-from durafact._service.runs import POLL_INTERVAL, Announcement, jsonable, progress_page, result_type
+from durafact._service.ledger import ledger_of
+from durafact._service.runs import (
+    POLL_INTERVAL,
+    Announcement,
+    jsonable,
+    progress_page,
+    result_text,
+    result_type,
+)
 
 # The items a chat's feed keeps: a follower that falls further behind starts again at
 # the oldest kept (the chat itself keeps the turn before the one being answered).
@@ -36,11 +46,14 @@ _SYNCED = object()
 
 @dataclass(frozen=True)
 class RunEnd:
-    """How a run ended: Temporal's state, and its result or its failure."""
+    """How a run ended: Temporal's state, and its result or its failure; a completed
+    run's answer as text (`result_text`) and its ledger (None: no worker answered)."""
 
     state: str
     result: Any = None
     failure: str | None = None
+    answer: str = ""
+    ledger: Ledger | None = None
 
 
 @dataclass
@@ -74,8 +87,9 @@ class Feeds:
         handle = self._client.get_workflow_handle(
             workflow_id, run_id=run_id, result_type=result_type(self._registry, workflow_type)
         )
+        recipe = self._registry.get(workflow_type)
         key = ("run", f"{workflow_id}\0{run_id}")
-        async for item in self._follow(key, offset, _poll_run(handle)):
+        async for item in self._follow(key, offset, _poll_run(handle, recipe)):
             yield item
 
     async def chat(self, chat_id: str) -> AsyncIterator[Any]:
@@ -147,7 +161,7 @@ async def _fill(feed: _Feed, source: AsyncIterator[Any]) -> None:
                 feed.changed.notify_all()
 
 
-async def _poll_run(handle: Any) -> AsyncIterator[Announcement | RunEnd]:
+async def _poll_run(handle: Any, recipe: Registered | None) -> AsyncIterator[Announcement | RunEnd]:
     outcome = asyncio.ensure_future(handle.result(follow_runs=False))
     offset = 0
     try:
@@ -160,18 +174,20 @@ async def _poll_run(handle: Any) -> AsyncIterator[Announcement | RunEnd]:
             if closed:
                 break
             await asyncio.wait({outcome}, timeout=POLL_INTERVAL)
-        yield await _ended(handle, outcome)
+        yield await _ended(handle, outcome, recipe)
     finally:
         outcome.cancel()
 
 
-async def _ended(handle: Any, outcome: asyncio.Future[Any]) -> RunEnd:
+async def _ended(handle: Any, outcome: asyncio.Future[Any], recipe: Registered | None) -> RunEnd:
     state = (await handle.describe()).status
     name = state.name if state else "UNKNOWN"
     try:
-        return RunEnd(name, result=jsonable(outcome.result()))
+        value = outcome.result()
     except Exception as exc:  # failed, canceled, terminated, timed out, continued as new
         return RunEnd(name, failure=failure_text(exc))
+    ledger = await ledger_of(handle)
+    return RunEnd(name, jsonable(value), answer=result_text(recipe, value, ledger), ledger=ledger)
 
 
 async def _read_chat(client: Any, chat_id: str) -> AsyncIterator[Any]:

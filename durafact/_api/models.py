@@ -72,6 +72,12 @@ class RunDetail(RunRow):
     summary: str | None = Field(description="What the run was started for.")
     recipe_status: str | None = Field(description="The recipe's own status (the query).")
     result: Any = Field(description="The result, once COMPLETED.")
+    answer: str | None = Field(
+        default=None,
+        description="The result as a person reads it, once COMPLETED: as its recipe shows it "
+        "with the texts of its ledger, else its JSON; the text `durafact result` prints and "
+        "the AI SDK's and AG-UI's streams end with.",
+    )
     failure: str | None = Field(description="Why it ended, when it did not complete.")
     usage: Usage | None = Field(
         description="Tokens the run used and their cost: the `usage` query while it runs, "

@@ -54,8 +54,8 @@ from durafact._service.launch import (
     start_run,
     with_budget,
 )
+from durafact._service.ledger import ledger_of, read_ledger
 from durafact._service.ledger import provenance as provenance_of
-from durafact._service.ledger import read_ledger
 from durafact._service.listing import RunInfo
 from durafact._service.runs import (
     AWAITING_APPROVAL,
@@ -66,6 +66,7 @@ from durafact._service.runs import (
     pending_questions,
     queried_usage,
     recipe_status,
+    result_text,
     running,
     state_name,
     step_agents,
@@ -215,9 +216,9 @@ def row(run: RunInfo) -> RunRow:
 
 @one_run.get("/runs/{workflow_id:path}", response_model=RunDetail, summary="One run")
 async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> RunDetail:
-    """Temporal's status and the recipe's, the result or why it ended, usage (the `usage`
-    query while it runs, its result's after), what waits for a person, what holds it,
-    and its Web UI link."""
+    """Temporal's status and the recipe's, the result and its answer (as `durafact
+    result` shows it) or why it ended, usage (the `usage` query while it runs, its
+    result's after), what waits for a person, what holds it, and its Web UI link."""
     handle = s.client.get_workflow_handle(workflow_id)
     description = await describe(handle)
     live = is_running(description)
@@ -227,12 +228,17 @@ async def run(workflow_id: str, s: Annotated[Services, Depends(services)]) -> Ru
     questions = await pending_questions(handle) if status == AWAITING_APPROVAL else []
     usage = await queried_usage(handle) if live else getattr(result, "usage", None)
     recipe = s.registry.get(description.workflow_type)
+    answer = None
+    if not live and failure is None:  # the ledger holds the texts the recipe shows with it
+        ledger = await ledger_of(handle) if recipe is not None and recipe.shows_result else None
+        answer = result_text(recipe, result, ledger)
     agents = await step_agents(s.client, s.registry, description)
     return RunDetail(
         **row(listing.recorded(description)).model_dump(),
         summary=await description.static_summary(),
         recipe_status=status,
         result=jsonable(result),
+        answer=answer,
         failure=failure,
         usage=usage if isinstance(usage, Usage) else None,
         questions=questions,

@@ -1,17 +1,17 @@
-"""How a completed run's result reads on the command line: as its recipe declares
-(`Recipe.show_result`, read through the registry), with the texts behind it read from
-the run's ledger, then what it used; any other result as JSON."""
+"""How a completed run's result reads on the command line: as every front door shows it
+(`result_text`: as its recipe declares, `Recipe.show_result`, with the texts behind it
+read from the run's ledger, else as JSON), then, for a recipe that shows its result,
+what it used and where its artifacts are."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
-from durafact._cli.output import quoted, say, say_json, usage_line
+from durafact._cli.output import quoted, say, usage_line
 from durafact._core.ledger import Ledger
 from durafact._core.llm import Usage
 from durafact._runtime.registry import Registered
+from durafact._service.runs import result_text
 
 
 def print_result(
@@ -24,11 +24,9 @@ def print_result(
     query), or, when no worker answered it (None), left out with the command that
     shows them.
     """
-    shown = recipe.shown(value, ledger) if recipe is not None else None
-    if shown is None:
-        say_json(value.model_dump(mode="json") if isinstance(value, BaseModel) else value, 2)
+    say(result_text(recipe, value, ledger))
+    if recipe is None or not recipe.shows_result:
         return
-    say(shown)
     usage = getattr(value, "usage", None)
     if isinstance(usage, Usage):
         say(usage_line(usage))

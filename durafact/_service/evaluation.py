@@ -60,7 +60,7 @@ from durafact._runtime.worker_kit import WorkerKit
 from durafact._service.errors import Invalid, ServiceError, UnknownType
 from durafact._service.ledger import query_ledger
 from durafact._service.listing import runs_query
-from durafact._service.runs import describe, is_running
+from durafact._service.runs import describe, is_running, shown_result
 
 DEFAULT_TIMEOUT = timedelta(minutes=10)
 TASK_QUEUE = "durafact-eval"
@@ -279,10 +279,7 @@ def as_queried(ledger: Ledger | None) -> Ledger | None:
 
 def output(recipe: Registered, value: Any, ledger: Ledger | None) -> str:
     """A run's final output as its recipe shows it, else its JSON without the usage."""
-    try:
-        shown = recipe.shown(value, ledger)
-    except Exception:  # a recipe's own presenter: its JSON says the same
-        shown = None
+    shown = shown_result(recipe, value, ledger)
     if shown is not None:
         return shown
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value

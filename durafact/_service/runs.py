@@ -1,6 +1,7 @@
 """Reading one run: its description (`describe`, `running`), Temporal's state and the
 recipe's status, what it used so far, what waits for a person, what it announced, how a
-closed run ended, and a run's step agents.
+closed run ended and how its result reads as text (`result_text`, for every front door),
+and a run's step agents.
 
 A running recipe answers queries (`status`, `usage`, `progress`, `pending_questions`);
 when no worker answers, the search attributes every recipe keeps current
@@ -13,15 +14,17 @@ The recipes' words a front door shows (`AWAITING_APPROVAL`, `OVER_BUDGET_ERROR`,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durafact._core.approval import ApprovalQuestion
+from durafact._core.ledger import Ledger
 from durafact._core.llm import Usage
 from durafact._recipes.approvals import AWAITING_APPROVAL as AWAITING_APPROVAL
 from durafact._recipes.recipe import (
@@ -34,7 +37,7 @@ from durafact._recipes.recipe import (
 from durafact._recipes.recipe import Announcement as Announcement
 from durafact._recipes.spending import OVER_BUDGET_ERROR as OVER_BUDGET_ERROR
 from durafact._runtime.codec import PayloadDecryptError
-from durafact._runtime.registry import Registry
+from durafact._runtime.registry import Registered, Registry
 from durafact._service.errors import NotFound, NotRunning, failure_text
 
 QUERY_TIMEOUT = timedelta(seconds=2)
@@ -51,6 +54,29 @@ def result_type(registry: Registry, workflow_type: str) -> Any:
 def jsonable(value: Any) -> Any:
     """A decoded result as JSON data."""
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def result_text(recipe: Registered | None, result: Any, ledger: Ledger | None) -> str:
+    """A completed run's result as a person reads it, the same text in every front door
+    (`durafact result`, the console, the AI SDK's and AG-UI's streams): as its recipe
+    shows it, with the texts of the run's `ledger` (None: not read), else its JSON."""
+    shown = shown_result(recipe, result, ledger)
+    if shown is not None:
+        return shown
+    return json.dumps(jsonable(result), ensure_ascii=False, indent=2, default=str)
+
+
+def shown_result(recipe: Registered | None, result: Any, ledger: Ledger | None) -> str | None:
+    """The result (decoded, or its JSON data) as its recipe shows it (`show_result`);
+    None when the recipe declares no way, or the result does not read as its type."""
+    if recipe is None or not recipe.shows_result:
+        return None
+    kind = recipe.result_type
+    try:
+        value = TypeAdapter(kind).validate_python(result) if kind is not None else result
+        return recipe.shown(value, ledger)
+    except Exception:  # another shape, or the recipe's own presenter failing: its JSON says it
+        return None
 
 
 def state_name(execution: Any) -> str:

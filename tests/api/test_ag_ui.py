@@ -60,7 +60,7 @@ def text_of(run: list[Any]) -> str:
 
 
 async def test_a_plan_run_streams_a_step_per_status_its_answer_and_its_end(
-    served: Served, model: ScriptedModel
+    served: Served, model: ScriptedModel, http: httpx.AsyncClient
 ) -> None:
     thread = new_thread("plan")
     (run,) = await agent(
@@ -89,8 +89,11 @@ async def test_a_plan_run_streams_a_step_per_status_its_answer_and_its_end(
     ]
     assert kinds.index("TEXT_MESSAGE_START") < kinds.index("TEXT_MESSAGE_CONTENT")
     assert kinds.index("TEXT_MESSAGE_END") < kinds.index("RUN_FINISHED")
+    # The answer as `durafact result` and the console show it: the plan, then the answer.
     answer = text_of(run)
-    assert finish["result"]["answer"]["text"] in answer
+    assert answer == (await http.get(f"/api/runs/{thread}")).json()["answer"]
+    assert answer.startswith("steps:\n  1. ")
+    assert answer.endswith(f"answer:\n  {finish['result']['answer']['text']}")
     # The client holds what it sent and the answer; its state followed the deltas.
     messages = done(run)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]

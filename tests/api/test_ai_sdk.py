@@ -16,12 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.async_api import BrowserContext, expect
 from temporalio.client import Client
 
 from durafact._core.approval import ApprovalQuestion
 from durafact.testing import Call, ScriptedModel
 from tests.api.conftest import TOKEN, Served, delete_once_told
-from tests.helpers import drive, serving
+from tests.api.test_ag_ui import agent, events
+from tests.helpers import clean_env, drive, serving, starter
 from tests.workflows.test_react import DELETED
 
 REPLY = "Kraków has a market square, a castle and many small cafés."
@@ -213,9 +215,43 @@ async def test_a_run_streams_its_progress_as_data_parts_and_its_answer_as_text(
     got = chunks(printed)
     statuses = [c["data"]["status"] for c in got if c["type"] == "data-status"]
     assert statuses[0] == "planning" and "executing:3/3" in statuses
-    assert text(last_message(printed)) == "done: Write the final answer."
     detail = (await http.get(f"/api/runs/{run_id}")).json()
     assert detail["state"] == "COMPLETED"
+    # The answer as the recipe shows it: its steps with their results, then the answer.
+    answer = text(last_message(printed))
+    assert answer == detail["answer"] and answer.startswith("steps:\n  1. ")
+    assert answer.endswith("answer:\n  done: Write the final answer.")
+
+
+async def test_a_runs_answer_is_the_same_text_in_every_front_door(
+    served: Served,
+    model: ScriptedModel,
+    http: httpx.AsyncClient,
+    console: BrowserContext,
+    client: Client,
+    tmp_path: Path,
+) -> None:
+    """The AI SDK's stream ends with the text `durafact result` prints for the run, and a
+    late AG-UI client and the console's page show that text too."""
+    run_id = f"ui-same-{uuid.uuid4().hex[:8]}"
+    body = json.dumps({"type": "PlanExecuteWorkflow"})
+    printed = await drive(
+        "ai_sdk.mjs", served.url, TOKEN, "runs", run_id, "send", "Plan a picnic", body
+    )
+    answer = text(last_message(printed))
+    address = client.service_client.config.target_host
+    cli = await starter("result", run_id, env=clean_env(TEMPORAL_ADDRESS=address), cwd=tmp_path)
+    assert cli.code == 0, cli.err
+    assert cli.out.startswith(f"{answer}\nusage: ")
+    assert answer.startswith("steps:\n") and "\nanswer:\n  done: " in answer
+    (late,) = await agent(served, "runs", run_id, [{}])
+    snapshot = next(e for e in events(late) if e["type"] == "MESSAGES_SNAPSHOT")
+    last = snapshot["messages"][-1]
+    assert (last["role"], last["content"]) == ("assistant", answer)
+    page = await console.new_page()
+    await page.goto(f"/runs/{run_id}")
+    await expect(page.locator("#answer p")).to_be_visible(timeout=15_000)
+    assert await page.locator("#answer p").inner_text() == answer
 
 
 async def test_a_post_without_the_token_is_refused_before_anything_starts(
@@ -295,12 +331,13 @@ async def test_a_hundred_streams_on_one_run_cost_one_run_and_leave_nothing_open(
         held.set()
         streams = await asyncio.wait_for(asyncio.gather(*readers), 120)
     answers = {text(last_of(chunks)) for chunks in streams}
+    detail = (await http.get(f"/api/runs/{run_id}")).json()
     after_files, after_kib = await files_settled(before_files), resident_kib()
     print(
         f"\n100 streams on one run: open files {before_files} -> {during_files} -> "
         f"{after_files}; resident {before_kib} -> {during_kib} -> {after_kib} KiB"
     )
-    assert len(answers) == 1 and next(iter(answers)).startswith("done:")
+    assert answers == {detail["answer"]}
     calls = [c for c in model.calls if c.workflow_id == run_id]
     assert len(calls) == 5  # the plan, three steps, the finish: as one follower costs
     assert len(served.app.state.services.feeds) == 0  # the last follower stopped the poller

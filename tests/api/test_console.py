@@ -231,7 +231,10 @@ async def test_model_text_with_markup_shows_as_text_and_no_dialog_opens(
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
     plan = await start(http, "PlanExecuteWorkflow", {"text": MARKUP, "max_steps": 1})
     await page.goto(f"/runs/{plan}")
-    await expect(page.locator("#answer")).to_have_text(MARKUP, timeout=15_000)
+    # The plan as `durafact result` shows it: the step, its result, the answer; as text.
+    shown = f"steps:\n  1. {MARKUP}\n     -> {MARKUP}\nanswer:\n  {MARKUP}"
+    await expect(page.locator("#answer p")).to_have_count(1, timeout=15_000)
+    assert await page.locator("#answer p").inner_text() == shown
     await expect(page.locator("#progress")).to_contain_text("planning: <script>alert(1)</script>")
     await expect(page.locator("#artifacts")).to_contain_text(MARKUP)
 

@@ -76,7 +76,7 @@ async function refresh() {
       ),
     ),
   );
-  if (run.result !== null || run.failure) showResult(run.result, run.failure);
+  if (run.answer !== null || run.failure) showResult(run);
   return run;
 }
 
@@ -96,23 +96,12 @@ function refreshSoon() {
     });
 }
 
-function headline(result) {
-  if (!result || typeof result !== "object") return null;
-  const candidates = [
-    result.answer && result.answer.text,
-    result.answer,
-    result.reply && result.reply.text,
-    result.final && result.final.text,
-    result.reason,
-  ];
-  return candidates.find((c) => typeof c === "string" && c) || null;
-}
-
-function showResult(result, failure) {
+// The answer as `durafact result` prints it (the API's `answer`: the recipe's own text).
+function showResult(run) {
   $("result-card").hidden = false;
-  const text = failure ? `Ended without a result: ${failure}` : headline(result);
-  $("answer").replaceChildren(text ? h("p", { class: failure ? "problem" : "" }, text) : "");
-  $("result").textContent = JSON.stringify(result, null, 2);
+  const text = run.failure ? `Ended without a result: ${run.failure}` : run.answer;
+  $("answer").replaceChildren(text ? h("p", { class: run.failure ? "problem" : "" }, text) : "");
+  $("result").textContent = JSON.stringify(run.result, null, 2);
 }
 
 function onEvent(event) {
