@@ -5,8 +5,8 @@ state; a run started now is followed from its first line; one attached to gets a
 end); a resumed one goes on after the question it answered. A question still pending
 ends the stream with an interrupt; the run's end is its answer as text, then
 `RUN_FINISHED` (`RUN_ERROR` for a failure, the `cancelled` outcome for a cancellation).
-Its answer and ledger come with the feed's end, read once for every stream that follows
-the run.
+What a run used and its answer come with the feed's lines and its end, read once for
+every stream that follows the run.
 """
 
 from __future__ import annotations
@@ -102,18 +102,18 @@ async def live(
                 for one in ended(encoder, description, item):
                     yield one
                 return
-            for one in encoder.line(item):
+            for one in encoder.line(item.line):
                 yield one
-            asked = question_of(item)
+            asked = question_of(item.line)
             if asked is not None:
                 pending = await questions_now(handle, asked)
                 if any(q.id == asked.id for q in pending):
                     for one in encoder.interrupted(pending):
                         yield one
                     return
-            if item.status != encoder.state.get("status"):
-                usage = usage_view(await queried_usage(handle))
-                for one in encoder.delta(status=item.status, usage=usage):
+            if item.line.status != encoder.state.get("status"):
+                usage = usage_view(item.usage)
+                for one in encoder.delta(status=item.line.status, usage=usage):
                     yield one
         description = await describe(s.client.get_workflow_handle(description.id))
         offset = 0
@@ -155,7 +155,7 @@ async def replayed(
         if isinstance(item, RunEnd):
             end = item
         else:
-            lines.append(item)
+            lines.append(item.line)
     encoder.replay(lines)
     before = await input_messages(s, handle, description)
     if end is not None and end.state == "COMPLETED":

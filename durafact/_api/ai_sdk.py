@@ -206,7 +206,7 @@ async def run_stream(
     parts = Parts(f"run-{run_id}", {"run": workflow_id, "run_id": run_id}, resumed=bool(after))
     async for item in s.feeds.run(workflow_id, run_id, workflow_type):
         if after and not isinstance(item, RunEnd):
-            question = (item.data or {}).get("question")
+            question = (item.line.data or {}).get("question")
             if question and question["id"] in after:
                 after = after - {question["id"]}
             continue
@@ -404,10 +404,10 @@ class Parts:
                     self.finish("error"),
                 ]
             return [*self.text(item.answer, whole=True), *self.ending("stop")]
-        line = item.model_dump(mode="json")
-        if item.data:
+        line = item.line.model_dump(mode="json")
+        if item.line.data:
             return self.line(line)
-        kind = "data-status" if item.kind == "status" else "data-progress"
+        kind = "data-status" if line["kind"] == "status" else "data-progress"
         part = {"type": kind, "data": {k: line[k] for k in ("seq", "kind", "message", "status")}}
         return [*self.opening(), part]
 

@@ -93,10 +93,11 @@ async def stream(s: Services, description: Any, cursor: Cursor) -> AsyncIterator
         if isinstance(item, RunEnd):
             yield sse(f"{cursor.run_id}:end", "end", item_end(item))
             return
-        data = item.model_dump(mode="json", exclude={"data"})
-        if item.kind == "question":
+        line = item.line
+        data = line.model_dump(mode="json", exclude={"data"})
+        if line.kind == "question":
             data["questions"] = await questions_now(handle)
-        yield sse(f"{cursor.run_id}:{item.seq + 1}", NAMED.get(item.kind, "progress"), data)
+        yield sse(f"{cursor.run_id}:{line.seq + 1}", NAMED.get(line.kind, "progress"), data)
 
 
 async def questions_now(handle: Any) -> list[dict[str, Any]]:

@@ -3,8 +3,9 @@ that follows it: the one event source of the JSON API's SSE, the AI SDK's stream
 AG-UI's (durafact/_api/events.py, ai_sdk.py, ag_ui.py).
 
 A run's feed asks the run's `progress` query for what it announced (one poll every
-`POLL_INTERVAL` for all its followers), then, once it closed, how it ended (`RunEnd`:
-its answer as text, read with its ledger once for all).
+`POLL_INTERVAL` for all its followers), and its `usage` query at each status change
+(`RunLine`), then, once it closed, how it ended (`RunEnd`: its answer as text, read
+with its ledger once for all).
 A chat's feed reads the chat's workflow stream (topics `messages`, `tokens`, `lines`)
 from what the chat still holds. A feed starts with its first follower and stops when
 the last one leaves: a client that disconnects costs nothing, and a hundred clients on
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durafact._core.ledger import Ledger
+from durafact._core.llm import Usage
 from durafact._runtime.registry import Registered, Registry
 from durafact._service import chats
 from durafact._service.errors import failure_text
@@ -29,6 +31,7 @@ from durafact._service.runs import (
     Announcement,
     jsonable,
     progress_page,
+    queried_usage,
     result_text,
     result_type,
 )
@@ -42,6 +45,16 @@ CHAT_WINDOW = 20_000
 # feed has read what the chat held when it started: `_SYNCED`).
 CAUGHT_UP = object()
 _SYNCED = object()
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """What a run announced, with what it had used by then: the `usage` query's answer
+    as the feed last read it, at the line's status change or before (None: no worker
+    answered)."""
+
+    line: Announcement
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,7 @@ class Feeds:
 
     async def run(
         self, workflow_id: str, run_id: str, workflow_type: str, offset: int = 0
-    ) -> AsyncIterator[Announcement | RunEnd]:
+    ) -> AsyncIterator[RunLine | RunEnd]:
         """The announcements of one run (a continued-as-new run is another) from
         `offset`, then its `RunEnd`."""
         handle = self._client.get_workflow_handle(
@@ -161,16 +174,19 @@ async def _fill(feed: _Feed, source: AsyncIterator[Any]) -> None:
                 feed.changed.notify_all()
 
 
-async def _poll_run(handle: Any, recipe: Registered | None) -> AsyncIterator[Announcement | RunEnd]:
+async def _poll_run(handle: Any, recipe: Registered | None) -> AsyncIterator[RunLine | RunEnd]:
     outcome = asyncio.ensure_future(handle.result(follow_runs=False))
-    offset = 0
+    offset, status, usage = 0, None, None
     try:
         while True:
             closed = outcome.done()  # before the query: its answer then includes the end
             page = await progress_page(handle, offset)
-            for line in page.events if page else []:
-                offset = line.seq + 1
-                yield line
+            lines = page.events if page else []
+            if any(line.status != status for line in lines):  # once a page, not a follower
+                usage = await queried_usage(handle)
+            for line in lines:
+                offset, status = line.seq + 1, line.status
+                yield RunLine(line, usage)
             if closed:
                 break
             await asyncio.wait({outcome}, timeout=POLL_INTERVAL)

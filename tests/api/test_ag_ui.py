@@ -18,10 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from playwright.async_api import Browser, Route, expect
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput
 
 from durafact.testing import ScriptedModel
-from tests.api.conftest import TOKEN, Served, delete_once_told
+from tests.api.conftest import TOKEN, Served, delete_once_told, serve_api
 from tests.api.test_api import GOAL, finished, start, waiting_question
 from tests.helpers import FRONTENDS, drive, serving
 from tests.workflows.test_react import DELETED, act, final, turns
@@ -392,6 +392,95 @@ async def test_the_example_page_runs_a_recipe_asks_a_person_and_attaches_after_a
         await expect(page.locator("#state")).to_contain_text(f'"workflow_id": "{thread}"')
     finally:
         await context.close()
+
+
+class Queries(Interceptor):
+    """Every query a client sends, as (workflow id, query name): Temporal's own client
+    interceptor, on the client the server is given."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return CountedQueries(next, self.sent)
+
+
+class CountedQueries(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, sent: list[tuple[str, str]]) -> None:
+        super().__init__(next)
+        self.sent = sent
+
+    async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+        self.sent.append((input.id, input.query))
+        return await super().query_workflow(input)
+
+
+async def attached_events(http: httpx.AsyncClient, thread: str, opened: asyncio.Event) -> list:
+    """One AG-UI client attached to the run `thread`, read to its end; `opened` is set once
+    it has its snapshots (and follows the run)."""
+    body = {"threadId": thread, "runId": uuid.uuid4().hex, "messages": []}
+    got: list[dict[str, Any]] = []
+    async with http.stream("POST", "/api/ag-ui/runs", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                got.append(json.loads(line.removeprefix("data:")))
+                if got[-1]["type"] == "MESSAGES_SNAPSHOT":
+                    opened.set()
+    return got
+
+
+async def planning_now(http: httpx.AsyncClient, workflow_id: str) -> None:
+    for _ in range(300):
+        if (await http.get(f"/api/runs/{workflow_id}")).json()["recipe_status"] == "planning":
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id} never planned")
+
+
+async def test_streams_on_one_run_cost_the_usage_queries_of_one(
+    client: Client, model: ScriptedModel
+) -> None:
+    """Eight AG-UI clients follow one run: what it used comes with each status change in
+    their STATE_DELTAs, read once by the run's one poller, not once by each client.
+    Counted on a server whose Temporal client has an interceptor that sees every query."""
+    queries = Queries()
+    counted = Client(**{**client.config(), "interceptors": [queries]})
+    planning = model.hold(lambda call: call.schema_name == "Plan")
+    async with serve_api(counted, model, TOKEN) as served:
+        headers = {**served.auth(), "X-Durafact": "1"}
+        async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=30) as http:
+            thread = await start(http, "PlanExecuteWorkflow", {**GOAL, "max_steps": 3})
+            await planning_now(http, thread)  # every client's snapshot says so
+            opened = [asyncio.Event() for _ in range(8)]
+            readers = [asyncio.ensure_future(attached_events(http, thread, e)) for e in opened]
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in opened)), 60)
+            before = queries.sent.count((thread, "usage"))  # each snapshot's, at attach
+            planning.set()
+            streams = await asyncio.wait_for(asyncio.gather(*readers), 120)
+            ran = await finished(http, thread)
+    following = queries.sent.count((thread, "usage")) - before
+    deltas = [[e["delta"] for e in got if e["type"] == "STATE_DELTA"] for got in streams]
+    statuses = [d[0]["value"] for d in deltas[0] if d[0]["path"] == "/status"]
+    print(
+        f"\n8 AG-UI streams on one run: {len(statuses)} status changes; usage queries "
+        f"{before} at attach, {following} while they followed; ledger queries "
+        f"{queries.sent.count((thread, 'artifacts'))}"
+    )
+    assert all(one == deltas[0] for one in deltas)  # one source: the same deltas, in order
+    assert statuses == ["executing:1/3", "executing:2/3", "executing:3/3", "finishing", "completed"]
+    # A status comes with what the run used by then, in the state's `usage` (the query's).
+    (first,) = [
+        d for d in deltas[0] if d[0] == {"op": "replace", "path": "/status", "value": statuses[0]}
+    ]
+    assert [patch["path"] for patch in first] == ["/status", "/usage"]
+    assert first[1]["value"]["total_tokens"] > 0
+    state = next(e for e in streams[0] if e["type"] == "STATE_SNAPSHOT")["snapshot"]
+    for delta in deltas[0]:
+        state |= {patch["path"][1:]: patch["value"] for patch in delta}
+    assert state["usage"]["total_tokens"] == ran["usage"]["total_tokens"]
+    # The poller's first page, then at most one query a status change: not one a client.
+    assert following <= 1 + len(statuses)
 
 
 async def test_an_event_that_breaks_the_protocol_fails_the_client() -> None:
