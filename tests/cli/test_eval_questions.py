@@ -14,9 +14,9 @@ from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateStage
 
-from durafact._core.approval import ApprovalAnswer
+from durafact._core.approval import ApprovalAnswer, ApprovalPolicy
 from durafact._core.steer import SteerNote
-from durafact._recipes import ReActWorkflow, SupervisorRequest, SupervisorWorkflow
+from durafact._recipes import ReActInput, ReActWorkflow, SupervisorRequest, SupervisorWorkflow
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
 from durafact._service.approvals import approve
@@ -26,7 +26,15 @@ from durafact.testing import approve as decide
 from tests.cli.test_eval import durafact_eval, eval_env
 from tests.evaluation import desk
 from tests.helpers import question_waiting
-from tests.workflows.test_react import act, final, start, turns
+from tests.workflows.test_react import (  # noqa: F401  (react_worker: a fixture)
+    DELETED,
+    act,
+    delete_file,
+    final,
+    react_worker,
+    start,
+    turns,
+)
 
 REQUEST = "Renovate the kitchen for 3000 EUR by March"
 DESK_V1 = "tests.evaluation.desk_v1"
@@ -129,6 +137,55 @@ async def test_a_rejection_with_corrected_facts_is_re_run_as_the_same_rejections
             rerun.new_output
         )
     assert "(changes: budget=5000 EUR)" in rerun.new_output
+
+
+async def test_a_tool_call_a_person_approved_is_approved_again_and_answered_from_the_recording(
+    client: Client,
+    react_worker: Settings,  # noqa: F811  (the fixture imported above)
+    model: ScriptedModel,
+) -> None:
+    model.reply(turns(act("delete_file", "/tmp/old.txt"), final("deleted")))
+    handle = await start(client, react_worker, "Clean up the temp file", tools=["delete_file"])
+    await decide(handle, await question_waiting(handle), by="ops")
+    await handle.result()
+    before = len(model.calls)
+
+    report = await evaluate(client, model.plugin(tools=[delete_file]), [handle.id], OPTIONS)
+
+    assert len(model.calls) == before and DELETED == ["/tmp/old.txt"]  # not deleted again
+    [rerun] = report.runs
+    assert rerun.questions_answered == 1 and rerun.tools.replayed == 1
+    assert rerun.count("recording") == 2 and rerun.count("model") == 0
+    assert rerun.identical, (rerun.old_output, rerun.new_output)
+
+
+async def test_a_question_nobody_answered_times_out_again(
+    client: Client,
+    react_worker: Settings,  # noqa: F811  (the fixture imported above)
+    model: ScriptedModel,
+) -> None:
+    """Not a new question: the recorded run asked it, and let it time out."""
+    model.reply(turns(act("delete_file", "/tmp/x"), final("nobody answered")))
+    policy = ApprovalPolicy(timeout=timedelta(seconds=1))
+    request = ReActInput(
+        question="Delete x if someone agrees", tools=["delete_file"], approval=policy
+    )
+    handle = await client.start_workflow(
+        ReActWorkflow.run,
+        request,
+        id=f"react-{uuid.uuid4().hex[:8]}",
+        task_queue=react_worker.task_queue,
+    )
+    await handle.result()
+
+    report = await evaluate(client, model.plugin(tools=[delete_file]), [handle.id], OPTIONS)
+
+    [rerun] = report.runs
+    assert rerun.questions_answered == 0 and rerun.stopped_at is None
+    assert rerun.new_end == "completed" and rerun.identical
+    # The model hears "not approved: timed out" again: the recorded request.
+    assert rerun.count("recording") == 2 and rerun.count("model") == 0
+    assert "delete_file failed (NotApproved)" in (rerun.new_output or "")
 
 
 async def test_a_run_steered_with_a_note_is_not_re_run(
