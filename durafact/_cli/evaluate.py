@@ -9,9 +9,8 @@ Each run is one paragraph: how many model calls were answered from the recording
 how many were sent, each call that changed and why, how many of its questions for a
 person got the recorded answers (and the question it was stopped at, when the recorded
 run did not ask it), what the new calls used, and the old and new output side by side
-(or that they are the same). `--json` prints the report as
-one object for CI, with the totals. What was given wrong is one line and exit code 2,
-before anything connects.
+(or that they are the same). `--json` prints the report as one object for CI, with the
+totals. What was given wrong is one line and exit code 2, before anything connects.
 """
 
 from __future__ import annotations

@@ -116,10 +116,6 @@ class Recording:
     def outside(self) -> list[str]:
         return [name for run in self.runs for name in run.outside]
 
-    @property
-    def answered(self) -> bool:
-        return any(run.answers for run in self.runs)
-
 
 async def read_recording(client: Client, workflow_id: str, run_id: str | None = None) -> Recording:
     """The recording of the run `workflow_id` (its latest run unless `run_id`), its
