@@ -20,9 +20,9 @@ worker's catalog and change nothing.
 
 `Book.answer_to` gives a question the re-run asks a person the recorded answer to the
 question of the same id, when it is the same question: it asks what the current code
-asks at that point of the recorded run (its history replayed). A question the recorded
-run let time out gets none, and times out again. Any other is `Unasked`: no answer is
-made up for it.
+asks at that point of the recorded run (its history replayed; by its id alone where the
+current code does not replay it). A question the recorded run let time out gets none,
+and times out again. Any other is `Unasked`: no answer is made up for it.
 """
 
 from __future__ import annotations
@@ -180,7 +180,9 @@ class Book:
         next one, in a chain of runs that asks it again); None when the recorded run let
         it time out. Unasked when the recorded run did not ask it, or not this way, or
         got no answer to it."""
-        ledger = self.capture.ledgers.get(workflow_id)
+        # A replay that failed went on past the recording: its questions are the new code's.
+        failed = workflow_id in self.capture.failures
+        ledger = None if failed else self.capture.ledgers.get(workflow_id)
         found = ledger.get(question.id) if ledger and question.id in ledger else None
         recorded = found.typed(ApprovalQuestion).data if found else None
         if recorded is not None and asks(recorded) != asks(question):

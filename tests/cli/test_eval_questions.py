@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateStage
 
+from durafact._activities.tools import tool
 from durafact._core.approval import ApprovalAnswer, ApprovalPolicy
 from durafact._core.steer import SteerNote
 from durafact._recipes import ReActInput, ReActWorkflow, SupervisorRequest, SupervisorWorkflow
@@ -188,6 +189,35 @@ async def test_a_question_nobody_answered_times_out_again(
     assert "delete_file failed (NotApproved)" in (rerun.new_output or "")
 
 
+@tool(name="tidy")
+def tidy_v1(path: str) -> str:
+    """Tidy a folder."""
+    return f"tidied {path}"
+
+
+@tool(name="tidy", destructive=True)
+def tidy_v2(path: str) -> str:
+    """Tidy a folder (it deletes what it does not know)."""
+    return f"tidied {path}"
+
+
+async def test_a_question_the_recorded_run_did_not_ask_stops_the_re_run(
+    client: Client, settings: Settings, model: ScriptedModel
+) -> None:
+    """The tool became destructive: the re-run asks before it runs, and nobody did."""
+    model.reply(turns(act("tidy", "/tmp"), final("tidied")))
+    async with build_worker(client, settings, tools=[tidy_v1]):
+        handle = await start(client, settings, "Tidy /tmp", tools=["tidy"])
+        await handle.result()
+
+    report = await evaluate(client, model.plugin(tools=[tidy_v2]), [handle.id], OPTIONS)
+
+    [rerun] = report.runs
+    assert rerun.stopped_at is not None and rerun.stopped_at.tool == "tidy"
+    assert rerun.new_end == f"stopped at {rerun.stopped_at.id}: the recorded run did not ask it"
+    assert rerun.new_output is None and rerun.tools.replayed == 0  # it never ran
+
+
 async def test_a_run_steered_with_a_note_is_not_re_run(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
@@ -211,4 +241,24 @@ async def test_a_run_steered_with_a_note_is_not_re_run(
     [rerun] = report.runs
     assert rerun.skipped == (
         "it took input from outside while it ran (steer): a re-run would wait for it"
+    )
+
+
+async def test_a_run_answered_without_naming_the_question_is_not_re_run(
+    client: Client, worker: Settings, model: ScriptedModel
+) -> None:
+    """A signal sent by hand answers the oldest pending question: which one, the
+    recording does not say."""
+    model.reply(desk)
+    handle = await routed(client, worker.task_queue)
+    await question_waiting(handle)
+    await handle.signal("answer", {"approved": True})
+    await handle.result()
+
+    report = await evaluate(client, model.plugin(), [handle.id], OPTIONS)
+
+    [rerun] = report.runs
+    assert rerun.skipped == (
+        "it took input from outside while it ran (answer naming no question): a re-run "
+        "would wait for it"
     )
