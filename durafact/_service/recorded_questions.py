@@ -7,7 +7,7 @@ children gets the recorded answer to the question of the same id (`Book.answer_t
 by the `decide` update, as `durafact decide` and the HTTP API send it (`decide`). A
 question the recorded run did not ask, or asked about something else, or got no
 answer to gets no answer made up: the re-run is cancelled, and its report names the
-question. So is one whose recorded answer the run refuses now.
+question. So is one whose recorded answer the run refuses now, or that cannot be sent.
 """
 
 from __future__ import annotations
@@ -63,11 +63,15 @@ async def answered(
         return str(exc)
     if answer is None:
         return None
+    # Counted before it is sent: the run may end before the update's outcome comes back.
+    book.answered += 1
     try:
         await decide(env, registry, workflow_id, answer)
-    except (NotRunning, AlreadyAnswered):  # the run went on without it
-        return None
-    except ServiceError as exc:
+    except (ServiceError, RPCError) as exc:
+        book.answered -= 1
+        if isinstance(exc, NotRunning | AlreadyAnswered):  # the run went on without it
+            return None
+        if isinstance(exc, RPCError):
+            return f"its recorded answer could not be sent: {exc}"
         return f"its recorded answer is refused now: {exc}"
-    book.answered += 1
     return None
