@@ -6,10 +6,11 @@ durafact/_service/evaluation.py).
                   [--json] [--recipes MODULE[,MODULE...]]
 
 Each run is one paragraph: how many model calls were answered from the recording and
-how many were sent, each call that changed and why, what the new calls used, and the old
-and new output side by side (or that they are the same). `--json` prints the report as
-one object for CI, with the totals. What was given wrong is one line and exit code 2,
-before anything connects.
+how many were sent, each call that changed and why, how many of its questions for a
+person got the recorded answers (and the question it was stopped at, when the recorded
+run did not ask it), what the new calls used, and the old and new output side by side
+(or that they are the same). `--json` prints the report as one object for CI, with the
+totals. What was given wrong is one line and exit code 2, before anything connects.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def document(report: EvalReport) -> dict[str, Any]:
             "replayed": report.count("recording"),
             "sent": report.count("model"),
             "not_sent": report.count("not sent"),
+            "questions_answered": sum(run.questions_answered for run in report.runs),
             "sent_usage": usage_totals(report.usage("model")),
             "replayed_usage": usage_totals(report.usage("recording")),
         },
@@ -170,6 +172,11 @@ def show_run(run: RunEval) -> None:
     if run.tools.replayed or run.tools.missing:
         missing = f", {run.tools.missing} not in the recording" if run.tools.missing else ""
         say(f"  tools and sources: {run.tools.replayed} answered from the recording{missing}")
+    if run.questions_answered:
+        say(f"  questions for a person: {run.questions_answered} answered from the recording")
+    if run.stopped_at is not None:
+        say(f"  stopped at a question for a person, {run.stopped_at.id} ({run.stopped_at.kind}):")
+        say(textwrap.indent(run.stopped_at.text, "    "))
     if run.count("model"):
         show_usage("  new calls", run.usage("model"))
     if run.replay_note:

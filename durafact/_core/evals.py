@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
+from durafact._core.approval import ApprovalQuestion
 from durafact._core.llm import ChatTurn, ContextText, LLMRequest, ResolvedContext, Usage
 
 Answered = Literal["recording", "model", "not sent"]
@@ -167,6 +168,14 @@ class RunEval(BaseModel):
         default_factory=list, description="Recorded model calls the current code did not make."
     )
     tools: ToolCounts = Field(default_factory=ToolCounts)
+    questions_answered: int = Field(
+        default=0, description="The re-run's questions for a person, given the recorded answers."
+    )
+    stopped_at: ApprovalQuestion | None = Field(
+        default=None,
+        description="The question the re-run was stopped at, with no answer made up for it "
+        "(`new_end` says why).",
+    )
     old_output: str = ""
     new_output: str | None = Field(default=None, description="None: no output (see `new_end`).")
     new_end: str = ""

@@ -17,6 +17,12 @@ listed, or else fails (`NotSent`). Each call is logged with why it changed
 input, from the recording; one not there fails (`NotRecorded`), which a tool loop
 sees as a failed tool call. Listing and binding tools always run: they read the
 worker's catalog and change nothing.
+
+`Book.answer_to` gives a question the re-run asks a person the recorded answer to the
+question of the same id, when it is the same question: it asks what the current code
+asks at that point of the recorded run (its history replayed; by its id alone where the
+current code does not replay it). A question the recorded run let time out gets none,
+and times out again. Any other is `Unasked`: no answer is made up for it.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from durafact._activities.llm import ModelActivities, render_messages
+from durafact._core.approval import ApprovalAnswer, ApprovalQuestion
 from durafact._core.evals import (
     CallEval,
     Reason,
@@ -70,6 +77,11 @@ def request_key(request: LLMRequest, context: ResolvedContext) -> str:
     return hashlib.sha256(canonical(sent).encode()).hexdigest()
 
 
+class Unasked(Exception):
+    """A question of the re-run's that the recorded run did not ask, or asked about
+    something else, or got no answer to: which, in a few words."""
+
+
 @dataclass
 class RecordedCall:
     """One model call of the recording, as eval answers from it and compares with it."""
@@ -101,6 +113,10 @@ class Book:
     """Recorded results of the other activities, by `activity_key`, in order."""
     log: dict[tuple[str, str], CallEval] = field(default_factory=dict)
     tools: ToolCounts = field(default_factory=ToolCounts)
+    answered: int = 0
+    """The re-run's questions answered from the recording."""
+    stopped: tuple[ApprovalQuestion, str] | None = None
+    """The question the re-run was stopped at, and why."""
     _by_key: dict[str, list[RecordedCall]] = field(default_factory=lambda: defaultdict(list))
     _by_id: dict[tuple[str, str], list[RecordedCall]] = field(
         default_factory=lambda: defaultdict(list)
@@ -108,12 +124,18 @@ class Book:
     _same: dict[tuple[str, str], RecordedCall | None] = field(default_factory=dict)
     _used: set[int] = field(default_factory=set)
     _counted: set[tuple[str, str]] = field(default_factory=set)
+    _answers: dict[tuple[str, str], list[ApprovalAnswer]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     def __post_init__(self) -> None:
         for call in self.calls:
             if call.key is not None and call.response is not None:
                 self._by_key[call.key].append(call)
             self._by_id[call.workflow_id, call.activity_id].append(call)
+        for run in self.recording.runs:
+            for question_id, answer in run.answers.items():
+                self._answers[run.workflow_id, question_id].append(answer)
 
     @property
     def workflow_ids(self) -> set[str]:
@@ -153,12 +175,40 @@ class Book:
             if c.workflow_id == workflow_id and c.answered != "recording"
         ]
 
+    def answer_to(self, workflow_id: str, question: ApprovalQuestion) -> ApprovalAnswer | None:
+        """The recorded answer to `question`, which the re-run of `workflow_id` asks (the
+        next one, in a chain of runs that asks it again); None when the recorded run let
+        it time out. Unasked when the recorded run did not ask it, or not this way, or
+        got no answer to it."""
+        # A replay that failed went on past the recording: its questions are the new code's.
+        failed = workflow_id in self.capture.failures
+        ledger = None if failed else self.capture.ledgers.get(workflow_id)
+        found = ledger.get(question.id) if ledger and question.id in ledger else None
+        recorded = found.typed(ApprovalQuestion).data if found else None
+        if recorded is not None and asks(recorded) != asks(question):
+            raise Unasked("the recorded run asked it about something else")
+        answers = self._answers.get((workflow_id, question.id))
+        if answers:
+            return answers.pop(0)
+        if recorded is not None and recorded.status == "timed_out":
+            return None
+        if recorded is not None:
+            raise Unasked("the recorded run got no answer to it")
+        if ledger is not None:
+            raise Unasked("the recorded run did not ask it")
+        raise Unasked("the recording has no answer to it")
+
     def once(self, run_id: str, activity_id: str) -> bool:
         """True the first time an activity of a run asks (not on its retries)."""
         if (run_id, activity_id) in self._counted:
             return False
         self._counted.add((run_id, activity_id))
         return True
+
+
+def asks(question: ApprovalQuestion) -> dict[str, Any]:
+    """What a question asks: all of it but how it was answered."""
+    return question.model_dump(mode="json", exclude={"status", "answer"})
 
 
 def book_of(recording: Recording, capture: Capture, asked: Callable[[LLMRequest], str]) -> Book:

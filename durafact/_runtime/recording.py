@@ -1,11 +1,19 @@
 """A closed run as its history recorded it: its input, memo and end, every activity it
 scheduled with its input and result, the children it started, and what came from
-outside (a person's answer, a note). What `durafact eval` re-runs a run from.
+outside: a person's answers to its questions, by question id, and the names of any
+other input (a note, a chat message). What `durafact eval` re-runs a run from.
 
 The history is read with the client's own data converter, so payloads encrypted with
 the keys this process holds (durafact/_runtime/codec.py) and payloads kept in external
 storage (durafact/_runtime/payloads.py) read as plain values here, on this machine:
 nothing recorded is sent anywhere to be decoded.
+
+An answer is what the `answer` signal or the `decide` update carried (an
+`ApprovalAnswer`, durafact/_recipes/recipe.py); a run takes the first answer to a
+question, so that is the one kept. An answer the run dropped (one that is no
+`ApprovalAnswer`, an update that failed) is not kept; one that named no question (a
+signal sent by hand answers the oldest pending) cannot be given again by its id, and
+counts as other input.
 
 A run that continued as new is read as its whole chain, first run first; a child
 workflow as its own chain, after its parent's runs. Local activities (listing and
@@ -25,11 +33,16 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
+from durafact._core.approval import ApprovalAnswer, answer_of
 from durafact._core.text import one_line
 
 # Signals and updates of Temporal's own libraries (a workflow stream's batches, which a
 # model activity publishes to its own run), not inputs from outside.
 INTERNAL_PREFIX = "__temporal"
+# A person's answer to a question: the recipes' signal and update (durafact/_recipes/recipe.py).
+ANSWER_SIGNAL = "answer"
+DECIDE_UPDATE = "decide"
+UNNAMED_ANSWER = "answer naming no question"
 # How a closed run ended, by the event that closed it.
 ENDS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "completed",
@@ -69,8 +82,10 @@ class RecordedRun:
     result: Any = None
     failure: str | None = None
     activities: list[RecordedActivity] = field(default_factory=list)
+    answers: dict[str, ApprovalAnswer] = field(default_factory=dict)
+    """A person's answers, by question id, in the order taken."""
     outside: list[str] = field(default_factory=list)
-    """The names of the signals and updates that came from outside, in order."""
+    """The names of the other signals and updates that came from outside, in order."""
     children: list[tuple[str, str]] = field(default_factory=list)
     """(workflow id, run id) of each child workflow it started."""
     previous_run: str = ""
@@ -151,52 +166,91 @@ async def recorded_run(history: WorkflowHistory, converter: DataConverter) -> Re
         },
         previous_run=started.continued_execution_run_id,
     )
-    scheduled: dict[int, RecordedActivity] = {}
+    reading = _Reading(run, converter)
     for event in events[1:]:
-        await _read_event(run, event, scheduled, converter)
+        await reading.event(event)
     return run
 
 
-async def _read_event(
-    run: RecordedRun,
-    event: HistoryEvent,
-    scheduled: dict[int, RecordedActivity],
-    converter: DataConverter,
-) -> None:
-    kind = event.event_type
-    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+@dataclass
+class _Reading:
+    """A run's history, read into `run` event by event."""
+
+    run: RecordedRun
+    converter: DataConverter
+    scheduled: dict[int, RecordedActivity] = field(default_factory=dict)
+    deciding: dict[str, ApprovalAnswer | None] = field(default_factory=dict)
+    """The answers of the `decide` updates accepted, by update id, until they complete."""
+
+    async def event(self, event: HistoryEvent) -> None:
+        run, kind = self.run, event.event_type
+        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            await self.scheduled_activity(event)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attributes = event.activity_task_completed_event_attributes
+            activity = self.scheduled[attributes.scheduled_event_id]
+            values = await self.values(attributes.result.payloads)
+            activity.result = values[0] if values else None
+            activity.completed = True
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            attributes = event.workflow_execution_signaled_event_attributes
+            if attributes.signal_name == ANSWER_SIGNAL:
+                self.keep(_answer(await self.values(attributes.input.payloads)))
+            elif not attributes.signal_name.startswith(INTERNAL_PREFIX):
+                run.outside.append(attributes.signal_name)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == DECIDE_UPDATE:
+                given = await self.values(request.input.args.payloads)
+                self.deciding[request.meta.update_id] = _answer(given)
+            elif not request.input.name.startswith(INTERNAL_PREFIX):
+                run.outside.append(request.input.name)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+            attributes = event.workflow_execution_update_completed_event_attributes
+            answer = self.deciding.pop(attributes.meta.update_id, None)
+            # An update that failed took no answer.
+            if not attributes.outcome.HasField("failure"):
+                self.keep(answer)
+        elif kind == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+            execution = event.child_workflow_execution_started_event_attributes.workflow_execution
+            run.children.append((execution.workflow_id, execution.run_id))
+        elif kind in ENDS:
+            await _read_end(run, event, self.converter)
+
+    async def scheduled_activity(self, event: HistoryEvent) -> None:
         attributes = event.activity_task_scheduled_event_attributes
         summary = ""
         if event.user_metadata.HasField("summary"):
-            summary = str((await _values(converter, [event.user_metadata.summary]))[0])
+            summary = str((await self.values([event.user_metadata.summary]))[0])
         activity = RecordedActivity(
-            workflow_id=run.workflow_id,
+            workflow_id=self.run.workflow_id,
             activity_id=attributes.activity_id,
             activity_type=attributes.activity_type.name,
             summary=summary,
-            args=await _values(converter, attributes.input.payloads),
+            args=await self.values(attributes.input.payloads),
         )
-        scheduled[event.event_id] = activity
-        run.activities.append(activity)
-    elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-        attributes = event.activity_task_completed_event_attributes
-        activity = scheduled[attributes.scheduled_event_id]
-        values = await _values(converter, attributes.result.payloads)
-        activity.result = values[0] if values else None
-        activity.completed = True
-    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-        name = event.workflow_execution_signaled_event_attributes.signal_name
-        if not name.startswith(INTERNAL_PREFIX):
-            run.outside.append(name)
-    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-        name = event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
-        if not name.startswith(INTERNAL_PREFIX):
-            run.outside.append(name)
-    elif kind == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-        execution = event.child_workflow_execution_started_event_attributes.workflow_execution
-        run.children.append((execution.workflow_id, execution.run_id))
-    elif kind in ENDS:
-        await _read_end(run, event, converter)
+        self.scheduled[event.event_id] = activity
+        self.run.activities.append(activity)
+
+    def keep(self, answer: ApprovalAnswer | None) -> None:
+        """The first answer to a question is the one the run took."""
+        if answer is None:
+            return
+        if answer.question_id is None:
+            self.run.outside.append(UNNAMED_ANSWER)
+        else:
+            self.run.answers.setdefault(answer.question_id, answer)
+
+    async def values(self, payloads: Sequence[Payload]) -> list[Any]:
+        return await _values(self.converter, payloads)
+
+
+def _answer(given: list[Any]) -> ApprovalAnswer | None:
+    """The answer a signal or an update carried; None for one the run dropped."""
+    try:
+        return answer_of(given[0]) if given else None
+    except ValueError:
+        return None
 
 
 async def _read_end(run: RecordedRun, event: HistoryEvent, converter: DataConverter) -> None:

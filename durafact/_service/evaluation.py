@@ -12,8 +12,12 @@ calls and source reads are answered from the recording unless `live_tools`. What
 call saw in the recorded run is read by replaying its history with the current code
 (durafact/_runtime/replay_capture.py).
 
-A run that took input from outside while it ran (a person's answer, a note, a chat
-message) is not run again: the re-run would wait for them. Its report says so.
+A person's answers to the run's questions are given again: each question the re-run
+asks gets the recorded answer to the same question, by the `decide` update
+(durafact/_service/recorded_questions.py), and a question the recorded run did not ask
+stops the re-run, which its report says. A run that took other input from outside
+while it ran (a note, a chat message) is not run again: the re-run would wait for it.
+Its report says so.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from durafact._runtime.worker_kit import WorkerKit
 from durafact._service.errors import Invalid, ServiceError, UnknownType
 from durafact._service.ledger import query_ledger
 from durafact._service.listing import runs_query
+from durafact._service.recorded_questions import answer_questions
 from durafact._service.runs import describe, is_running, shown_result
 
 DEFAULT_TIMEOUT = timedelta(minutes=10)
@@ -133,7 +138,10 @@ async def rerun_all(
             if not recording.outside:
                 books[recording.first.workflow_id] = await book_for(recording, plugin, kit)
         answers = RecordedModel(kit.models, Books(books.values()), options.offline, plugin.prices)
-        async with eval_worker(env, registry, kit, answers, options.live_tools):
+        async with (
+            eval_worker(env, registry, kit, answers, options.live_tools),
+            answering(env, registry, answers.books),
+        ):
             limit = asyncio.Semaphore(AT_ONCE)
 
             async def one(recording: Recording) -> RunEval:
@@ -179,6 +187,18 @@ async def eval_worker(
         yield worker
 
 
+@contextlib.asynccontextmanager
+async def answering(env: Client, registry: Registry, books: Books) -> AsyncIterator[None]:
+    """The re-runs' questions answered from their recordings meanwhile."""
+    task = asyncio.create_task(answer_questions(env, registry, books))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def skipped(recording: Recording) -> RunEval:
     names = sorted(set(recording.outside))
     return RunEval(
@@ -201,6 +221,7 @@ async def rerun(env: Client, registry: Registry, book: Book, options: EvalOption
     report.calls = list(book.log.values())
     report.dropped = book.dropped()
     report.tools = book.tools.model_copy(update={"live": options.live_tools})
+    report.questions_answered = book.answered
     if book.capture.failures:
         wid, why = next(iter(book.capture.failures.items()))
         report.replay_note = f"the current code does not replay {wid}: {why}"
@@ -210,7 +231,10 @@ async def rerun(env: Client, registry: Registry, book: Book, options: EvalOption
         if last.state == "completed"
         else f"({last.state}{': ' + last.failure if last.failure else ''})"
     )
-    if options.offline and report.count("not sent"):
+    if book.stopped is not None:
+        report.stopped_at, reason = book.stopped
+        report.new_end = f"stopped at {report.stopped_at.id}: {reason}"
+    elif options.offline and report.count("not sent"):
         # Its changed calls got their old answers: not the output of the new code.
         report.new_end = "not made offline: changed calls got their recorded answers"
     elif report.new_end == "completed":
