@@ -156,6 +156,7 @@ GOALS = st.sampled_from(
 ) | st.text(min_size=1, max_size=60).filter(str.strip)
 
 
+@pytest.mark.long_running
 @settings(FAST, max_examples=30)
 @given(seed=st.integers(0, 2**31 - 1), goal=GOALS)
 def test_plans_always_parse(llm: OpenAI, seed: int, goal: str) -> None:
@@ -394,6 +395,7 @@ async def test_a_chat_reply_streams_from_the_local_model(
     assert [t.index for t in tokens] == list(range(len(tokens)))
 
 
+@pytest.mark.long_running
 async def test_research_on_the_shipped_sample_never_fails_on_a_cut_off_answer(
     client: Client, local_model_url: str
 ) -> None:

@@ -146,7 +146,11 @@ async def test_without_a_worker_the_result_still_prints_and_artifacts_says_why_n
         workflow_id, result = await plan(client, settings)
     env = env_for(client, settings)
 
-    shown = await starter("result", workflow_id, env=env, cwd=tmp_path)
+    # Both wait out the artifacts query's deadline (no worker answers it): side by side.
+    shown, missing = await asyncio.gather(
+        starter("result", workflow_id, env=env, cwd=tmp_path),
+        starter("artifacts", workflow_id, env=env, cwd=tmp_path),
+    )
     assert shown.code == 0, shown.err
     lines = shown.out.splitlines()
     assert lines[lines.index("answer:") + 1] == f"  {result.answer.text}"
@@ -155,8 +159,6 @@ async def test_without_a_worker_the_result_still_prints_and_artifacts_says_why_n
         "artifacts: not shown (no worker answered the artifacts query); later: "
         f"durafact artifacts {workflow_id}"
     ) in lines
-
-    missing = await starter("artifacts", workflow_id, env=env, cwd=tmp_path)
     assert missing.code == 1
     [line] = missing.err_lines
     assert line.startswith(f"starter: workflow {workflow_id}: no worker answered the artifacts")

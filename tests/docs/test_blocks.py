@@ -47,6 +47,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -326,11 +327,19 @@ async def client() -> AsyncIterator[Client]:
         await environment.shutdown()
 
 
-def runnable_pages() -> list[Path]:
-    return [page for page in pages() if any(block.runs for block in blocks_of(page))]
+# A page of a minute or more, started first (tests/conftest.py) rather than left to the end.
+LONG_PAGES = {Path("docs/operations/deploy.md")}
 
 
-@pytest.mark.parametrize("page", runnable_pages(), ids=str)
+def runnable_pages() -> list[Any]:
+    return [
+        pytest.param(page, id=str(page), marks=[pytest.mark.long_running] * (page in LONG_PAGES))
+        for page in pages()
+        if any(block.runs for block in blocks_of(page))
+    ]
+
+
+@pytest.mark.parametrize("page", runnable_pages())
 async def test_every_block_of_the_page_runs_as_shown(
     page: Path, client: Client, model: ScriptedModel, tmp_path: Path
 ) -> None:

@@ -750,6 +750,7 @@ async def test_a_waiting_workflow_survives_a_dev_server_restart(
 # --- many at once ----------------------------------------------------------------------------
 
 
+@pytest.mark.long_running
 async def test_fifty_waiting_workflows_are_listed_and_all_complete_when_approved(
     client: Client, settings: Settings, tmp_path: Path
 ) -> None:

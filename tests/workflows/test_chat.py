@@ -178,6 +178,7 @@ async def test_concurrent_senders_are_answered_one_at_a_time(
     assert len(model.calls) == 12
 
 
+@pytest.mark.long_running
 async def test_five_hundred_messages_cross_continue_as_new_and_keep_an_early_fact(
     client: Client, worker: Settings, model: ScriptedModel
 ) -> None:
