@@ -4,11 +4,12 @@ codes."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import httpx
-from playwright.async_api import BrowserContext, expect
+from playwright.async_api import BrowserContext, Route, expect
 
 from durafact.testing import ScriptedModel
 from tests.api.test_api import finished, start
@@ -88,3 +89,33 @@ async def test_fork_from_here_on_an_artifact_starts_the_fork_and_opens_its_page(
     await expect(page.locator("#progress")).to_contain_text(f"forked from {workflow_id}")
     await expect(page.locator("#answer")).to_contain_text("Hotel Wawel, two nights", timeout=20_000)
     await page.screenshot(path=screenshots / "run-fork.png", full_page=True)
+
+
+async def test_what_a_person_types_for_a_fork_stays_when_the_run_s_end_redraws_the_ledger(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    # The page draws the ledger when it loads and again when the run's event stream says
+    # it ended. Hold that stream until a person has opened a fork and typed, as happens
+    # when they are quicker than the stream.
+    model.reply(planner)
+    workflow_id = await start(http, "PlanExecuteWorkflow", {"text": GOAL})
+    await finished(http, workflow_id)
+    typed = asyncio.Event()
+
+    async def after_typing(route: Route) -> None:
+        await typed.wait()
+        await route.continue_()
+
+    page = await console.new_page()
+    await page.route(re.compile(r"/events$"), after_typing)
+    await page.goto(f"/runs/{workflow_id}")
+    result = page.locator(f'details.artifact[data-id="{RESULT}"]')
+    await result.locator("summary").click()
+    await result.get_by_role("button", name="Fork from here").click()
+    value = result.get_by_role("textbox", name=f"New value of {RESULT}")
+    await value.fill("Hotel Wawel, two nights")
+    # The ledger is drawn again, then its provenance trees are asked for.
+    async with page.expect_response(lambda r: "/provenance/" in r.url):
+        typed.set()
+    await expect(value).to_have_value("Hotel Wawel, two nights")
+    await expect(result.get_by_role("button", name="Start the fork")).to_be_visible()

@@ -128,8 +128,15 @@ async function loadArtifacts() {
     out.get(link.source).push(link);
   }
   $("artifacts-card").hidden = ledger.artifacts.length === 0;
-  // Drawn again when the run ends: what a person opened stays open.
+  // Drawn again when the run ends: what a person opened stays open, and a fork they
+  // began keeps what they typed.
   const opened = new Set([...$("artifacts").querySelectorAll("details[open]")].map((d) => d.dataset.id));
+  const drafts = new Map(
+    [...$("artifacts").querySelectorAll(".fork form:not([hidden])")].map((form) => [
+      form.closest("details").dataset.id,
+      form.querySelector("textarea").value,
+    ]),
+  );
   $("artifacts").replaceChildren(
     ...ledger.artifacts.map((a) =>
       h(
@@ -141,7 +148,7 @@ async function loadArtifacts() {
         out.has(a.id)
           ? h("button", { type: "button", onclick: () => showTree(a.id).catch(showProblem) }, "What it rests on")
           : null,
-        a.fork_value === null || a.fork_value === undefined ? null : forkFrom(a),
+        a.fork_value === null || a.fork_value === undefined ? null : forkFrom(a, drafts.get(a.id)),
       ),
     ),
   );
@@ -187,23 +194,24 @@ function node(tree) {
 }
 
 // "Fork from here": the artifact's value (its text, else its JSON) to edit, and a button
-// that starts the fork (POST /api/runs/{id}/fork) and opens its page.
-function forkFrom(artifact) {
+// that starts the fork (POST /api/runs/{id}/fork) and opens its page. With `draft`, what a
+// person had typed before the ledger was drawn again, the form is open with it.
+function forkFrom(artifact, draft) {
   const value = h("textarea", { rows: 3, "aria-label": `New value of ${artifact.id}` });
-  value.value = artifact.fork_value;
+  value.value = draft === undefined ? artifact.fork_value : draft;
   const outcome = h("p", { class: "outcome", role: "status" });
   const form = h(
     "form",
     {
       class: "steer-form",
-      hidden: true,
+      hidden: draft === undefined,
       onsubmit: (event) => startFork(event, artifact.id, value, outcome),
     },
     value,
     h("div", { class: "buttons" }, h("button", { type: "submit" }, "Start the fork")),
     outcome,
   );
-  const open = h("button", { type: "button" }, "Fork from here");
+  const open = h("button", { type: "button", hidden: draft !== undefined }, "Fork from here");
   open.addEventListener("click", () => {
     form.hidden = false;
     open.hidden = true;
