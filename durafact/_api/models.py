@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from durafact._core.approval import ApprovalQuestion, RememberScope
 from durafact._core.budget import Budget
@@ -180,7 +180,8 @@ class Decision(Body):
     """An answer to a question: the fields of the `decide` update's answer, but the
     question, which is in the path."""
 
-    approved: bool
+    # A JSON true or false, nothing read as one: "false" or 0 is refused, not guessed at.
+    approved: StrictBool
     reason: str = Field(default="", max_length=10_000)
     changes: dict[str, str] = Field(
         default_factory=dict,

@@ -423,7 +423,7 @@ async def test_approvals_list_every_question_and_decide_returns_the_outcome_or_4
     )
 
 
-async def test_a_decision_takes_the_updates_field_approved_and_refuses_approve_in_one_line(
+async def test_a_decision_takes_approved_as_a_json_boolean_and_refuses_anything_else(
     http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
     model.reply(specialist())
@@ -441,6 +441,11 @@ async def test_a_decision_takes_the_updates_field_approved_and_refuses_approve_i
     assert error_of(misspelt, 422)["message"] == (
         "'reasn' is not a field of body (did you mean 'reason'?)"
     )
+    # Only a JSON true or false decides: a string, a number or null is refused, not read
+    # as what it might mean.
+    for loose in ["false", "true", "yes", 0, 1, None]:
+        refused = error_of(await http.post(path, json={"approved": loose}), 422)
+        assert refused["message"] == "'body.approved': Input should be a valid boolean", loose
     assert (await waiting_question(http, workflow_id))["id"] == question["id"]
     approved = await http.post(path, json={"approved": True, "reason": "fine"})
     assert approved.status_code == 200, approved.text
