@@ -18,7 +18,7 @@ from durafact._recipes.chat import STOPPED_REPLY, ChatInput
 from durafact._runtime.registry import load_registry
 from durafact._runtime.worker import build_worker
 from durafact._service.chats import open_chat
-from durafact.testing import Call, ScriptedModel
+from durafact.testing import Call, ScriptedModel, ToolCalls
 from tests.api.conftest import TOKEN, Served
 from tests.api.test_api import (
     LONG_PATH,
@@ -635,6 +635,43 @@ async def test_each_action_on_a_waiting_run_page_has_its_own_reason_field(
         f"{question['id']} approved by web console: within the budget"
     )
     await expect(page.locator("#progress")).not_to_contain_text("not this one")
+
+
+async def test_a_reason_typed_for_one_question_stays_when_another_is_answered(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    # Two calculator calls in one turn under a rule that asks: two questions at once.
+    calls = [("calculator", {"expression": "2 + 3"}), ("calculator", {"expression": "4 * 5"})]
+    model.reply(turns(ToolCalls(calls), "5 and 20"))
+    policy = {"rules": [{"action": "ask", "tool": "calc*"}]}
+    workflow_id = await start(
+        http,
+        "ReActWorkflow",
+        {"question": "2 + 3 and 4 * 5?", "protocol": "native", "tool_policy": policy},
+    )
+    for _ in range(300):
+        questions = (await http.get(f"/api/runs/{workflow_id}")).json()["questions"]
+        if len(questions) == 2:
+            break
+        await asyncio.sleep(0.1)
+    first, second = (q["id"] for q in questions)
+    page = await console.new_page()
+    await page.goto(f"/runs/{workflow_id}")
+    first_card = page.locator(f'article[data-question="{first}"]')
+    second_card = page.locator(f'article[data-question="{second}"]')
+    await second_card.get_by_label("Reason for approving or rejecting").fill("checked 4 * 5")
+
+    await first_card.get_by_role("button", name="Approve").click()
+    # The run page draws its questions again once the first is answered: one is left.
+    await expect(page.locator("#questions article.question")).to_have_count(1)
+    await expect(second_card.get_by_label("Reason for approving or rejecting")).to_have_value(
+        "checked 4 * 5"
+    )
+    await second_card.get_by_role("button", name="Approve").click()
+    await expect(page.locator("#facts")).to_contain_text("COMPLETED", timeout=15_000)
+    await expect(page.locator("#progress")).to_contain_text(
+        f"{second} approved by web console: checked 4 * 5"
+    )
 
 
 ICON = """async (selector) => {
