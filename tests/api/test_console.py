@@ -555,10 +555,13 @@ async def test_a_run_page_with_much_progress_opens_at_the_top(
     assert (await finished(http, plan))["state"] == "COMPLETED"
     page = await sized.new_page()
     await page.goto(f"/runs/{plan}")
-    # Everything the page loads is in: the progress, the result, its provenance.
+    # Everything the page loads is in: the progress (its event stream, which closes at
+    # the run's end), the result, its provenance, drawn again at the end; then nothing
+    # is left to load.
+    await expect(page.locator("#progress li").nth(10)).to_be_attached(timeout=15_000)
     await expect(page.locator("#provenance .tree").first).to_be_visible(timeout=15_000)
     await expect(page.locator("#artifacts details").first).to_be_attached()
-    assert await page.locator("#progress li").count() > 10
+    await page.wait_for_load_state("networkidle")
     assert await page.evaluate("document.documentElement.scrollHeight > innerHeight")
     assert await page.evaluate("scrollY") == 0
     await expect(page.locator("#title")).to_be_in_viewport()
