@@ -133,15 +133,8 @@ async function loadArtifacts() {
     out.get(link.source).push(link);
   }
   $("artifacts-card").hidden = ledger.artifacts.length === 0;
-  // Drawn again when the run ends: what a person opened stays open, and a fork they
-  // began keeps what they typed.
+  // Drawn again when a running run ends: what a person opened stays open.
   const opened = new Set([...$("artifacts").querySelectorAll("details[open]")].map((d) => d.dataset.id));
-  const drafts = new Map(
-    [...$("artifacts").querySelectorAll(".fork form:not([hidden])")].map((form) => [
-      form.closest("details").dataset.id,
-      form.querySelector("textarea").value,
-    ]),
-  );
   $("artifacts").replaceChildren(
     ...ledger.artifacts.map((a) =>
       h(
@@ -153,7 +146,7 @@ async function loadArtifacts() {
         out.has(a.id)
           ? h("button", { type: "button", onclick: () => showTree(a.id).catch(showProblem) }, "What it rests on")
           : null,
-        a.fork_value === null || a.fork_value === undefined ? null : forkFrom(a, drafts.get(a.id)),
+        a.fork_value === null || a.fork_value === undefined ? null : forkFrom(a),
       ),
     ),
   );
@@ -199,24 +192,23 @@ function node(tree) {
 }
 
 // "Fork from here": the artifact's value (its text, else its JSON) to edit, and a button
-// that starts the fork (POST /api/runs/{id}/fork) and opens its page. With `draft`, what a
-// person had typed before the ledger was drawn again, the form is open with it.
-function forkFrom(artifact, draft) {
+// that starts the fork (POST /api/runs/{id}/fork) and opens its page.
+function forkFrom(artifact) {
   const value = h("textarea", { rows: 3, "aria-label": `New value of ${artifact.id}` });
-  value.value = draft === undefined ? artifact.fork_value : draft;
+  value.value = artifact.fork_value;
   const outcome = h("p", { class: "outcome", role: "status" });
   const form = h(
     "form",
     {
       class: "steer-form",
-      hidden: draft === undefined,
+      hidden: true,
       onsubmit: (event) => startFork(event, artifact.id, value, outcome),
     },
     value,
     h("div", { class: "buttons" }, h("button", { type: "submit" }, "Start the fork")),
     outcome,
   );
-  const open = h("button", { type: "button", hidden: draft !== undefined }, "Fork from here");
+  const open = h("button", { type: "button" }, "Fork from here");
   open.addEventListener("click", () => {
     form.hidden = false;
     open.hidden = true;
@@ -288,10 +280,12 @@ page(async () => {
   $("progress").replaceChildren();
   $("cancel-form").onsubmit = cancel;
   $("steer-form").onsubmit = steer;
-  await refresh();
+  const run = await refresh();
   stop = follow(`${runPath(id)}/events`, onEvent);
-  loadArtifacts().catch(quiet);
+  // A running run's ledger so far. An ended run's is read once, when the end comes: its
+  // stream sends it at once, and each read of a closed run's ledger is a worker's replay.
+  if (run.state === "RUNNING") loadArtifacts().catch(quiet);
 });
 
-// The ledger so far, when the run answers for it; else it comes with the run's end.
+// The ledger so far, when a worker answers for it; else it comes with the run's end.
 function quiet() {}
