@@ -1,6 +1,6 @@
 // The approvals inbox: every pending question, refreshed in place (a card being
 // answered keeps what was typed in it), each answered with the decide update.
-import { api, h, page, questionCard, showProblem } from "/static/console/console.js";
+import { api, h, page, placeCards, questionCard, showProblem } from "/static/console/console.js";
 
 const REFRESH_MS = 2000;
 const inbox = document.getElementById("inbox");
@@ -15,21 +15,14 @@ async function refresh() {
       for (const question of run.questions) wanted.set(`${run.id}\n${question.id}`, [run, question]);
       if (run.error) wanted.set(`${run.id}\nerror`, [run, null]);
     }
-    for (const card of [...inbox.children]) {
+    placeCards(
+      inbox,
+      wanted,
+      ([run, question]) =>
+        question ? questionCard(run, question) : h("article", { class: "question" }, `${run.id}: ${run.error}`),
       // An answered card stays, showing its outcome; a question gone otherwise leaves.
-      if (!wanted.has(card.dataset.key) && !card.querySelector(".outcome.approved, .outcome.rejected")) {
-        card.remove();
-      }
-    }
-    const present = new Set([...inbox.children].map((card) => card.dataset.key));
-    for (const [key, [run, question]] of wanted) {
-      if (present.has(key)) continue;
-      const card = question
-        ? questionCard(run, question)
-        : h("article", { class: "question" }, `${run.id}: ${run.error}`);
-      card.dataset.key = key;
-      inbox.append(card);
-    }
+      (card) => card.querySelector(".outcome.approved, .outcome.rejected") !== null,
+    );
     document.getElementById("empty").hidden = inbox.children.length > 0;
     showProblem(null);
   } catch (error) {

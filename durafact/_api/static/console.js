@@ -217,6 +217,23 @@ const REMEMBERED = {
 // update): approve (a budget question: with new limits, or none to extend it by its
 // first budget), or reject with a reason and corrected facts; a tool question's answer
 // may be remembered, in the scopes it takes.
+// Cards changed in place, by `data-key`: a card still wanted stays as it is, with what a
+// person is typing in it (and where); one no longer wanted leaves, unless `stays(card)`;
+// a new one, `make(value)` for its entry of `wanted` (key -> value), is appended.
+export function placeCards(container, wanted, make, stays = () => false) {
+  const present = new Set();
+  for (const card of [...container.children]) {
+    if (wanted.has(card.dataset.key)) present.add(card.dataset.key);
+    else if (!stays(card)) card.remove();
+  }
+  for (const [key, value] of wanted) {
+    if (present.has(key)) continue;
+    const card = make(value);
+    card.dataset.key = key;
+    container.append(card);
+  }
+}
+
 export function questionCard(run, question, onAnswered) {
   const facts = run.correctable.map((name) =>
     h("label", {}, name, h("input", { name: `fact:${name}`, autocomplete: "off" })),

@@ -9,6 +9,7 @@ import {
   follow,
   h,
   page,
+  placeCards,
   questionCard,
   runLink,
   runPath,
@@ -58,15 +59,8 @@ async function refresh() {
   $("steer-card").hidden = !(run.state === "RUNNING" && run.takes_notes);
   $("troubles").replaceChildren(...run.troubles.map((line) => h("li", {}, line)));
   $("questions-card").hidden = run.questions.length === 0;
-  // Cards change in place: a question still pending keeps its card, and with it what a
-  // person is typing there (and where).
-  const pending = new Set(run.questions.map((q) => q.id));
-  const shown = new Set();
-  for (const card of [...$("questions").children]) {
-    if (pending.has(card.dataset.question)) shown.add(card.dataset.question);
-    else card.remove();
-  }
-  $("questions").append(...run.questions.filter((q) => !shown.has(q.id)).map((q) => questionCard(run, q)));
+  // A question still pending keeps its card, and with it what a person is typing there.
+  placeCards($("questions"), new Map(run.questions.map((q) => [q.id, q])), (q) => questionCard(run, q));
   // A PlanReAct run's agents, one per step so far: each opens its own page.
   $("agents-card").hidden = run.agents.length === 0;
   $("agents").replaceChildren(
