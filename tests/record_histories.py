@@ -14,11 +14,12 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateStage
 
-from durafact._core.approval import ApprovalAnswer
+from durafact._core.approval import ApprovalAnswer, RememberScope
 from durafact._core.budget import Budget
 from durafact._core.loop_context import CompactContext
 from durafact._core.memory import RollingDigestSummarizer
@@ -554,35 +555,51 @@ async def chat_stopped(client: Client, model: ScriptedModel) -> str:
     return "chat_stopped"
 
 
+async def gated_turn(
+    client: Client,
+    model: ScriptedModel,
+    workflow_id: str,
+    input: ReActInput,
+    calls: list[tuple[str, Any]],
+    answer: str,
+    approvals: list[tuple[int, RememberScope | None]],
+) -> str:
+    """`input`'s run, whose one native turn asks for `calls` and whose next answers; each
+    approval, once that many questions wait, approves the oldest (remembered or not)."""
+
+    def reply(call: Call) -> str | ToolCalls:
+        return answer if call.messages[-1].get("role") == "tool" else ToolCalls(calls)
+
+    model.reply(reply)
+    handle = await client.start_workflow(ReActWorkflow.run, input, id=workflow_id, task_queue=QUEUE)
+    for count, remember in approvals:
+        while len(waiting := await handle.query(ReActWorkflow.pending_questions)) != count:
+            await asyncio.sleep(0.05)
+        approval = ApprovalAnswer(question_id=waiting[0].id, approved=True, remember=remember)
+        await handle.execute_update(ReActWorkflow.decide, approval)
+    await handle.result()
+    return workflow_id
+
+
 async def react_settled(client: Client, model: ScriptedModel) -> str:
     """A native turn asks for three calculator calls at once under an `ask` rule: the
     first answer, remembered for its call, settles the second (the same call), and a
     person answers the third."""
     same = ("calculator", {"expression": "6 * 7"})
-
-    def reply(call: Call) -> str | ToolCalls:
-        if call.messages[-1].get("role") == "tool":
-            return "42, 42 and 2"
-        return ToolCalls([same, same, ("calculator", {"expression": "1 + 1"})])
-
-    model.reply(reply)
-    handle = await client.start_workflow(
-        ReActWorkflow.run,
+    rules = [{"action": "ask", "tool": "calculator"}]
+    return await gated_turn(
+        client,
+        model,
+        "react_settled",
         ReActInput(
             question="Six sevens, twice, and one plus one?",
             protocol="native",
-            tool_policy={"rules": [{"action": "ask", "tool": "calculator"}]},
+            tool_policy={"rules": rules},
         ),
-        id="react_settled",
-        task_queue=QUEUE,
+        [same, same, ("calculator", {"expression": "1 + 1"})],
+        "42, 42 and 2",
+        [(3, "call"), (1, None)],
     )
-    for count, remember in ((3, "call"), (1, None)):
-        while len(waiting := await handle.query(ReActWorkflow.pending_questions)) != count:
-            await asyncio.sleep(0.05)
-        answer = ApprovalAnswer(question_id=waiting[0].id, approved=True, remember=remember)
-        await handle.execute_update(ReActWorkflow.decide, answer)
-    await handle.result()
-    return "react_settled"
 
 
 async def react_gated(client: Client, model: ScriptedModel) -> str:
@@ -590,40 +607,55 @@ async def react_gated(client: Client, model: ScriptedModel) -> str:
     bound to the expression and denied by a rule, and two calls asked about together;
     the first is approved and runs while the second still waits (the run stays
     awaiting_approval), then the second is approved."""
-
-    def reply(call: Call) -> str | ToolCalls:
-        if call.messages[-1].get("role") == "tool":
-            return "42 and 2"
-        return ToolCalls(
-            [
-                ("calculator", "1 / 0"),
-                ("calculator", {"expression": "6 * 7"}),
-                ("calculator", {"expression": "1 + 1"}),
-            ]
-        )
-
-    model.reply(reply)
     rules = [
         {"action": "deny", "tool": "calculator", "when": 'expression contains "/ 0"'},
         {"action": "ask", "tool": "calculator"},
     ]
-    handle = await client.start_workflow(
-        ReActWorkflow.run,
+    return await gated_turn(
+        client,
+        model,
+        "react_gated",
         ReActInput(
-            question="Six sevens and one plus one?",
+            question="Six sevens and one plus one?", protocol="native", tool_policy={"rules": rules}
+        ),
+        [
+            ("calculator", "1 / 0"),
+            ("calculator", {"expression": "6 * 7"}),
+            ("calculator", {"expression": "1 + 1"}),
+        ],
+        "42 and 2",
+        [(2, None), (1, None)],
+    )
+
+
+async def react_asked_in_order(client: Client, model: ScriptedModel) -> str:
+    """One native turn of three calls: a calculator call and a search of the run's sources,
+    each asked about, and a calculator call a rule allows on its bound arguments. The
+    search binds in the workflow, the calculator calls in the worker; the questions are
+    asked in the calls' order all the same, and answered in that order."""
+    rules = [
+        {"action": "allow", "tool": "calculator", "when": 'expression contains "+"'},
+        {"action": "ask", "tool": "calculator"},
+        {"action": "ask", "tool": "search_sources"},
+    ]
+    return await gated_turn(
+        client,
+        model,
+        "react_asked_in_order",
+        ReActInput(
+            question="Six sevens, a kayak's price, and one plus one?",
             protocol="native",
+            sources=sample_sources(),
             tool_policy={"rules": rules},
         ),
-        id="react_gated",
-        task_queue=QUEUE,
+        [
+            ("calculator", {"expression": "6 * 7"}),
+            ("search_sources", {"query": "kayak price"}),
+            ("calculator", {"expression": "1 + 1"}),
+        ],
+        "42, and 2",
+        [(2, None), (1, None)],
     )
-    for count in (2, 1):
-        while len(waiting := await handle.query(ReActWorkflow.pending_questions)) != count:
-            await asyncio.sleep(0.05)
-        answer = ApprovalAnswer(question_id=waiting[0].id, approved=True)
-        await handle.execute_update(ReActWorkflow.decide, answer)
-    await handle.result()
-    return "react_gated"
 
 
 SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
@@ -651,6 +683,7 @@ SCENARIOS: list[Callable[[Client, ScriptedModel], Awaitable[str]]] = [
     chat_stopped,
     react_settled,
     react_gated,
+    react_asked_in_order,
 ]
 
 

@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from durafact._core.tools import SkippedTool, ToolSpec, parse_arguments
+from durafact._core.tools import SkippedTool, ToolCall, ToolSpec, parse_arguments
 
 # --- the text protocol ------------------------------------------------------------------
 
@@ -322,6 +322,18 @@ class Observation(BaseModel):
     ok: bool
     error_type: str | None = None
     text: str
+
+
+def failed_observation(call: ToolCall, error_type: str, text: str) -> Observation:
+    """The observation of `call` when it failed, or did not run: why, for the model."""
+    return Observation(
+        call_id=call.id,
+        tool=call.name,
+        arguments=call.arguments,
+        ok=False,
+        error_type=error_type,
+        text=text,
+    )
 
 
 class ToolCallRecord(BaseModel):

@@ -140,6 +140,7 @@ from durafact._core.react import (
     ToolCallRecord,
     ToolList,
     bind_arguments,
+    failed_observation,
     is_looping,
     observation_message,
     parse_reply,
@@ -181,12 +182,26 @@ from durafact._recipes.react_search import (
     search_sources_spec,
 )
 from durafact._recipes.recipe import Recipe, RecipeContext, RecipeSettings, subject_text
-from durafact._recipes.tool_gate import Refusal, gate_tool_call, hold_remembered, remembered
+from durafact._recipes.tool_gate import (
+    Judged,
+    Refusal,
+    clear_tool_call,
+    hold_remembered,
+    judge_tool_call,
+    remembered,
+)
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out")
 
 Ending = Literal["answer", "turn_limit", "looping"]
+
+# Runs started since this patch judge (bind) every call of a native turn at once and then
+# clear them in the model's order, so the turn's questions are asked in that order: its
+# first question is about its first call asked about. Older runs asked as each binding
+# came back, in whatever order that was. One call is judged and asked the same way either
+# way, and records no marker.
+QUESTIONS_IN_CALL_ORDER = "durafact-questions-in-call-order"
 
 
 class ReActSettings(RecipeSettings):
@@ -512,9 +527,17 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                 ending = "answer"
                 break
             # Every call of the turn at once; their observations in the order asked.
-            observations = await asyncio.gather(
-                *(self._call(ctx, run, turn, k, call) for k, call in enumerate(calls))
-            )
+            if len(calls) > 1 and workflow.patched(QUESTIONS_IN_CALL_ORDER):
+                judged = await asyncio.gather(
+                    *(self._judge(ctx, run, turn, k, call) for k, call in enumerate(calls))
+                )
+                observations = await asyncio.gather(
+                    *(self._clear_and_run(ctx, run, turn, k, j) for k, j in enumerate(judged))
+                )
+            else:
+                observations = await asyncio.gather(
+                    *(self._call(ctx, run, turn, k, call) for k, call in enumerate(calls))
+                )
             for k, (call, observation) in enumerate(zip(calls, observations, strict=True)):
                 await self._observe(ctx, input, run, turn, k, call, observation)
             if is_looping(run.latest(), run.settings.loop_limit):
@@ -635,35 +658,52 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
     async def _call(
         self, ctx: RecipeContext, run: _Run, turn: int, k: int, call: ToolCall
     ) -> Observation:
-        """One tool call, gated and run: its full observation, whatever happened."""
-        activity_id = tool_call_id(run.key, turn, k)
+        """One tool call, judged, cleared and run: its full observation, whatever happened.
+        (How runs from before `QUESTIONS_IN_CALL_ORDER` run each call of a turn.)"""
+        judged = await self._judge(ctx, run, turn, k, call)
+        return await self._clear_and_run(ctx, run, turn, k, judged)
+
+    async def _judge(
+        self, ctx: RecipeContext, run: _Run, turn: int, k: int, call: ToolCall
+    ) -> Judged | Observation:
+        """The policy's judgement of call `k` as it would run, or its failed observation."""
         spec = run.spec(call.name)
-
-        def failed(error_type: str, text: str) -> Observation:
-            return Observation(
-                call_id=call.id,
-                tool=call.name,
-                arguments=call.arguments,
-                ok=False,
-                error_type=error_type,
-                text=text,
-            )
-
         if spec is None:  # not one of the run's tools: never sent to the worker
-            return failed("UnknownTool", unknown_tool_message(call.name, run.tool_names))
-        cleared = await gate_tool_call(
+            return failed_observation(
+                call, "UnknownTool", unknown_tool_message(call.name, run.tool_names)
+            )
+        judged = await judge_tool_call(
             ctx,
-            tool_approval_thread(run.key),
             call,
             destructive=spec.destructive,
             policy=run.settings.tool_policy,
+            bind=lambda call: self._bind(ctx, run, tool_binding_id(run.key, turn, k), call),
+        )
+        if isinstance(judged, Refusal):
+            return failed_observation(call, judged.error_type, judged.text)
+        return judged
+
+    async def _clear_and_run(
+        self, ctx: RecipeContext, run: _Run, turn: int, k: int, judged: Judged | Observation
+    ) -> Observation:
+        """Judged call `k` cleared (a question asked when the policy says `ask`) and run:
+        its full observation, whatever happened."""
+        if isinstance(judged, Observation):
+            return judged
+        activity_id = tool_call_id(run.key, turn, k)
+        spec = run.spec(judged.call.name)
+        assert spec is not None, "only a known tool is judged"
+        cleared = await clear_tool_call(
+            ctx,
+            tool_approval_thread(run.key),
+            judged,
+            destructive=spec.destructive,
             approval=run.settings.approval,
             remember=self.remember_scopes,
-            bind=lambda call: self._bind(ctx, run, tool_binding_id(run.key, turn, k), call),
             call_id=activity_id,
         )
         if isinstance(cleared, Refusal):
-            return failed(cleared.error_type, cleared.text)
+            return failed_observation(judged.call, cleared.error_type, cleared.text)
         call, bound = cleared
         ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}", phase="turn")
         if run.runs_here(call.name):

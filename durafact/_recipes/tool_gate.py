@@ -16,9 +16,11 @@ as it is (`Cleared.bound`: the tool refuses values its model would change).
 
 An answer that says `remember` becomes such an artifact: who answered, when, the
 scope, the tool, the hash of the bound arguments, the verdict and the question. The
-calls of one native turn are gated at once, so a question for a call that such an
-answer covers may be waiting beside it: it is answered with the same verdict, by the
-decision (`settle_covered`), instead of waiting for a person.
+calls of one native turn are judged at once (`judge_tool_call`), then cleared at once
+(`clear_tool_call`) in the model's order, so their questions are asked in that order and
+a question for a call that such an answer covers may be waiting beside it: it is
+answered with the same verdict, by the decision (`settle_covered`), instead of waiting
+for a person.
 
 A run holds the decisions it was given (`hold_remembered`: a PlanReAct parent's, a
 chat's earlier runs') in its ledger too, so every decision the run follows is there.
@@ -68,21 +70,21 @@ class Cleared(NamedTuple):
     bound: bool
 
 
-async def gate_tool_call(
-    ctx: RecipeContext,
-    thread: str,
-    call: ToolCall,
-    *,
-    destructive: bool,
-    policy: ToolPolicy,
-    approval: ApprovalPolicy,
-    remember: Sequence[RememberScope],
-    bind: Binder,
-    call_id: str | None = None,
-) -> Cleared | Refusal:
-    """The call to run, or why it does not run. `bind` binds a call's arguments (see the
-    module's docstring); `remember` are the scopes a person's answer may remember;
-    `call_id` names the call in a question (`ApprovalQuestion.tool_call_id`)."""
+class Judged(NamedTuple):
+    """A call the policy allows or asks about, not yet cleared: `call` as judged, `bound`
+    when its arguments are the bound ones, and the policy's `decision`."""
+
+    call: ToolCall
+    bound: bool
+    decision: PolicyDecision
+
+
+async def judge_tool_call(
+    ctx: RecipeContext, call: ToolCall, *, destructive: bool, policy: ToolPolicy, bind: Binder
+) -> Judged | Refusal:
+    """The policy's decision on the call as it would run, or why it does not run (arguments
+    that do not bind, a `deny` rule). `bind` binds a call's arguments (see the module's
+    docstring)."""
     decision = policy.decide(call.name, None, destructive)
     bound = False
     if decision is None or decision.action == "ask":
@@ -92,11 +94,30 @@ async def gate_tool_call(
         call, bound = call.model_copy(update={"arguments": binding.arguments}), True
         decision = policy.decide(call.name, call.arguments, destructive)
     assert decision is not None, "a policy decides on given arguments"
-    if decision.action == "allow":
-        return Cleared(call, bound)
     if decision.action == "deny":
         ctx.announce(f"{call.name} {denied_message(decision.rule)}", kind="policy")
         return Refusal("DeniedByPolicy", denied_message(decision.rule))
+    return Judged(call, bound, decision)
+
+
+async def clear_tool_call(
+    ctx: RecipeContext,
+    thread: str,
+    judged: Judged,
+    *,
+    destructive: bool,
+    approval: ApprovalPolicy,
+    remember: Sequence[RememberScope],
+    call_id: str | None = None,
+) -> Cleared | Refusal:
+    """The judged call to run, or why it does not run: an `ask` is settled by a remembered
+    decision or a person. `remember` are the scopes a person's answer may remember;
+    `call_id` names the call in a question (`ApprovalQuestion.tool_call_id`). The
+    question is open before this first waits, so calls cleared one after another are
+    asked in that order."""
+    call, bound, decision = judged
+    if decision.action == "allow":
+        return Cleared(call, bound)
     refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember, call_id)
     return refusal or Cleared(call, bound)
 

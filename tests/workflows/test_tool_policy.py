@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from durafact._activities.tools import tool
 from durafact._core.approval import ApprovalAnswer, ApprovalQuestion, RememberScope
 from durafact._core.ledger import Ledger
+from durafact._core.sources import SourceSpec
 from durafact._core.tool_policy import DEFAULT_ASK, RememberedDecision, arguments_hash
 from durafact._recipes import (
     PlanReActInput,
@@ -27,6 +29,7 @@ from durafact._recipes import (
     ReActWorkflow,
 )
 from durafact._recipes.chat import ChatInput, ChatReply, ChatSend, ChatWorkflow
+from durafact._recipes.react_search import SEARCH_SOURCES
 from durafact._recipes.recipe import Progress
 from durafact._runtime.settings import Settings
 from durafact._runtime.worker import build_worker
@@ -213,6 +216,45 @@ async def test_a_remembered_answer_settles_the_same_call_waiting_beside_it(
     assert ([a, a, b] if approved else [b]) == DELETED
     why = "" if approved else f": rejected in {first.id}"
     assert f"{second.id} {settled.status} by {rule.id}{why}" in await announced(handle, "approval")
+
+
+async def test_the_questions_of_one_turn_are_asked_in_the_order_of_its_calls(
+    client: Client, policy_worker: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A native turn asks for a deletion, a search of the run's sources and another
+    deletion, each under an `ask` rule. The search binds in the workflow at once, the
+    deletions in the worker later; still question n is about call n, as a person reads
+    the model's reply."""
+    (tmp_path / "tides.md").write_text("# Tides\n\nThe spring tide rises seven metres.")
+    calls = [
+        ("delete_file", {"path": "/tmp/a"}),
+        (SEARCH_SOURCES, {"query": "spring tide"}),
+        ("delete_file", {"path": "/tmp/b"}),
+    ]
+    model.reply(turns(ToolCalls(calls), "done"))
+    handle = await start(
+        client,
+        policy_worker,
+        "Tidy up and look up the tide",
+        protocol="native",
+        sources=[SourceSpec.files(str(tmp_path))],
+        tool_policy={"rules": [{"action": "ask", "tool": SEARCH_SOURCES}]},
+    )
+    waiting = await all_waiting(handle, len(calls))
+    assert [(q.n, q.tool, q.arguments) for q in waiting] == [
+        (n, tool, arguments) for n, (tool, arguments) in enumerate(calls, start=1)
+    ]
+    # Each names its call: `tool:{run}:{turn}:{k}`.
+    assert [q.tool_call_id and q.tool_call_id.rsplit(":", 1)[1] for q in waiting] == [
+        "0",
+        "1",
+        "2",
+    ]
+    for question in waiting:
+        await decide(handle, question)
+    result: ReActResult = await asyncio.wait_for(handle.result(), timeout=60)
+    assert [(c.tool, c.ok) for c in result.tool_calls] == [(tool, True) for tool, _ in calls]
+    assert sorted(DELETED) == ["/tmp/a", "/tmp/b"]
 
 
 async def test_deny_never_calls_the_tool_and_asks_nobody(
