@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durafact._api.ag_ui_events import Encoder, Event, ledger_view, question_of, usage_view
-from durafact._api.feeds import RunEnd
+from durafact._api.feeds import Answer, RunEnd
 from durafact._api.services import Services
 from durafact._core.approval import ApprovalQuestion
 from durafact._core.ledger import Ledger
@@ -99,7 +99,7 @@ async def live(
             if isinstance(item, RunEnd):
                 if item.state == "CONTINUED_AS_NEW":
                     break
-                for one in ended(encoder, description, item):
+                for one in ended(encoder, description, item, await item.answer()):
                     yield one
                 return
             for one in encoder.line(item.line):
@@ -129,7 +129,7 @@ async def questions_now(
         return [asked] if asked else []
 
 
-def ended(encoder: Encoder, description: Any, end: RunEnd) -> list[Event]:
+def ended(encoder: Encoder, description: Any, end: RunEnd, answer: Answer) -> list[Event]:
     if end.state == "CANCELED":
         return encoder.cancelled()
     if end.state != "COMPLETED":
@@ -137,8 +137,8 @@ def ended(encoder: Encoder, description: Any, end: RunEnd) -> list[Event]:
         return [*encoder.close(), encoder.error(failure, code=end.state)]
     usage = usage_of(end.result)
     return [
-        *encoder.whole_text(f"answer:{description.run_id}", end.answer),
-        *encoder.delta(usage=usage_view(usage), ledger=ledger_view(end.ledger)),
+        *encoder.whole_text(f"answer:{description.run_id}", answer.text),
+        *encoder.delta(usage=usage_view(usage), ledger=ledger_view(answer.ledger)),
         *encoder.finished(end.result, usage),
     ]
 
@@ -158,19 +158,21 @@ async def replayed(
             lines.append(item.line)
     encoder.replay(lines)
     before = await input_messages(s, handle, description)
-    if end is not None and end.state == "COMPLETED":
+    if end is None:
+        yield encoder.messages_snapshot(before)
+        return
+    answer = await end.answer()
+    if end.state == "COMPLETED":
         encoder.messages.append(
-            {"id": f"answer:{description.run_id}", "role": "assistant", "content": end.answer}
+            {"id": f"answer:{description.run_id}", "role": "assistant", "content": answer.text}
         )
     yield encoder.messages_snapshot(before)
-    if end is None:
-        return
     if lines:
         for one in encoder.delta(status=lines[-1].status):
             yield one
     if end.state == "COMPLETED":
         usage = usage_of(end.result)
-        for one in encoder.delta(usage=usage_view(usage), ledger=ledger_view(end.ledger)):
+        for one in encoder.delta(usage=usage_view(usage), ledger=ledger_view(answer.ledger)):
             yield one
         for one in encoder.finished(end.result, usage):
             yield one

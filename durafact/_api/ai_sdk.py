@@ -11,7 +11,7 @@ durafact/_api/feeds.py, which the JSON API and the console use too:
   reply streams as text parts; each model call is a step (a retried call resets its
   step); tool calls and results are tool parts, with the artifact in `toolMetadata`;
   a run's status and other lines are `data-status` and `data-progress` parts, and its
-  answer is text, as `durafact result` shows it (the feed's `RunEnd.answer`).
+  answer is text, as `durafact result` shows it (the feed's `RunEnd.answer()`).
 - A question for a person is a tool approval request (`approvalId` is the question's
   id; another kind of question is a `data-question` part), and the stream ends there.
   POST with the assistant message last, holding the SDK's approval responses, answers
@@ -32,7 +32,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from durafact._api.errors import ApiError
-from durafact._api.feeds import CAUGHT_UP, RunEnd, merged
+from durafact._api.feeds import CAUGHT_UP, Answer, RunEnd, RunLine, merged
 from durafact._api.services import Services, services
 from durafact._core.approval import ApprovalAnswer
 from durafact._service import approvals as answering
@@ -210,7 +210,12 @@ async def run_stream(
             if question and question["id"] in after:
                 after = after - {question["id"]}
             continue
-        for chunk in parts.run_item(item):
+        chunks = (
+            parts.run_end(item, await item.answer())
+            if isinstance(item, RunEnd)
+            else parts.run_line(item)
+        )
+        for chunk in chunks:
             yield chunk
         if parts.finished:
             return
@@ -394,16 +399,17 @@ class Parts:
         chunks = [] if self.texts or self.text_id else self.text(data["text"])
         return chunks + self.ending("stop")
 
-    def run_item(self, item: Any) -> list[dict[str, Any]]:
-        if isinstance(item, RunEnd):
-            if item.failure is not None:
-                return [
-                    *self.opening(),
-                    *self.close_step(),
-                    {"type": "error", "errorText": item.failure},
-                    self.finish("error"),
-                ]
-            return [*self.text(item.answer, whole=True), *self.ending("stop")]
+    def run_end(self, end: RunEnd, answer: Answer) -> list[dict[str, Any]]:
+        if end.failure is not None:
+            return [
+                *self.opening(),
+                *self.close_step(),
+                {"type": "error", "errorText": end.failure},
+                self.finish("error"),
+            ]
+        return [*self.text(answer.text, whole=True), *self.ending("stop")]
+
+    def run_line(self, item: RunLine) -> list[dict[str, Any]]:
         line = item.line.model_dump(mode="json")
         if item.line.data:
             return self.line(line)

@@ -5,7 +5,7 @@ AG-UI's (durafact/_api/events.py, ai_sdk.py, ag_ui.py).
 A run's feed asks the run's `progress` query for what it announced (one poll every
 `POLL_INTERVAL` for all its followers), and its `usage` query at each status change
 (`RunLine`), then, once it closed, how it ended (`RunEnd`: its answer as text, read
-with its ledger once for all).
+with its ledger once for all, and only when a follower asks for it).
 A chat's feed reads the chat's workflow stream (topics `messages`, `tokens`, `lines`)
 from what the chat still holds. A feed starts with its first follower and stops when
 the last one leaves: a client that disconnects costs nothing, and a hundred clients on
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from durafact._core.ledger import Ledger
 from durafact._core.llm import Usage
@@ -57,16 +57,28 @@ class RunLine:
     usage: Usage | None = None
 
 
+class Answer(NamedTuple):
+    """A completed run's answer as text (`result_text`) and its ledger (None: no worker
+    answered)."""
+
+    text: str
+    ledger: Ledger | None
+
+
+async def _no_answer() -> Answer:
+    return Answer("", None)
+
+
 @dataclass(frozen=True)
 class RunEnd:
-    """How a run ended: Temporal's state, and its result or its failure; a completed
-    run's answer as text (`result_text`) and its ledger (None: no worker answered)."""
+    """How a run ended: Temporal's state, and its result or its failure. `answer()` reads
+    a completed run's answer and ledger when a follower first needs them, once for all
+    (the JSON API's stream never does: each read is a worker replaying the run)."""
 
     state: str
     result: Any = None
     failure: str | None = None
-    answer: str = ""
-    ledger: Ledger | None = None
+    answer: Callable[[], Awaitable[Answer]] = field(default=_no_answer, compare=False)
 
 
 @dataclass
@@ -202,8 +214,26 @@ async def _ended(handle: Any, outcome: asyncio.Future[Any], recipe: Registered |
         value = outcome.result()
     except Exception as exc:  # failed, canceled, terminated, timed out, continued as new
         return RunEnd(name, failure=failure_text(exc))
-    ledger = await ledger_of(handle)
-    return RunEnd(name, jsonable(value), answer=result_text(recipe, value, ledger), ledger=ledger)
+
+    async def answer() -> Answer:
+        ledger = await ledger_of(handle)
+        return Answer(result_text(recipe, value, ledger), ledger)
+
+    return RunEnd(name, jsonable(value), answer=once(answer))
+
+
+def once(read: Callable[[], Awaitable[Answer]]) -> Callable[[], Awaitable[Answer]]:
+    """`read`, run by the first caller and shared by the rest; a caller that leaves does
+    not cancel it for the others."""
+    reading: asyncio.Future[Answer] | None = None
+
+    async def shared() -> Answer:
+        nonlocal reading
+        if reading is None:
+            reading = asyncio.ensure_future(read())
+        return await asyncio.shield(reading)
+
+    return shared
 
 
 async def _read_chat(client: Any, chat_id: str) -> AsyncIterator[Any]:

@@ -21,7 +21,7 @@ from playwright.async_api import Browser, Route, expect
 from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput
 
 from durafact.testing import ScriptedModel
-from tests.api.conftest import TOKEN, Served, delete_once_told, serve_api
+from tests.api.conftest import TOKEN, Served, delete_once_told, read_events, serve_api
 from tests.api.test_api import GOAL, finished, start, waiting_question
 from tests.helpers import FRONTENDS, drive, serving
 from tests.workflows.test_react import DELETED, act, final, turns
@@ -456,6 +456,7 @@ async def test_streams_on_one_run_cost_the_usage_queries_of_one(
             readers = [asyncio.ensure_future(attached_events(http, thread, e)) for e in opened]
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in opened)), 60)
             before = queries.sent.count((thread, "usage"))  # each snapshot's, at attach
+            read = queries.sent.count((thread, "artifacts"))  # each snapshot's ledger counts
             planning.set()
             streams = await asyncio.wait_for(asyncio.gather(*readers), 120)
             ran = await finished(http, thread)
@@ -481,6 +482,38 @@ async def test_streams_on_one_run_cost_the_usage_queries_of_one(
     assert state["usage"]["total_tokens"] == ran["usage"]["total_tokens"]
     # The poller's first page, then at most one query a status change: not one a client.
     assert following <= 1 + len(statuses)
+    # Since: the answer and its ledger, read once for the eight; once for the run's view.
+    assert queries.sent.count((thread, "artifacts")) - read == 2
+
+
+async def test_a_finished_runs_json_stream_reads_no_ledger_and_its_ag_ui_stream_one(
+    client: Client, model: ScriptedModel
+) -> None:
+    """Each read of a closed run's ledger is a worker replaying its history. The JSON
+    API's stream of a finished run shows no answer text, so it reads none; an AG-UI
+    client attached after the end gets the answer, read with the ledger once."""
+    queries = Queries()
+    counted = Client(**{**client.config(), "interceptors": [queries]})
+    async with serve_api(counted, model, TOKEN) as served:
+        headers = {**served.auth(), "X-Durafact": "1"}
+        async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=30) as http:
+            thread = await start(http, "PlanExecuteWorkflow", {**GOAL, "max_steps": 2})
+            assert (await finished(http, thread))["state"] == "COMPLETED"
+            before = queries.sent.count((thread, "artifacts"))  # the run's view shows the answer
+            events = await read_events(http, f"/api/runs/{thread}/events")
+            assert events[-1].name == "end" and events[-1].data["state"] == "COMPLETED"
+            assert queries.sent.count((thread, "artifacts")) == before
+            got = await attached_events(http, thread, asyncio.Event())
+    (snapshot,) = [e for e in got if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert snapshot["messages"][-1]["id"] == f"answer:{ran_id(got)}"
+    assert snapshot["messages"][-1]["content"].strip()
+    assert queries.sent.count((thread, "artifacts")) == before + 1
+
+
+def ran_id(events: list[dict[str, Any]]) -> str:
+    """The run id an AG-UI stream's state snapshot names."""
+    state = next(e for e in events if e["type"] == "STATE_SNAPSHOT")["snapshot"]
+    return state["run_id"]
 
 
 async def test_an_event_that_breaks_the_protocol_fails_the_client() -> None:
