@@ -222,6 +222,45 @@ async def test_a_research_runs_page_shows_the_provenance_tree_down_to_its_source
     await expect(tree).to_contain_text("found_by → source:prices")
 
 
+async def test_a_ledger_read_while_the_run_ran_never_covers_the_one_read_at_its_end(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    """A running run's page reads the ledger when it opens and again when the run ends.
+    On a busy machine the first answer can come back last: the page keeps the later one."""
+    model.reply(lambda call: {"steps": ["Pack"]} if call.schema_name == "Plan" else "Packed.")
+    planning = model.hold(lambda call: call.schema_name == "Plan")
+    plan = await start(http, "PlanExecuteWorkflow", {"text": "Pack for a trip", "max_steps": 1})
+    page = await console.new_page()
+    release, read, first_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    held: list[str] = []
+
+    async def hold_the_first(route: Route) -> None:
+        if held:
+            await route.continue_()
+            return
+        held.append(route.request.url)
+        response = await route.fetch()  # the ledger while the run still plans
+        read.set()
+        await release.wait()
+        await route.fulfill(response=response)
+        first_done.set()
+
+    await page.route("**/artifacts", hold_the_first)
+    await page.goto(f"/runs/{plan}")
+    await asyncio.wait_for(read.wait(), 15)
+    planning.set()
+    await expect(page.locator("#answer p")).to_contain_text("Packed.", timeout=15_000)
+    artifact = page.locator("details.artifact")
+    await expect(artifact.first).to_be_visible()
+    count = await artifact.count()
+    release.set()
+    await asyncio.wait_for(first_done.wait(), 15)
+    await page.wait_for_load_state("networkidle")
+    await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")
+    await expect(artifact).to_have_count(count)
+    await expect(page.locator("#artifacts")).to_contain_text("Packed.")
+
+
 async def test_model_text_with_markup_shows_as_text_and_no_dialog_opens(
     console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:

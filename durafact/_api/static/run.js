@@ -23,6 +23,9 @@ const MAX_TREES = 3;
 let artifacts = new Map();
 let stop = null;
 let refreshing = null;
+// The latest ledger and trees asked for: an answer to an earlier request that comes back
+// later (the ledger read while the run ran, after the one read at its end) is dropped.
+const asked = { ledger: 0, trees: 0 };
 
 function fact(term, value) {
   return value === null || value === undefined || value === ""
@@ -119,7 +122,9 @@ function onEvent(event) {
 }
 
 async function loadArtifacts() {
+  const mine = ++asked.ledger;
   const ledger = await api(`${runPath(id)}/artifacts`);
+  if (mine !== asked.ledger) return;
   artifacts = new Map(ledger.artifacts.map((a) => [a.id, a]));
   const out = new Map();
   for (const link of ledger.links) {
@@ -157,9 +162,11 @@ async function loadArtifacts() {
 
 // The provenance trees of `artifactIds`, each from the artifact down to what it rests on.
 async function showTrees(artifactIds) {
+  const mine = ++asked.trees;
   const trees = await Promise.all(
     artifactIds.map((a) => api(`${runPath(id)}/provenance/${encodeURIComponent(a)}`)),
   );
+  if (mine !== asked.trees) return;
   $("provenance-card").hidden = trees.length === 0;
   $("provenance").replaceChildren(...trees.map((view) => h("ul", { class: "tree" }, node(view.tree))));
   $("artifact-text").hidden = true;
