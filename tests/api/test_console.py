@@ -261,6 +261,48 @@ async def test_a_ledger_read_while_the_run_ran_never_covers_the_one_read_at_its_
     await expect(page.locator("#artifacts")).to_contain_text("Packed.")
 
 
+async def test_the_runs_list_shows_the_filter_a_person_chose_whichever_answer_comes_last(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    """The list the page asked for as it opened can come back after the one a person then
+    asked for with a filter: the page keeps showing the filtered list."""
+    model.reply(lambda call: {"steps": ["Pack"]} if call.schema_name == "Plan" else "Packed.")
+    done = await start(http, "PlanExecuteWorkflow", {"text": "Pack for a trip", "max_steps": 1})
+    await finished(http, done)
+    planning = model.hold(lambda call: call.schema_name == "Plan")
+    running = await start(http, "PlanExecuteWorkflow", {"text": "Pack for a trip"})
+    page = await console.new_page()
+    release, read = asyncio.Event(), asyncio.Event()
+    held: list[str] = []
+
+    async def hold_the_first(route: Route) -> None:
+        if release.is_set():  # no later refresh may draw over what the first one drew
+            await route.abort()
+        elif held:
+            await route.continue_()
+        else:
+            held.append(route.request.url)
+            response = await route.fetch()  # every run: the running one too
+            read.set()
+            await release.wait()
+            await route.fulfill(response=response)
+
+    await page.route("**/api/runs?*", hold_the_first)
+    await page.goto("/")
+    await asyncio.wait_for(read.wait(), 15)
+    await page.locator("#state").select_option("COMPLETED")
+    await expect(page.locator(f'#runs tr[data-id="{done}"]')).to_be_visible()
+    await expect(page.locator("#runs td.state").filter(has_text="RUNNING")).to_have_count(0)
+    assert "state=" not in held[0]
+    async with page.expect_request_finished(lambda request: request.url == held[0]):
+        release.set()
+    await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")  # drawn
+    assert await page.locator(f'#runs tr[data-id="{running}"]').count() == 0
+    await expect(page.locator(f'#runs tr[data-id="{done}"]')).to_be_visible()
+    planning.set()
+    await finished(http, running)
+
+
 async def test_model_text_with_markup_shows_as_text_and_no_dialog_opens(
     console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:

@@ -38,6 +38,19 @@ export async function api(path, { method = "GET", body } = {}) {
   return data;
 }
 
+// Requests of which only the latest counts: with `const latest = requests()`, take
+// `const current = latest()` before each one; after its answer, `current()` is false
+// when another was asked meanwhile. A slower answer to an earlier request (a filter
+// since changed, a ledger read before the run ended) is then dropped, not drawn over
+// the newer one.
+export function requests() {
+  let last = 0;
+  return () => {
+    const mine = ++last;
+    return () => mine === last;
+  };
+}
+
 // Follow an SSE endpoint: each event goes to `onEvent({id, name, data})`. A dropped
 // connection is made again with Last-Event-ID, so nothing is missed or repeated; the
 // event `end` ends it. Returns a function that stops following.

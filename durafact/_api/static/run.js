@@ -11,6 +11,7 @@ import {
   page,
   placeCards,
   questionCard,
+  requests,
   runLink,
   runPath,
   showProblem,
@@ -23,9 +24,10 @@ const MAX_TREES = 3;
 let artifacts = new Map();
 let stop = null;
 let refreshing = null;
-// The latest ledger and trees asked for: an answer to an earlier request that comes back
-// later (the ledger read while the run ran, after the one read at its end) is dropped.
-const asked = { ledger: 0, trees: 0 };
+// The ledger read as the page opens, while the run runs, may come back after the one
+// read at its end: only the latest ledger and trees asked for are drawn.
+const latestLedger = requests();
+const latestTrees = requests();
 
 function fact(term, value) {
   return value === null || value === undefined || value === ""
@@ -122,9 +124,9 @@ function onEvent(event) {
 }
 
 async function loadArtifacts() {
-  const mine = ++asked.ledger;
+  const current = latestLedger();
   const ledger = await api(`${runPath(id)}/artifacts`);
-  if (mine !== asked.ledger) return;
+  if (!current()) return;
   artifacts = new Map(ledger.artifacts.map((a) => [a.id, a]));
   const out = new Map();
   for (const link of ledger.links) {
@@ -162,11 +164,11 @@ async function loadArtifacts() {
 
 // The provenance trees of `artifactIds`, each from the artifact down to what it rests on.
 async function showTrees(artifactIds) {
-  const mine = ++asked.trees;
+  const current = latestTrees();
   const trees = await Promise.all(
     artifactIds.map((a) => api(`${runPath(id)}/provenance/${encodeURIComponent(a)}`)),
   );
-  if (mine !== asked.trees) return;
+  if (!current()) return;
   $("provenance-card").hidden = trees.length === 0;
   $("provenance").replaceChildren(...trees.map((view) => h("ul", { class: "tree" }, node(view.tree))));
   $("artifact-text").hidden = true;

@@ -1,12 +1,15 @@
 // The runs page: a list from visibility that refreshes itself, filtered by recipe,
 // status and state, and a form that starts any registered recipe.
-import { api, badge, h, page, runLink, showProblem, when } from "/static/console/console.js";
+import { api, badge, h, page, requests, runLink, showProblem, when } from "/static/console/console.js";
 
 const REFRESH_MS = 2000;
 const filters = ["type", "status", "state"].map((id) => document.getElementById(id));
 let pageSize = 50;
 let timer = null;
 let recipes = [];
+// A filter changed while a refresh was in flight: only the newest list is drawn, and
+// only the newest refresh sets the next one (two would each keep refreshing).
+const latest = requests();
 
 // A run's row. Each cell is named for its column (class, data-label): on a phone the
 // table shows a card a run, each fact under its name (console.css), as seven columns
@@ -32,16 +35,19 @@ function row(run) {
 
 async function refresh() {
   clearTimeout(timer);
+  const current = latest();
   const query = new URLSearchParams({ page_size: String(pageSize) });
   for (const input of filters) if (input.value.trim()) query.set(input.id, input.value.trim());
   try {
     const found = await api(`/api/runs?${query}`);
+    if (!current()) return;
     const body = document.querySelector("#runs tbody");
     body.replaceChildren(...found.runs.map(row));
     document.getElementById("none").hidden = found.runs.length > 0;
     document.getElementById("more").hidden = !found.next_page_token || pageSize >= 200;
     showProblem(null);
   } catch (error) {
+    if (!current()) return;
     showProblem(error);
     if (error.status === 401) return;
   }
