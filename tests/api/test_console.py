@@ -605,6 +605,44 @@ async def test_a_message_sent_before_the_first_view_is_shown_keeps_its_reply(
     await expect(page.locator("#transcript")).to_contain_text(REPLY)
 
 
+async def test_the_transcript_read_after_an_earlier_message_never_covers_a_later_one(
+    console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    """Each message sent reads the transcript again; when the read after the first
+    message comes back after the one after the second, the later transcript stays."""
+    model.reply(chatting)
+    chat = (await http.post("/api/chats", json={})).json()["id"]
+    page = await console.new_page()
+    release, read = asyncio.Event(), asyncio.Event()
+    seen: list[str] = []
+
+    async def hold_the_second(route: Route) -> None:
+        seen.append(route.request.url)
+        if len(seen) != 2:  # the first view's, and the reads after the second message
+            await route.continue_()
+            return
+        response = await route.fetch()  # the transcript after the first message
+        read.set()
+        await release.wait()
+        await route.fulfill(response=response)
+
+    await page.route("**/transcript?*", hold_the_second)
+    await page.goto(f"/chats/{chat}")
+    for text in ("First message", "Second message"):
+        await page.locator("#text").fill(text)
+        await page.get_by_role("button", name="Send").click()
+        await expect(page.locator(".bubble.assistant")).to_have_count(
+            1 if text.startswith("First") else 2, timeout=20_000
+        )
+        await asyncio.wait_for(read.wait(), 15)
+    transcript = page.locator("#transcript")
+    await expect(transcript).to_contain_text("Second message")
+    async with page.expect_request_finished(lambda request: request.url == seen[1]):
+        release.set()
+    await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")  # drawn
+    assert "Second message" in await transcript.inner_text()
+
+
 async def test_a_message_sent_as_soon_as_a_new_chat_opens_gets_its_reply(
     sized: BrowserContext, model: ScriptedModel
 ) -> None:

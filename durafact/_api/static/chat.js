@@ -3,7 +3,7 @@
 // durable reply the update returns; the memory and the transcript beside it. While a
 // turn is answered, Stop ends it (the update `stop`) and "Steer this turn" sends the
 // message with `steer: true`, into that turn before its next model call.
-import { ApiError, api, follow, h, page, showProblem } from "/static/console/console.js";
+import { ApiError, api, follow, h, page, requests, showProblem } from "/static/console/console.js";
 
 const id = document.body.dataset.id;
 const path = `/api/chats/${encodeURIComponent(id)}`;
@@ -18,6 +18,8 @@ let shown = null;
 // Turns are answered one at a time: a message seen while one is answered is a note
 // that joined it (steer), and its reply (or error) ends it.
 let answering = false;
+// Each message sent reads the memory and the transcript again: only the latest is drawn.
+const latestMemory = requests();
 
 function bubble(role, text, key = null) {
   const element = h("li", { class: `bubble ${role}`, "data-key": key }, text);
@@ -114,7 +116,9 @@ async function stopTurn() {
 }
 
 async function showMemory() {
+  const current = latestMemory();
   const [view, page] = await Promise.all([api(`${path}/memory`), api(`${path}/transcript?limit=1000`)]);
+  if (!current()) return page;
   const memory = view.memory;
   const parts = [
     h("p", {}, `${view.policy}: ${memory.window.length} messages in the window, ${memory.folded} folded, ${view.turns} turns, run ${view.runs}`),
