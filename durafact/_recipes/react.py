@@ -532,7 +532,10 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
                     *(self._judge(ctx, run, turn, k, call) for k, call in enumerate(calls))
                 )
                 observations = await asyncio.gather(
-                    *(self._clear_and_run(ctx, run, turn, k, j) for k, j in enumerate(judged))
+                    *(
+                        self._clear_and_run(ctx, run, turn, k, call, judgement)
+                        for k, (call, judgement) in enumerate(zip(calls, judged, strict=True))
+                    )
                 )
             else:
                 observations = await asyncio.gather(
@@ -661,7 +664,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         """One tool call, judged, cleared and run: its full observation, whatever happened.
         (How runs from before `QUESTIONS_IN_CALL_ORDER` run each call of a turn.)"""
         judged = await self._judge(ctx, run, turn, k, call)
-        return await self._clear_and_run(ctx, run, turn, k, judged)
+        return await self._clear_and_run(ctx, run, turn, k, call, judged)
 
     async def _judge(
         self, ctx: RecipeContext, run: _Run, turn: int, k: int, call: ToolCall
@@ -684,10 +687,17 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         return judged
 
     async def _clear_and_run(
-        self, ctx: RecipeContext, run: _Run, turn: int, k: int, judged: Judged | Observation
+        self,
+        ctx: RecipeContext,
+        run: _Run,
+        turn: int,
+        k: int,
+        call: ToolCall,
+        judged: Judged | Observation,
     ) -> Observation:
-        """Judged call `k` cleared (a question asked when the policy says `ask`) and run:
-        its full observation, whatever happened."""
+        """Call `k` as the model made it, cleared as judged (a question asked when the
+        policy says `ask`) and run: its full observation, whatever happened. A refused
+        call's observation keeps the model's arguments: the loop guard compares those."""
         if isinstance(judged, Observation):
             return judged
         activity_id = tool_call_id(run.key, turn, k)
@@ -703,7 +713,7 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
             call_id=activity_id,
         )
         if isinstance(cleared, Refusal):
-            return failed_observation(judged.call, cleared.error_type, cleared.text)
+            return failed_observation(call, cleared.error_type, cleared.text)
         call, bound = cleared
         ctx.set_status(f"calling:{call.name}", f"call tool: {call.name}", phase="turn")
         if run.runs_here(call.name):
