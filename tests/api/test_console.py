@@ -222,6 +222,38 @@ async def test_a_research_runs_page_shows_the_provenance_tree_down_to_its_source
     await expect(tree).to_contain_text("found_by → source:prices")
 
 
+class HeldAnswer:
+    """The answer to request `nth` (from 1) a page sends to a route, kept from the page
+    until `release`: the request reaches the server at once, so it answers with what the
+    server had then. Other requests pass; with `abort_after`, those made after the
+    release fail, so nothing the page asks later draws over the held answer."""
+
+    def __init__(self, nth: int = 1, abort_after: bool = False) -> None:
+        self.nth, self.abort_after = nth, abort_after
+        self.urls: list[str] = []
+        self.fetched = asyncio.Event()  # the server has answered it
+        self._released = asyncio.Event()
+
+    async def route(self, route: Route) -> None:
+        self.urls.append(route.request.url)
+        if self._released.is_set() and self.abort_after:
+            await route.abort()
+        elif len(self.urls) != self.nth:
+            await route.continue_()
+        else:
+            response = await route.fetch()
+            self.fetched.set()
+            await self._released.wait()
+            await route.fulfill(response=response)
+
+    async def release(self, page: Page) -> None:
+        """Let the held answer reach `page`; returns once the page has had time to draw it."""
+        held = self.urls[self.nth - 1]
+        async with page.expect_request_finished(lambda request: request.url == held):
+            self._released.set()
+        await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")
+
+
 async def test_a_ledger_read_while_the_run_ran_never_covers_the_one_read_at_its_end(
     console: BrowserContext, http: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
@@ -231,32 +263,16 @@ async def test_a_ledger_read_while_the_run_ran_never_covers_the_one_read_at_its_
     planning = model.hold(lambda call: call.schema_name == "Plan")
     plan = await start(http, "PlanExecuteWorkflow", {"text": "Pack for a trip", "max_steps": 1})
     page = await console.new_page()
-    release, read, first_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    held: list[str] = []
-
-    async def hold_the_first(route: Route) -> None:
-        if held:
-            await route.continue_()
-            return
-        held.append(route.request.url)
-        response = await route.fetch()  # the ledger while the run still plans
-        read.set()
-        await release.wait()
-        await route.fulfill(response=response)
-        first_done.set()
-
-    await page.route("**/artifacts", hold_the_first)
+    first = HeldAnswer()  # the ledger while the run still plans
+    await page.route("**/artifacts", first.route)
     await page.goto(f"/runs/{plan}")
-    await asyncio.wait_for(read.wait(), 15)
+    await asyncio.wait_for(first.fetched.wait(), 15)
     planning.set()
     await expect(page.locator("#answer p")).to_contain_text("Packed.", timeout=15_000)
     artifact = page.locator("details.artifact")
     await expect(artifact.first).to_be_visible()
     count = await artifact.count()
-    release.set()
-    await asyncio.wait_for(first_done.wait(), 15)
-    await page.wait_for_load_state("networkidle")
-    await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")
+    await first.release(page)
     await expect(artifact).to_have_count(count)
     await expect(page.locator("#artifacts")).to_contain_text("Packed.")
 
@@ -272,31 +288,16 @@ async def test_the_runs_list_shows_the_filter_a_person_chose_whichever_answer_co
     planning = model.hold(lambda call: call.schema_name == "Plan")
     running = await start(http, "PlanExecuteWorkflow", {"text": "Pack for a trip"})
     page = await console.new_page()
-    release, read = asyncio.Event(), asyncio.Event()
-    held: list[str] = []
-
-    async def hold_the_first(route: Route) -> None:
-        if release.is_set():  # no later refresh may draw over what the first one drew
-            await route.abort()
-        elif held:
-            await route.continue_()
-        else:
-            held.append(route.request.url)
-            response = await route.fetch()  # every run: the running one too
-            read.set()
-            await release.wait()
-            await route.fulfill(response=response)
-
-    await page.route("**/api/runs?*", hold_the_first)
+    # Every run, the running one too; no later refresh may draw over what it drew.
+    first = HeldAnswer(abort_after=True)
+    await page.route("**/api/runs?*", first.route)
     await page.goto("/")
-    await asyncio.wait_for(read.wait(), 15)
+    await asyncio.wait_for(first.fetched.wait(), 15)
     await page.locator("#state").select_option("COMPLETED")
     await expect(page.locator(f'#runs tr[data-id="{done}"]')).to_be_visible()
     await expect(page.locator("#runs td.state").filter(has_text="RUNNING")).to_have_count(0)
-    assert "state=" not in held[0]
-    async with page.expect_request_finished(lambda request: request.url == held[0]):
-        release.set()
-    await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")  # drawn
+    assert "state=" not in first.urls[0]
+    await first.release(page)
     assert await page.locator(f'#runs tr[data-id="{running}"]').count() == 0
     await expect(page.locator(f'#runs tr[data-id="{done}"]')).to_be_visible()
     planning.set()
@@ -582,24 +583,14 @@ async def test_a_message_sent_before_the_first_view_is_shown_keeps_its_reply(
     page = await sized.new_page()
     # The first transcript is read at once but reaches the page only when released: the
     # conversation so far arrives after a message was sent, as on a slow first load.
-    release = asyncio.Event()
-    held: list[str] = []
-
-    async def hold_the_first(route: Route) -> None:
-        first = not held
-        held.append(route.request.url)
-        response = await route.fetch()
-        if first:
-            await release.wait()
-        await route.fulfill(response=response)
-
-    await page.route("**/transcript?*", hold_the_first)
+    first = HeldAnswer()
+    await page.route("**/transcript?*", first.route)
     await page.goto(f"/chats/{chat}")
     await page.locator("#text").fill("Is a reply ever lost?")
     await page.get_by_role("button", name="Send").click()
     await expect(page.locator(".bubble.user")).to_have_text("Is a reply ever lost?")
-    assert len(held) == 1  # the first view is not shown yet
-    release.set()
+    assert len(first.urls) == 1  # the first view is not shown yet
+    await first.release(page)
     await expect(page.locator(".bubble.assistant")).to_have_text(REPLY, timeout=20_000)
     await expect(page.locator(".bubble.user")).to_have_text("Is a reply ever lost?")
     await expect(page.locator("#transcript")).to_contain_text(REPLY)
@@ -613,20 +604,9 @@ async def test_the_transcript_read_after_an_earlier_message_never_covers_a_later
     model.reply(chatting)
     chat = (await http.post("/api/chats", json={})).json()["id"]
     page = await console.new_page()
-    release, read = asyncio.Event(), asyncio.Event()
-    seen: list[str] = []
-
-    async def hold_the_second(route: Route) -> None:
-        seen.append(route.request.url)
-        if len(seen) != 2:  # the first view's, and the reads after the second message
-            await route.continue_()
-            return
-        response = await route.fetch()  # the transcript after the first message
-        read.set()
-        await release.wait()
-        await route.fulfill(response=response)
-
-    await page.route("**/transcript?*", hold_the_second)
+    # The first view's transcript passes, the one after the first message is held.
+    after_first = HeldAnswer(nth=2)
+    await page.route("**/transcript?*", after_first.route)
     await page.goto(f"/chats/{chat}")
     for text in ("First message", "Second message"):
         await page.locator("#text").fill(text)
@@ -634,12 +614,10 @@ async def test_the_transcript_read_after_an_earlier_message_never_covers_a_later
         await expect(page.locator(".bubble.assistant")).to_have_count(
             1 if text.startswith("First") else 2, timeout=20_000
         )
-        await asyncio.wait_for(read.wait(), 15)
+        await asyncio.wait_for(after_first.fetched.wait(), 15)
     transcript = page.locator("#transcript")
     await expect(transcript).to_contain_text("Second message")
-    async with page.expect_request_finished(lambda request: request.url == seen[1]):
-        release.set()
-    await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")  # drawn
+    await after_first.release(page)
     assert "Second message" in await transcript.inner_text()
 
 
