@@ -701,13 +701,10 @@ class ReAct(Recipe[In, Out], Generic[In, Out]):
         if isinstance(judged, Observation):
             return judged
         activity_id = tool_call_id(run.key, turn, k)
-        spec = run.spec(judged.call.name)
-        assert spec is not None, "only a known tool is judged"
         cleared = await clear_tool_call(
             ctx,
             tool_approval_thread(run.key),
             judged,
-            destructive=spec.destructive,
             approval=run.settings.approval,
             remember=self.remember_scopes,
             call_id=activity_id,

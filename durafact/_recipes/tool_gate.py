@@ -72,11 +72,13 @@ class Cleared(NamedTuple):
 
 class Judged(NamedTuple):
     """A call the policy allows or asks about, not yet cleared: `call` as judged, `bound`
-    when its arguments are the bound ones, and the policy's `decision`."""
+    when its arguments are the bound ones, the policy's `decision`, and whether its tool
+    is `destructive` (a question says so)."""
 
     call: ToolCall
     bound: bool
     decision: PolicyDecision
+    destructive: bool
 
 
 async def judge_tool_call(
@@ -97,7 +99,7 @@ async def judge_tool_call(
     if decision.action == "deny":
         ctx.announce(f"{call.name} {denied_message(decision.rule)}", kind="policy")
         return Refusal("DeniedByPolicy", denied_message(decision.rule))
-    return Judged(call, bound, decision)
+    return Judged(call, bound, decision, destructive)
 
 
 async def clear_tool_call(
@@ -105,7 +107,6 @@ async def clear_tool_call(
     thread: str,
     judged: Judged,
     *,
-    destructive: bool,
     approval: ApprovalPolicy,
     remember: Sequence[RememberScope],
     call_id: str | None = None,
@@ -115,7 +116,7 @@ async def clear_tool_call(
     `call_id` names the call in a question (`ApprovalQuestion.tool_call_id`). The
     question is open before this first waits, so calls cleared one after another are
     asked in that order."""
-    call, bound, decision = judged
+    call, bound, decision, destructive = judged
     if decision.action == "allow":
         return Cleared(call, bound)
     refusal = await _ask(ctx, thread, call, destructive, decision, approval, remember, call_id)
